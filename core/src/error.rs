@@ -1,0 +1,221 @@
+//! The one error type of Switchman.
+//!
+//! Every failure carries an [`ErrorKind`] that callers can ask about, and a retryability flag set
+//! where the error is born (the transport knows whether a request reached the provider; the
+//! cluster layer must not guess later). Only retryable failures are retried, degraded to a mock
+//! or counted against an instance; a [`ErrorKind::Business`] error is the provider's answer and
+//! goes straight back to the caller.
+
+use std::fmt;
+
+/// A `Result` whose error is Switchman's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong, in terms a caller can act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The request could not be delivered or the connection broke (refused, reset, 502/503/504).
+    /// Transient: retried by default.
+    Transport,
+    /// The attempt or the whole call ran out of time. Transient: retried by default.
+    Timeout,
+    /// No instance is available for the service (empty directory, every instance excluded).
+    NoProvider,
+    /// Routing rules left no instance for this call (a `false` then-part, a forced empty result).
+    Forbidden,
+    /// The provider answered with an application error. Never retried.
+    Business,
+    /// Configuration or input is invalid (a bad URL, rule, weight, or option).
+    BadConfig,
+    /// A consumer-side limit refused the call (`actives`, retry budget, queue full).
+    LimitExceeded,
+    /// The instance speaks a protocol Switchman cannot call.
+    Unsupported,
+}
+
+impl ErrorKind {
+    /// Whether errors of this kind are retried unless the origin says otherwise.
+    pub fn default_retryable(self) -> bool {
+        matches!(self, ErrorKind::Transport | ErrorKind::Timeout)
+    }
+
+    /// The kind's short name, as printed in messages and metrics labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Transport => "transport",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::NoProvider => "no provider",
+            ErrorKind::Forbidden => "forbidden by route",
+            ErrorKind::Business => "business",
+            ErrorKind::BadConfig => "bad config",
+            ErrorKind::LimitExceeded => "limit exceeded",
+            ErrorKind::Unsupported => "unsupported",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+type Source = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Switchman's error: a kind, a message, whether it may be retried, and optionally the
+/// underlying cause and the addresses tried by the call.
+pub struct Error {
+    kind: ErrorKind,
+    retryable: bool,
+    message: String,
+    source: Option<Source>,
+    tried: Vec<String>,
+}
+
+impl Error {
+    /// A new error of `kind`, retryable as the kind's default says.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error {
+            kind,
+            retryable: kind.default_retryable(),
+            message: message.into(),
+            source: None,
+            tried: Vec::new(),
+        }
+    }
+
+    /// A transport error (retryable).
+    pub fn transport(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Transport, message)
+    }
+
+    /// A timeout (retryable).
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Timeout, message)
+    }
+
+    /// No provider is available.
+    pub fn no_provider(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NoProvider, message)
+    }
+
+    /// The provider answered with an application error (never retried).
+    pub fn business(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Business, message)
+    }
+
+    /// Invalid configuration or input.
+    pub fn bad_config(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::BadConfig, message)
+    }
+
+    /// Sets whether this error may be retried, overriding the kind's default. The origin of
+    /// the error calls this when it knows better (for example a timeout after the request was
+    /// fully sent to a non-idempotent method).
+    pub fn with_retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
+        self
+    }
+
+    /// Attaches the underlying cause.
+    pub fn with_source(mut self, source: impl Into<Source>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// Records the addresses the call tried, in order.
+    pub fn with_tried(mut self, tried: Vec<String>) -> Self {
+        self.tried = tried;
+        self
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// Whether a retry (on another instance) may succeed. Decided where the error is born.
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+
+    /// Whether this is a timeout.
+    pub fn is_timeout(&self) -> bool {
+        self.kind == ErrorKind::Timeout
+    }
+
+    /// Whether this is the provider's own application error.
+    pub fn is_business(&self) -> bool {
+        self.kind == ErrorKind::Business
+    }
+
+    /// The message, without the kind.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The addresses tried by the call that ended in this error, in order (empty when the
+    /// error was not produced by a cluster strategy).
+    pub fn tried(&self) -> &[String] {
+        &self.tried
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Error");
+        d.field("kind", &self.kind)
+            .field("retryable", &self.retryable)
+            .field("message", &self.message);
+        if let Some(s) = &self.source {
+            d.field("source", s);
+        }
+        if !self.tried.is_empty() {
+            d.field("tried", &self.tried);
+        }
+        d.finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)?;
+        if !self.tried.is_empty() {
+            write!(f, " (tried {})", self.tried.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_ref()
+            .map(|s| s.as_ref() as &(dyn std::error::Error + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retryability_follows_kind_unless_overridden() {
+        assert!(Error::transport("reset").is_retryable());
+        assert!(Error::timeout("slow").is_retryable());
+        assert!(!Error::business("boom").is_retryable());
+        assert!(!Error::no_provider("none").is_retryable());
+        assert!(!Error::timeout("sent").with_retryable(false).is_retryable());
+    }
+
+    #[test]
+    fn display_names_kind_and_tried_addresses() {
+        let e = Error::transport("connection refused")
+            .with_tried(vec!["10.0.0.1:80".into(), "10.0.0.2:80".into()]);
+        assert_eq!(
+            e.to_string(),
+            "transport: connection refused (tried 10.0.0.1:80, 10.0.0.2:80)"
+        );
+    }
+}

@@ -1,0 +1,450 @@
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::{Error, ServiceKey, Url};
+
+/// Dubbo's default instance weight.
+pub const DEFAULT_WEIGHT: u32 = 100;
+/// Dubbo's default warm-up period (10 minutes).
+pub const DEFAULT_WARMUP: Duration = Duration::from_secs(600);
+
+/// The protocol an instance speaks. Parsed once from the URL scheme or metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Protocol {
+    /// Dubbo 3 Triple (gRPC framing over HTTP/2).
+    Tri,
+    /// Plain HTTP with Switchman's JSON unary convention.
+    Http,
+    /// REST (Spring Cloud style) over HTTP.
+    Rest,
+    /// Dubbo's Hessian2 protocol (discovered, not callable).
+    Dubbo,
+    /// Anything else, lower-cased.
+    Other(String),
+}
+
+impl Protocol {
+    /// The protocol's name as written in URLs.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Protocol::Tri => "tri",
+            Protocol::Http => "http",
+            Protocol::Rest => "rest",
+            Protocol::Dubbo => "dubbo",
+            Protocol::Other(s) => s,
+        }
+    }
+}
+
+impl FromStr for Protocol {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "tri" | "triple" => Protocol::Tri,
+            "http" => Protocol::Http,
+            "rest" => Protocol::Rest,
+            "dubbo" => Protocol::Dubbo,
+            other => Protocol::Other(other.to_string()),
+        })
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One provider instance, parsed once at the edge into typed fields. Share it as
+/// `Arc<Instance>`; nothing downstream re-reads parameters as strings on the call path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    host: String,
+    port: u16,
+    address: String,
+    protocol: Protocol,
+    path: String,
+    service: ServiceKey,
+    weight: u32,
+    warmup: Duration,
+    timestamp_ms: Option<u64>,
+    zone: Option<String>,
+    enabled: bool,
+    healthy: bool,
+    application: Option<String>,
+    tag: Option<String>,
+    params: BTreeMap<String, String>,
+}
+
+fn parse_num<T: FromStr>(url_or_source: &str, key: &str, value: &str) -> Result<T, Error> {
+    value.trim().parse::<T>().map_err(|_| {
+        Error::bad_config(format!(
+            "{url_or_source}: parameter {key}={value:?} is not a valid non-negative integer"
+        ))
+    })
+}
+
+impl Instance {
+    /// Starts building an instance at `host:port` (protocol `http`, weight 100, no service).
+    pub fn builder(host: impl Into<String>, port: u16) -> InstanceBuilder {
+        InstanceBuilder::new(host.into(), port)
+    }
+
+    /// Builds an instance from a provider URL. Typed keys read here: `interface` (else
+    /// `service`, else the path), `group`, `version`, `weight`, `warmup` (ms), `timestamp` (ms
+    /// since the epoch), `zone`, `enabled`, `disabled`, `healthy`, `application`, `dubbo.tag`.
+    /// Every parameter is kept in [`Instance::params`] for routing.
+    pub fn from_url(url: &Url) -> Result<Instance, Error> {
+        let what = || url.redacted();
+        let port = url
+            .port()
+            .ok_or_else(|| Error::bad_config(format!("{}: missing port", what())))?;
+        let interface = url
+            .param("interface")
+            .or_else(|| url.param("service"))
+            .filter(|s| !s.is_empty())
+            .unwrap_or(url.path());
+        let mut b = Instance::builder(url.host(), port)
+            .protocol(url.protocol().parse().unwrap_or(Protocol::Http))
+            .path(url.path())
+            .service(ServiceKey::with(
+                interface,
+                url.param("group").unwrap_or(""),
+                url.param("version").unwrap_or(""),
+            ));
+        for (k, v) in url.params() {
+            b = b.param(k, v);
+        }
+        if let Some(w) = url.param("weight") {
+            b = b.weight(parse_num(&what(), "weight", w)?);
+        }
+        if let Some(w) = url.param("warmup") {
+            b = b.warmup(Duration::from_millis(parse_num(&what(), "warmup", w)?));
+        }
+        if let Some(t) = url.param("timestamp") {
+            b = b.timestamp_ms(parse_num(&what(), "timestamp", t)?);
+        }
+        if let Some(z) = url.param("zone").filter(|z| !z.is_empty()) {
+            b = b.zone(z);
+        }
+        let enabled =
+            url.param("enabled") != Some("false") && url.param("disabled") != Some("true");
+        b = b
+            .enabled(enabled)
+            .healthy(url.param("healthy") != Some("false"));
+        if let Some(a) = url.param("application").filter(|a| !a.is_empty()) {
+            b = b.application(a);
+        }
+        if let Some(t) = url.param("dubbo.tag").filter(|t| !t.is_empty()) {
+            b = b.tag(t);
+        }
+        Ok(b.build())
+    }
+
+    /// The instance as a Dubbo provider URL (the form registered in ZooKeeper).
+    pub fn to_url(&self) -> Url {
+        let path = if self.path.is_empty() {
+            self.service.interface.as_ref()
+        } else {
+            &self.path
+        };
+        let mut u = Url::new(self.protocol.as_str(), &self.host, Some(self.port), path);
+        for (k, v) in &self.params {
+            u.set_param(k, v);
+        }
+        if !self.service.interface.is_empty() {
+            u.set_param("interface", &self.service.interface);
+        }
+        if !self.service.group.is_empty() {
+            u.set_param("group", &self.service.group);
+        }
+        if !self.service.version.is_empty() {
+            u.set_param("version", &self.service.version);
+        }
+        if self.weight != DEFAULT_WEIGHT || self.params.contains_key("weight") {
+            u.set_param("weight", &self.weight.to_string());
+        }
+        if let Some(ts) = self.timestamp_ms {
+            u.set_param("timestamp", &ts.to_string());
+        }
+        if !self.enabled {
+            u.set_param("enabled", "false");
+        }
+        u
+    }
+
+    /// Host (IPv6 without brackets).
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+    /// Port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+    /// `host:port`, IPv6 in brackets. The identity of an instance across snapshots.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+    /// Protocol.
+    pub fn protocol(&self) -> &Protocol {
+        &self.protocol
+    }
+    /// URL path (context path for REST providers), without leading `/`.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+    /// Service key.
+    pub fn service(&self) -> &ServiceKey {
+        &self.service
+    }
+    /// Configured weight (before warm-up).
+    pub fn weight(&self) -> u32 {
+        self.weight
+    }
+    /// Warm-up period.
+    pub fn warmup(&self) -> Duration {
+        self.warmup
+    }
+    /// The provider's start time in ms since the Unix epoch, when it published one.
+    pub fn timestamp_ms(&self) -> Option<u64> {
+        self.timestamp_ms
+    }
+    /// Zone, if known.
+    pub fn zone(&self) -> Option<&str> {
+        self.zone.as_deref()
+    }
+    /// Whether the instance is enabled (a disabled one is never picked).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+    /// Whether the registry reports it healthy (an unhealthy one is never picked).
+    pub fn healthy(&self) -> bool {
+        self.healthy
+    }
+    /// Whether the instance may receive calls at all.
+    pub fn is_available(&self) -> bool {
+        self.enabled && self.healthy
+    }
+    /// The provider's application name.
+    pub fn application(&self) -> Option<&str> {
+        self.application.as_deref()
+    }
+    /// The static tag (`dubbo.tag`).
+    pub fn tag(&self) -> Option<&str> {
+        self.tag.as_deref()
+    }
+    /// A parameter as registered (URL parameter or registry metadata).
+    pub fn param(&self, key: &str) -> Option<&str> {
+        self.params.get(key).map(String::as_str)
+    }
+    /// All parameters.
+    pub fn params(&self) -> &BTreeMap<String, String> {
+        &self.params
+    }
+
+    /// A copy with another weight (used by configurators).
+    pub fn with_weight(&self, weight: u32) -> Instance {
+        Instance {
+            weight,
+            ..self.clone()
+        }
+    }
+
+    /// A copy enabled or disabled (used by configurators).
+    pub fn with_enabled(&self, enabled: bool) -> Instance {
+        Instance {
+            enabled,
+            ..self.clone()
+        }
+    }
+
+    /// A copy with one parameter set (used by configurators). Typed fields are not re-read;
+    /// use the dedicated `with_*` methods for them.
+    pub fn with_param(&self, key: &str, value: &str) -> Instance {
+        let mut c = self.clone();
+        c.params.insert(key.to_string(), value.to_string());
+        c
+    }
+}
+
+/// Builder for [`Instance`].
+#[derive(Debug, Clone)]
+pub struct InstanceBuilder {
+    inner: Instance,
+}
+
+impl InstanceBuilder {
+    fn new(host: String, port: u16) -> Self {
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let address = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        InstanceBuilder {
+            inner: Instance {
+                host,
+                port,
+                address,
+                protocol: Protocol::Http,
+                path: String::new(),
+                service: ServiceKey::new(""),
+                weight: DEFAULT_WEIGHT,
+                warmup: DEFAULT_WARMUP,
+                timestamp_ms: None,
+                zone: None,
+                enabled: true,
+                healthy: true,
+                application: None,
+                tag: None,
+                params: BTreeMap::new(),
+            },
+        }
+    }
+    /// Protocol (default `http`).
+    pub fn protocol(mut self, p: Protocol) -> Self {
+        self.inner.protocol = p;
+        self
+    }
+    /// Path / context path.
+    pub fn path(mut self, p: &str) -> Self {
+        self.inner.path = p.trim_start_matches('/').to_string();
+        self
+    }
+    /// Service key.
+    pub fn service(mut self, s: ServiceKey) -> Self {
+        self.inner.service = s;
+        self
+    }
+    /// Weight (default 100).
+    pub fn weight(mut self, w: u32) -> Self {
+        self.inner.weight = w;
+        self
+    }
+    /// Warm-up (default 10 min).
+    pub fn warmup(mut self, w: Duration) -> Self {
+        self.inner.warmup = w;
+        self
+    }
+    /// Provider start timestamp, ms since the epoch.
+    pub fn timestamp_ms(mut self, t: u64) -> Self {
+        self.inner.timestamp_ms = Some(t);
+        self
+    }
+    /// Zone.
+    pub fn zone(mut self, z: &str) -> Self {
+        self.inner.zone = Some(z.to_string());
+        self
+    }
+    /// Enabled flag.
+    pub fn enabled(mut self, e: bool) -> Self {
+        self.inner.enabled = e;
+        self
+    }
+    /// Healthy flag.
+    pub fn healthy(mut self, h: bool) -> Self {
+        self.inner.healthy = h;
+        self
+    }
+    /// Application name.
+    pub fn application(mut self, a: &str) -> Self {
+        self.inner.application = Some(a.to_string());
+        self
+    }
+    /// Static tag (`dubbo.tag`).
+    pub fn tag(mut self, t: &str) -> Self {
+        self.inner.tag = Some(t.to_string());
+        self.inner.params.insert("dubbo.tag".into(), t.to_string());
+        self
+    }
+    /// Adds a parameter (kept for routing; typed fields are set by their own methods).
+    pub fn param(mut self, k: &str, v: &str) -> Self {
+        self.inner.params.insert(k.to_string(), v.to_string());
+        self
+    }
+    /// Finishes the instance.
+    pub fn build(self) -> Instance {
+        self.inner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_dubbo_url_reads_typed_fields_once() {
+        let u = Url::parse(
+            "dubbo://10.0.0.1:20880/com.foo.Bar?interface=com.foo.Bar&group=g&version=1.0&weight=50&warmup=60000&timestamp=1700000000000&zone=z1&application=app&dubbo.tag=gray&side=provider",
+        )
+        .unwrap();
+        let i = Instance::from_url(&u).unwrap();
+        assert_eq!(i.address(), "10.0.0.1:20880");
+        assert_eq!(i.protocol(), &Protocol::Dubbo);
+        assert_eq!(i.service(), &ServiceKey::with("com.foo.Bar", "g", "1.0"));
+        assert_eq!(i.weight(), 50);
+        assert_eq!(i.warmup(), Duration::from_secs(60));
+        assert_eq!(i.timestamp_ms(), Some(1_700_000_000_000));
+        assert_eq!(i.zone(), Some("z1"));
+        assert_eq!(i.application(), Some("app"));
+        assert_eq!(i.tag(), Some("gray"));
+        assert_eq!(i.param("side"), Some("provider"));
+        assert!(i.is_available());
+    }
+
+    #[test]
+    fn python_triple_form_takes_service_parameter() {
+        let u = Url::parse("tri://127.0.0.1:50051?service=org.apache.dubbo.samples.HelloWorld")
+            .unwrap();
+        let i = Instance::from_url(&u).unwrap();
+        assert_eq!(i.protocol(), &Protocol::Tri);
+        assert_eq!(
+            &*i.service().interface,
+            "org.apache.dubbo.samples.HelloWorld"
+        );
+        assert_eq!(i.weight(), DEFAULT_WEIGHT);
+    }
+
+    #[test]
+    fn bad_numbers_are_errors_naming_the_key() {
+        let u = Url::parse("dubbo://h:1/x?weight=-5").unwrap();
+        let e = Instance::from_url(&u).unwrap_err();
+        assert!(e.to_string().contains("weight=\"-5\""), "{e}");
+        let u = Url::parse("dubbo://h/x").unwrap();
+        assert!(
+            Instance::from_url(&u)
+                .unwrap_err()
+                .to_string()
+                .contains("missing port")
+        );
+    }
+
+    #[test]
+    fn disabled_and_unhealthy() {
+        let i = Instance::from_url(&Url::parse("dubbo://h:1/x?enabled=false").unwrap()).unwrap();
+        assert!(!i.is_available());
+        let i = Instance::from_url(&Url::parse("dubbo://h:1/x?disabled=true").unwrap()).unwrap();
+        assert!(!i.enabled());
+    }
+
+    #[test]
+    fn to_url_round_trips_through_from_url() {
+        let i = Instance::builder("::1", 8080)
+            .protocol(Protocol::Tri)
+            .service(ServiceKey::with("a.B", "g", "2"))
+            .weight(7)
+            .param("side", "provider")
+            .build();
+        assert_eq!(i.address(), "[::1]:8080");
+        let back = Instance::from_url(&i.to_url()).unwrap();
+        assert_eq!(back.address(), i.address());
+        assert_eq!(back.service(), i.service());
+        assert_eq!(back.weight(), 7);
+        assert_eq!(back.protocol(), &Protocol::Tri);
+    }
+}

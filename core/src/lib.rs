@@ -1,0 +1,32 @@
+//! Switchman's shared model.
+//!
+//! This crate is deliberately small and free of registry clients and transports: every other
+//! crate depends on it, so it holds only the types they exchange.
+//!
+//! - [`Instance`]: one provider as parsed once from a registry entry (a Dubbo URL, a Nacos
+//!   instance, a static record). Shared as `Arc<Instance>`.
+//! - [`Url`]: Dubbo URL parsing and encoding, including the URL-encoded node names ZooKeeper holds.
+//! - [`Invocation`]: one call (method, JSON arguments, attachments).
+//! - [`Invoker`]: the transport that performs one attempt against one instance.
+//! - [`Error`]: one error type with an [`ErrorKind`] and a retryability decided where it is born.
+#![forbid(unsafe_code)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]
+
+mod error;
+mod instance;
+mod invocation;
+mod invoker;
+mod service_key;
+pub mod url;
+
+pub use error::{Error, ErrorKind, Result};
+pub use instance::{DEFAULT_WARMUP, DEFAULT_WEIGHT, Instance, InstanceBuilder, Protocol};
+pub use invocation::Invocation;
+pub use invoker::{BoxFuture, Invoker};
+pub use service_key::ServiceKey;
+pub use url::{Url, UrlError};

@@ -1,0 +1,611 @@
+//! Dubbo URLs: parsing, encoding, and the URL-encoded form ZooKeeper node names use.
+//!
+//! Grammar (Dubbo's `URL.valueOf`):
+//! `protocol://[username[:password]@]host[:port][/path][?key=value&key=value...]`.
+//!
+//! - IPv6 hosts are written in brackets: `tri://[::1]:50051?service=x`.
+//! - `tri://host:port?service=...` (no path, the form apache-dubbo Python writes) is accepted.
+//! - Parameters keep their order. A repeated key is kept twice; lookups return the last value
+//!   (Dubbo's map semantics). `key` without `=` means `key=key` (as Dubbo); `key=` is an empty
+//!   value; empty segments (`a=1&&b=2`) are skipped, as Dubbo does.
+//! - Method-scoped parameters (`sayHello.timeout=3000`) are read with [`Url::method_param`].
+//! - Parameter values are taken literally (Dubbo does not decode them after the node name was
+//!   decoded once).
+//!
+//! Malformed input gives a [`UrlError`] naming the input and the byte position; parsing never
+//! panics.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A parse error: which input, at which byte position, and what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid URL {input:?} at byte {position}: {reason}")]
+pub struct UrlError {
+    /// The offending input (cut to 256 characters).
+    pub input: String,
+    /// Byte offset in the input where the problem was found.
+    pub position: usize,
+    /// What was wrong.
+    pub reason: String,
+}
+
+impl UrlError {
+    fn new(input: &str, position: usize, reason: impl Into<String>) -> Self {
+        let input = if input.len() > 256 {
+            let mut end = 256;
+            while !input.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!("{}...", &input[..end])
+        } else {
+            input.to_string()
+        };
+        UrlError {
+            input,
+            position,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A parsed Dubbo URL.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Url {
+    protocol: String,
+    username: Option<String>,
+    password: Option<String>,
+    host: String,
+    port: Option<u16>,
+    path: String,
+    params: Vec<(String, String)>,
+}
+
+fn valid_protocol_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.' | '_')
+}
+
+fn valid_host_char(c: char) -> bool {
+    !(c.is_whitespace() || c.is_control() || matches!(c, '/' | '?' | '@' | '#' | '[' | ']' | '&'))
+}
+
+impl Url {
+    /// A URL with no parameters. `path` is without its leading `/` and may be empty.
+    pub fn new(protocol: &str, host: &str, port: Option<u16>, path: &str) -> Self {
+        Url {
+            protocol: protocol.to_string(),
+            username: None,
+            password: None,
+            host: host.to_string(),
+            port,
+            path: path.trim_start_matches('/').to_string(),
+            params: Vec::new(),
+        }
+    }
+
+    /// Parses a decoded URL string.
+    pub fn parse(input: &str) -> Result<Url, UrlError> {
+        let err = |pos: usize, reason: &str| UrlError::new(input, pos, reason);
+        if input.trim().len() != input.len() {
+            return Err(err(0, "leading or trailing whitespace"));
+        }
+        let Some(scheme_end) = input.find("://") else {
+            return Err(err(0, "missing '://' after the protocol"));
+        };
+        let protocol = &input[..scheme_end];
+        if protocol.is_empty() {
+            return Err(err(0, "empty protocol"));
+        }
+        if let Some((i, _)) = protocol
+            .char_indices()
+            .find(|&(_, c)| !valid_protocol_char(c))
+        {
+            return Err(err(i, "invalid character in protocol"));
+        }
+        let rest_start = scheme_end + 3;
+        let rest = &input[rest_start..];
+        let (before_query, query, query_start) = match rest.find('?') {
+            Some(q) => (&rest[..q], Some(&rest[q + 1..]), rest_start + q + 1),
+            None => (rest, None, input.len()),
+        };
+        let (authority, path) = match before_query.find('/') {
+            Some(s) => (&before_query[..s], &before_query[s + 1..]),
+            None => (before_query, ""),
+        };
+        if let Some(i) = path.find(|c: char| c.is_whitespace() || c.is_control() || c == '#') {
+            return Err(err(
+                rest_start + authority.len() + 1 + i,
+                "invalid character in path",
+            ));
+        }
+
+        // userinfo
+        let (userinfo, hostport, hostport_start) = match authority.rfind('@') {
+            Some(at) => (
+                Some(&authority[..at]),
+                &authority[at + 1..],
+                rest_start + at + 1,
+            ),
+            None => (None, authority, rest_start),
+        };
+        let (username, password) = match userinfo {
+            None => (None, None),
+            Some(ui) => match ui.split_once(':') {
+                Some((u, p)) => (Some(u.to_string()), Some(p.to_string())),
+                None => (Some(ui.to_string()), None),
+            },
+        };
+
+        // host and port
+        let (host, port_str, port_pos) = if let Some(stripped) = hostport.strip_prefix('[') {
+            let Some(close) = stripped.find(']') else {
+                return Err(err(hostport_start, "unclosed '[' in IPv6 host"));
+            };
+            let host = &stripped[..close];
+            if host.is_empty()
+                || !host
+                    .chars()
+                    .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+            {
+                return Err(err(hostport_start + 1, "invalid IPv6 address"));
+            }
+            let after = &stripped[close + 1..];
+            let after_pos = hostport_start + close + 2;
+            if after.is_empty() {
+                (host, None, after_pos)
+            } else if let Some(p) = after.strip_prefix(':') {
+                (host, Some(p), after_pos + 1)
+            } else {
+                return Err(err(after_pos, "expected ':' or end after IPv6 host"));
+            }
+        } else {
+            match hostport.find(':') {
+                Some(c) => {
+                    if hostport[c + 1..].contains(':') {
+                        return Err(err(
+                            hostport_start + c,
+                            "IPv6 host must be written in brackets",
+                        ));
+                    }
+                    (
+                        &hostport[..c],
+                        Some(&hostport[c + 1..]),
+                        hostport_start + c + 1,
+                    )
+                }
+                None => (hostport, None, hostport_start + hostport.len()),
+            }
+        };
+        if host.is_empty() {
+            return Err(err(hostport_start, "missing host"));
+        }
+        if let Some((i, _)) = host.char_indices().find(|&(_, c)| !valid_host_char(c)) {
+            return Err(err(hostport_start + i, "invalid character in host"));
+        }
+        let port = match port_str {
+            None => None,
+            Some(p) => match p.parse::<u16>() {
+                Ok(n) if !p.starts_with('+') => Some(n),
+                _ => return Err(err(port_pos, "port is not a number from 0 to 65535")),
+            },
+        };
+
+        let mut params = Vec::new();
+        if let Some(query) = query {
+            let mut pos = query_start;
+            for segment in query.split('&') {
+                let seg_pos = pos;
+                pos += segment.len() + 1;
+                if segment.is_empty() {
+                    continue;
+                }
+                if let Some(i) = segment.find(|c: char| c.is_control() || c == '#') {
+                    return Err(err(seg_pos + i, "invalid character in parameter"));
+                }
+                let (k, v) = match segment.split_once('=') {
+                    Some((k, v)) => (k, v),
+                    None => (segment, segment),
+                };
+                if k.is_empty() {
+                    return Err(err(seg_pos, "empty parameter name"));
+                }
+                params.push((k.to_string(), v.to_string()));
+            }
+        }
+
+        Ok(Url {
+            protocol: protocol.to_string(),
+            username,
+            password,
+            host: host.to_string(),
+            port,
+            path: path.to_string(),
+            params,
+        })
+    }
+
+    /// Parses a ZooKeeper node name: a URL encoded once with Java's `URLEncoder`.
+    pub fn from_encoded(node_name: &str) -> Result<Url, UrlError> {
+        let decoded = decode_component(node_name)?;
+        Url::parse(&decoded)
+    }
+
+    /// Encodes the URL the way Java Dubbo names ZooKeeper nodes (`URLEncoder.encode(url)`).
+    pub fn to_encoded(&self) -> String {
+        encode_component(&self.to_string())
+    }
+
+    /// The protocol (`dubbo`, `tri`, `http`, `override`, ...).
+    pub fn protocol(&self) -> &str {
+        &self.protocol
+    }
+
+    /// The user name, if any.
+    pub fn username(&self) -> Option<&str> {
+        self.username.as_deref()
+    }
+
+    /// The password, if any.
+    pub fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
+    /// Sets user name and password.
+    pub fn set_credentials(&mut self, username: Option<&str>, password: Option<&str>) {
+        self.username = username.map(str::to_string);
+        self.password = password.map(str::to_string);
+    }
+
+    /// The host, without brackets for IPv6.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The port, if given.
+    pub fn port(&self) -> Option<u16> {
+        self.port
+    }
+
+    /// `host:port` (IPv6 in brackets), or the host alone without a port.
+    pub fn address(&self) -> String {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        match self.port {
+            Some(p) => format!("{host}:{p}"),
+            None => host,
+        }
+    }
+
+    /// The path without its leading `/` (empty when absent).
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The value of `key`; the last one when repeated.
+    pub fn param(&self, key: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// All values of `key`, in order.
+    pub fn param_all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.params
+            .iter()
+            .filter(move |(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A method-scoped parameter: `{method}.{key}`, else `{key}`.
+    pub fn method_param(&self, method: &str, key: &str) -> Option<&str> {
+        let scoped = self.params.iter().rev().find(|(k, _)| {
+            k.len() == method.len() + 1 + key.len()
+                && k.starts_with(method)
+                && k.as_bytes()[method.len()] == b'.'
+                && k.ends_with(key)
+        });
+        scoped.map(|(_, v)| v.as_str()).or_else(|| self.param(key))
+    }
+
+    /// All parameters in order, repeated keys included.
+    pub fn params(&self) -> &[(String, String)] {
+        &self.params
+    }
+
+    /// Appends a parameter (after removing earlier values of the key).
+    pub fn set_param(&mut self, key: &str, value: &str) {
+        self.params.retain(|(k, _)| k != key);
+        self.params.push((key.to_string(), value.to_string()));
+    }
+
+    /// Builder form of [`Url::set_param`].
+    pub fn with_param(mut self, key: &str, value: &str) -> Self {
+        self.set_param(key, value);
+        self
+    }
+
+    /// Removes every value of `key`.
+    pub fn remove_param(&mut self, key: &str) {
+        self.params.retain(|(k, _)| k != key);
+    }
+
+    /// The URL as text with the password and secret-looking parameters masked, for logs.
+    pub fn redacted(&self) -> String {
+        let mut copy = self.clone();
+        if copy.password.is_some() {
+            copy.password = Some("***".into());
+        }
+        for (k, v) in &mut copy.params {
+            let lk = k.to_ascii_lowercase();
+            if lk.contains("password")
+                || lk.contains("secret")
+                || lk.contains("token")
+                || lk == "accesskey"
+            {
+                *v = "***".into();
+            }
+        }
+        copy.to_string()
+    }
+}
+
+impl fmt::Display for Url {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://", self.protocol)?;
+        if let Some(u) = &self.username {
+            f.write_str(u)?;
+            if let Some(p) = &self.password {
+                write!(f, ":{p}")?;
+            }
+            f.write_str("@")?;
+        }
+        f.write_str(&self.address())?;
+        if !self.path.is_empty() {
+            write!(f, "/{}", self.path)?;
+        }
+        for (i, (k, v)) in self.params.iter().enumerate() {
+            f.write_str(if i == 0 { "?" } else { "&" })?;
+            write!(f, "{k}={v}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Url {
+    type Err = UrlError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Url::parse(s)
+    }
+}
+
+/// Percent-encodes like Java's `URLEncoder.encode(s, "UTF-8")`: `A-Z a-z 0-9 . - * _` stay,
+/// space becomes `+`, every other byte becomes `%XX` (upper-case hex).
+pub fn encode_component(s: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = String::with_capacity(s.len() * 3 / 2);
+    for &b in s.as_bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b'*' | b'_' => {
+                out.push(b as char)
+            }
+            b' ' => out.push('+'),
+            _ => {
+                out.push('%');
+                out.push(HEX[(b >> 4) as usize] as char);
+                out.push(HEX[(b & 0xF) as usize] as char);
+            }
+        }
+    }
+    out
+}
+
+/// Decodes like Java's `URLDecoder.decode(s, "UTF-8")`: `+` is a space, `%XX` a byte; the
+/// bytes must form UTF-8.
+pub fn decode_component(s: &str) -> Result<String, UrlError> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b'%' => {
+                let hex = |b: u8| (b as char).to_digit(16);
+                match (
+                    bytes.get(i + 1).and_then(|&b| hex(b)),
+                    bytes.get(i + 2).and_then(|&b| hex(b)),
+                ) {
+                    (Some(h), Some(l)) => out.push((h * 16 + l) as u8),
+                    _ => return Err(UrlError::new(s, i, "'%' not followed by two hex digits")),
+                }
+                i += 3;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_err(|e| {
+        UrlError::new(
+            s,
+            e.utf8_error().valid_up_to(),
+            "decoded bytes are not UTF-8",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parses_a_full_dubbo_url() {
+        let u = Url::parse(
+            "dubbo://10.0.0.1:20880/com.foo.BarService?anyhost=true&application=demo&interface=com.foo.BarService&methods=a,b&sayHello.timeout=3000&timeout=1000",
+        )
+        .unwrap();
+        assert_eq!(u.protocol(), "dubbo");
+        assert_eq!(u.host(), "10.0.0.1");
+        assert_eq!(u.port(), Some(20880));
+        assert_eq!(u.path(), "com.foo.BarService");
+        assert_eq!(u.param("methods"), Some("a,b"));
+        assert_eq!(u.method_param("sayHello", "timeout"), Some("3000"));
+        assert_eq!(u.method_param("other", "timeout"), Some("1000"));
+        assert_eq!(u.address(), "10.0.0.1:20880");
+    }
+
+    #[test]
+    fn parses_python_triple_form_without_path() {
+        let u = Url::from_encoded(
+            "tri%3A%2F%2F127.0.0.1%3A50051%3Fservice%3Dorg.apache.dubbo.samples.HelloWorld",
+        )
+        .unwrap();
+        assert_eq!(u.protocol(), "tri");
+        assert_eq!(u.path(), "");
+        assert_eq!(u.port(), Some(50051));
+        assert_eq!(
+            u.param("service"),
+            Some("org.apache.dubbo.samples.HelloWorld")
+        );
+        assert_eq!(
+            u.to_string(),
+            "tri://127.0.0.1:50051?service=org.apache.dubbo.samples.HelloWorld"
+        );
+    }
+
+    #[test]
+    fn ipv6_credentials_repeated_and_empty_params() {
+        let u =
+            Url::parse("tri://admin:s3cret@[fe80::1]:50051/svc?a=1&a=2&empty=&flag&&b=x").unwrap();
+        assert_eq!(u.host(), "fe80::1");
+        assert_eq!(u.address(), "[fe80::1]:50051");
+        assert_eq!(u.username(), Some("admin"));
+        assert_eq!(u.password(), Some("s3cret"));
+        assert_eq!(u.param("a"), Some("2"));
+        assert_eq!(u.param_all("a").collect::<Vec<_>>(), vec!["1", "2"]);
+        assert_eq!(u.param("empty"), Some(""));
+        assert_eq!(u.param("flag"), Some("flag"));
+        assert_eq!(u.param("b"), Some("x"));
+        assert!(!u.redacted().contains("s3cret"));
+        assert_eq!(Url::parse(&u.to_string()).unwrap(), u);
+    }
+
+    #[test]
+    fn java_urlencoder_form() {
+        let raw = "dubbo://10.0.0.1:20880/com.foo.Bar?application=my app&methods=a,b&weight=100";
+        let enc = encode_component(raw);
+        assert_eq!(
+            enc,
+            "dubbo%3A%2F%2F10.0.0.1%3A20880%2Fcom.foo.Bar%3Fapplication%3Dmy+app%26methods%3Da%2Cb%26weight%3D100"
+        );
+        assert_eq!(decode_component(&enc).unwrap(), raw);
+        assert_eq!(
+            Url::from_encoded(&enc).unwrap().param("application"),
+            Some("my app")
+        );
+        assert_eq!(encode_component("a*b-c_d.e~"), "a*b-c_d.e%7E");
+        assert_eq!(encode_component("é"), "%C3%A9");
+    }
+
+    #[test]
+    fn malformed_inputs_name_the_position() {
+        let cases: &[(&str, usize, &str)] = &[
+            ("10.0.0.1:20880", 0, "missing '://'"),
+            ("://h:1", 0, "empty protocol"),
+            ("du bbo://h:1", 2, "invalid character in protocol"),
+            ("dubbo://:20880/x", 8, "missing host"),
+            ("dubbo://h:99999/x", 10, "port"),
+            ("dubbo://h:12ab/x", 10, "port"),
+            ("dubbo://fe80::1:80/x", 12, "brackets"),
+            ("dubbo://[fe80::1/x", 8, "unclosed"),
+            ("dubbo://[fe80::1]x/x", 17, "expected ':'"),
+            ("dubbo://h:1/x?=v", 14, "empty parameter name"),
+            (" dubbo://h:1", 0, "whitespace"),
+        ];
+        for (input, pos, reason) in cases {
+            let e = Url::parse(input).unwrap_err();
+            assert_eq!(e.position, *pos, "{input}: {e}");
+            assert!(e.reason.contains(reason), "{input}: {e}");
+            assert!(e.to_string().contains(input.trim()), "{e}");
+        }
+        let e = decode_component("abc%4").unwrap_err();
+        assert_eq!(e.position, 3);
+        assert!(decode_component("%C3%28").is_err());
+    }
+
+    fn arb_token() -> impl Strategy<Value = String> {
+        "[A-Za-z0-9_.\\-]{1,12}"
+    }
+
+    fn arb_value() -> impl Strategy<Value = String> {
+        // Anything but the separators of the query grammar and control characters.
+        "([^&#\\p{Cc}]{0,15}[^&#\\s\\p{Cc}])?"
+    }
+
+    fn arb_url() -> impl Strategy<Value = Url> {
+        let host = prop_oneof![
+            "[a-z][a-z0-9\\-]{0,10}(\\.[a-z0-9]{1,5}){0,2}",
+            (any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>())
+                .prop_map(|(a, b, c, d)| format!("{a}.{b}.{c}.{d}")),
+            any::<[u16; 8]>().prop_map(|s| std::net::Ipv6Addr::from(s).to_string()),
+        ];
+        (
+            "[a-z][a-z0-9+]{0,7}",
+            proptest::option::of((arb_token(), proptest::option::of(arb_token()))),
+            host,
+            proptest::option::of(any::<u16>()),
+            proptest::option::of("[A-Za-z0-9_.\\-/]{0,20}"),
+            proptest::collection::vec((arb_token(), arb_value()), 0..6),
+        )
+            .prop_map(|(protocol, creds, host, port, path, params)| {
+                let mut u = Url::new(&protocol, &host, port, &path.unwrap_or_default());
+                if let Some((user, pass)) = creds {
+                    u.set_credentials(Some(&user), pass.as_deref());
+                }
+                for (k, v) in params {
+                    u.params.push((k, v));
+                }
+                u
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn display_then_parse_round_trips(u in arb_url()) {
+            let text = u.to_string();
+            let back = Url::parse(&text).unwrap();
+            // A path made only of slashes collapses: compare the normalised forms.
+            prop_assert_eq!(back.to_string(), text);
+            prop_assert_eq!(back.params(), u.params());
+            prop_assert_eq!(back.host(), u.host());
+            prop_assert_eq!(back.port(), u.port());
+        }
+
+        #[test]
+        fn encoded_form_round_trips(u in arb_url()) {
+            let enc = u.to_encoded();
+            prop_assert!(enc.bytes().all(|b| b.is_ascii_alphanumeric() || b".-*_%+".contains(&b)));
+            prop_assert_eq!(Url::from_encoded(&enc).unwrap().to_string(), u.to_string());
+        }
+
+        #[test]
+        fn component_codec_round_trips(s in any::<String>()) {
+            prop_assert_eq!(decode_component(&encode_component(&s)).unwrap(), s);
+        }
+
+        #[test]
+        fn parser_never_panics(s in any::<String>()) {
+            let _ = Url::parse(&s);
+            let _ = Url::from_encoded(&s);
+        }
+    }
+}

@@ -1,0 +1,153 @@
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::{Endpoint, LoadBalance, PickContext, Picker, effective_weight};
+
+/// Dubbo's `random`: weighted random over prefix sums (O(log n) binary search), uniform when
+/// all weights are equal (O(1)). Zero-weight members are never picked while others exist;
+/// when every weight is zero the pick is uniform.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RandomBalance;
+
+impl LoadBalance for RandomBalance {
+    fn name(&self) -> &str {
+        "random"
+    }
+
+    fn prepare(
+        &self,
+        endpoints: &[Endpoint],
+        members: Arc<[u32]>,
+        now: SystemTime,
+    ) -> Box<dyn Picker> {
+        Box::new(RandomPicker::new(endpoints, members, now))
+    }
+}
+
+#[derive(Debug)]
+struct RandomPicker {
+    members: Arc<[u32]>,
+    /// Cumulative weights; empty when all weights are equal (uniform fast path).
+    prefix: Vec<u64>,
+    warming: bool,
+}
+
+impl RandomPicker {
+    fn new(endpoints: &[Endpoint], members: Arc<[u32]>, now: SystemTime) -> Self {
+        let weights: Vec<u64> = members
+            .iter()
+            .map(|&i| effective_weight(&endpoints[i as usize], now) as u64)
+            .collect();
+        let warming = members
+            .iter()
+            .zip(&weights)
+            .any(|(&i, &w)| w < endpoints[i as usize].instance.weight() as u64);
+        let equal = weights.windows(2).all(|w| w[0] == w[1]);
+        let total: u64 = weights.iter().sum();
+        let prefix = if equal || total == 0 {
+            Vec::new()
+        } else {
+            weights
+                .iter()
+                .scan(0u64, |acc, w| {
+                    *acc += w;
+                    Some(*acc)
+                })
+                .collect()
+        };
+        RandomPicker {
+            members,
+            prefix,
+            warming,
+        }
+    }
+}
+
+impl Picker for RandomPicker {
+    fn pick(
+        &self,
+        _endpoints: &[Endpoint],
+        _ctx: &PickContext<'_>,
+        rng: &mut fastrand::Rng,
+    ) -> Option<usize> {
+        if self.members.is_empty() {
+            return None;
+        }
+        let pos = match self.prefix.last() {
+            None => rng.usize(..self.members.len()),
+            Some(&total) => {
+                let r = rng.u64(..total);
+                self.prefix.partition_point(|&c| c <= r)
+            }
+        };
+        Some(self.members[pos] as usize)
+    }
+
+    fn members(&self) -> &[u32] {
+        &self.members
+    }
+
+    fn refresh_after(&self) -> Option<Duration> {
+        self.warming.then_some(Duration::from_secs(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchman_core::{Instance, Invocation};
+
+    fn eps(weights: &[u32]) -> Vec<Endpoint> {
+        weights
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| {
+                let inst = Instance::builder("10.0.0.1", 1000 + i as u16)
+                    .weight(w)
+                    .timestamp_ms(0)
+                    .build();
+                Endpoint::new(Arc::new(inst))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn weighted_shares_follow_weights_and_skip_zero() {
+        let e = eps(&[1, 0, 3]);
+        let members: Arc<[u32]> = (0..3).collect();
+        let p = RandomBalance.prepare(&e, members, SystemTime::now());
+        let inv = Invocation::new("m");
+        let ctx = PickContext {
+            invocation: &inv,
+            tried: &[],
+        };
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut hits = [0u32; 3];
+        for _ in 0..40_000 {
+            hits[p.pick(&e, &ctx, &mut rng).unwrap()] += 1;
+        }
+        assert_eq!(hits[1], 0);
+        let share = hits[2] as f64 / 40_000.0;
+        assert!((share - 0.75).abs() < 0.02, "{hits:?}");
+    }
+
+    #[test]
+    fn untried_members_are_preferred() {
+        let e = eps(&[100, 100, 100]);
+        let p = RandomBalance.prepare(&e, (0..3).collect(), SystemTime::now());
+        let inv = Invocation::new("m");
+        let mut rng = fastrand::Rng::with_seed(1);
+        for _ in 0..1000 {
+            let ctx = PickContext {
+                invocation: &inv,
+                tried: &[0, 2],
+            };
+            assert_eq!(crate::pick_untried(p.as_ref(), &e, &ctx, &mut rng), Some(1));
+        }
+        let ctx = PickContext {
+            invocation: &inv,
+            tried: &[0, 1, 2],
+        };
+        assert!(crate::pick_untried(p.as_ref(), &e, &ctx, &mut rng).is_some());
+    }
+}
