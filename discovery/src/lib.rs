@@ -1,1 +1,30 @@
-//! placeholder
+//! Service discovery: registries push typed [`Update`]s into a [`RegistryDirectory`], which
+//! owns the instance state in one task and publishes immutable [`Snapshot`]s through
+//! `arc-swap`.
+//!
+//! ```text
+//! registry adapter ──Update──► directory task ──ArcSwap::store──► Snapshot (epoch n)
+//!   (parse once)                (diff, empty-list policy,          ▲
+//!                                router + balancer tables)         │ load() per call, no lock
+//! ```
+//!
+//! Everything that depends only on the instance list (route subsets, balancer tables) is built
+//! in the directory task when something changes; a call does one atomic load plus
+//! [`Snapshot::select`].
+#![forbid(unsafe_code)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]
+
+mod directory;
+mod registry;
+mod snapshot;
+pub mod static_registry;
+
+pub use directory::{DirectoryConfig, EmptyPolicy, RegistryDirectory};
+pub use registry::{Registry, Update, UpdateReceiver};
+pub use snapshot::Snapshot;
+pub use static_registry::StaticRegistry;

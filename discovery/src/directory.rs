@@ -1,0 +1,536 @@
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+use switchman_core::{Error, Instance, Result, ServiceKey};
+use switchman_loadbalance::{Endpoint, InstanceStats, LoadBalance, RandomBalance};
+use switchman_router::{ConsumerInfo, RouterChain};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tracing::{debug, info, warn};
+
+use crate::snapshot::{Snapshot, SnapshotParts};
+use crate::{Registry, Update, UpdateReceiver};
+
+/// What the directory does when the registry reports that a service has no instance left.
+///
+/// Switchman's default is [`EmptyPolicy::KeepLast`] (Dubbo's default is to publish the empty
+/// list). An empty push is far more often a registry-side accident (a session expiry, a
+/// namespace mix-up, a restarted Nacos that has not yet received re-registrations) than a
+/// fleet that really vanished at once; keeping the last list keeps calls flowing, and if the
+/// providers really are gone the calls fail with transport errors anyway. Choose
+/// [`EmptyPolicy::Publish`] when draining every provider must stop traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EmptyPolicy {
+    /// Keep serving the last non-empty list (empty-list protection on).
+    #[default]
+    KeepLast,
+    /// Publish the empty list: calls fail with "no provider" until instances return.
+    Publish,
+}
+
+/// How a directory is set up.
+#[derive(Debug, Clone)]
+pub struct DirectoryConfig {
+    /// The service whose providers the directory holds.
+    pub service: ServiceKey,
+    /// The consumer's own description (for routing rules).
+    pub consumer: ConsumerInfo,
+    /// The balancer whose tables each snapshot carries.
+    pub balancer: Arc<dyn LoadBalance>,
+    /// Routing rules.
+    pub router: RouterChain,
+    /// Empty-list policy.
+    pub empty_policy: EmptyPolicy,
+}
+
+impl DirectoryConfig {
+    /// Defaults: weighted random, no rules, [`EmptyPolicy::KeepLast`], consumer on 127.0.0.1.
+    pub fn new(service: ServiceKey) -> Self {
+        DirectoryConfig {
+            service,
+            consumer: ConsumerInfo::new("127.0.0.1", "switchman-consumer"),
+            balancer: Arc::new(RandomBalance),
+            router: RouterChain::new(),
+            empty_policy: EmptyPolicy::default(),
+        }
+    }
+
+    /// Sets the balancer.
+    pub fn balancer(mut self, balancer: Arc<dyn LoadBalance>) -> Self {
+        self.balancer = balancer;
+        self
+    }
+
+    /// Sets the routing rules.
+    pub fn router(mut self, router: RouterChain) -> Self {
+        self.router = router;
+        self
+    }
+
+    /// Sets the consumer description.
+    pub fn consumer(mut self, consumer: ConsumerInfo) -> Self {
+        self.consumer = consumer;
+        self
+    }
+
+    /// Sets the empty-list policy.
+    pub fn empty_policy(mut self, policy: EmptyPolicy) -> Self {
+        self.empty_policy = policy;
+        self
+    }
+}
+
+enum Control {
+    Update(Update),
+    Router(RouterChain),
+    Balancer(Arc<dyn LoadBalance>),
+}
+
+struct Shared {
+    current: ArcSwap<Snapshot>,
+}
+
+/// The always-current view of one service's providers.
+///
+/// One task owns the state: it applies registry [`Update`]s, the empty-list policy, rule and
+/// balancer changes, rebuilds route subsets and balancer tables, and publishes a new immutable
+/// [`Snapshot`] with a higher epoch through one `ArcSwap::store`. Readers never lock: a call
+/// does [`RegistryDirectory::load`] once per attempt. Dropping the directory stops the task.
+#[derive(Debug)]
+pub struct RegistryDirectory {
+    shared: Arc<Shared>,
+    control: mpsc::UnboundedSender<Control>,
+    epochs: watch::Receiver<u64>,
+    task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("current", &self.current.load())
+            .finish()
+    }
+}
+
+impl RegistryDirectory {
+    /// A directory fed by `updates` (from a registry adapter or your own code). Must be called
+    /// inside a tokio runtime.
+    pub fn spawn(config: DirectoryConfig, updates: Option<UpdateReceiver>) -> Self {
+        let empty = Snapshot::empty(config.service.clone(), config.balancer.clone());
+        let shared = Arc::new(Shared {
+            current: ArcSwap::from_pointee(empty),
+        });
+        let (control_tx, control_rx) = mpsc::unbounded_channel();
+        let (epoch_tx, epoch_rx) = watch::channel(0);
+        let state = State {
+            config,
+            registry: BTreeMap::new(),
+            published: BTreeMap::new(),
+            stats: HashMap::new(),
+            epoch: 0,
+            shared: shared.clone(),
+            epoch_tx,
+        };
+        let task = tokio::spawn(state.run(updates, control_rx));
+        RegistryDirectory {
+            shared,
+            control: control_tx,
+            epochs: epoch_rx,
+            task,
+        }
+    }
+
+    /// Subscribes `registry` to `config.service` and spawns the directory on its updates.
+    pub async fn subscribe(registry: &dyn Registry, config: DirectoryConfig) -> Result<Self> {
+        let rx = registry.subscribe(&config.service).await?;
+        Ok(Self::spawn(config, Some(rx)))
+    }
+
+    /// The current snapshot (one atomic load and a reference-count increment).
+    pub fn load(&self) -> Arc<Snapshot> {
+        self.shared.current.load_full()
+    }
+
+    /// Feeds an update directly (besides the registry's).
+    pub fn apply(&self, update: Update) {
+        let _ = self.control.send(Control::Update(update));
+    }
+
+    /// Replaces the routing rules; a new snapshot is published.
+    pub fn set_router(&self, router: RouterChain) {
+        let _ = self.control.send(Control::Router(router));
+    }
+
+    /// Replaces the balancer; a new snapshot is published.
+    pub fn set_balancer(&self, balancer: Arc<dyn LoadBalance>) {
+        let _ = self.control.send(Control::Balancer(balancer));
+    }
+
+    /// A receiver that observes every published epoch.
+    pub fn epochs(&self) -> watch::Receiver<u64> {
+        self.epochs.clone()
+    }
+
+    /// Waits until a published snapshot satisfies `ready` (or `timeout` passes) and returns it.
+    pub async fn wait_until(
+        &self,
+        timeout: Duration,
+        mut ready: impl FnMut(&Snapshot) -> bool,
+    ) -> Result<Arc<Snapshot>> {
+        let mut rx = self.epochs.clone();
+        let fut = async {
+            loop {
+                let snap = self.load();
+                if ready(&snap) {
+                    return Ok(snap);
+                }
+                if rx.changed().await.is_err() {
+                    return Err(Error::no_provider("directory task stopped"));
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => {
+                let snap = self.load();
+                Err(Error::timeout(format!(
+                    "directory for {} not ready after {timeout:?} (epoch {}, {} instances)",
+                    snap.service(),
+                    snap.epoch(),
+                    snap.instances().len()
+                )))
+            }
+        }
+    }
+}
+
+impl Drop for RegistryDirectory {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct State {
+    config: DirectoryConfig,
+    /// What the registry currently says, by address.
+    registry: BTreeMap<String, Arc<Instance>>,
+    /// What the last snapshot holds, by address (differs under empty-list protection).
+    published: BTreeMap<String, Arc<Instance>>,
+    /// Live state per address, kept across snapshots while the address stays.
+    stats: HashMap<String, Arc<InstanceStats>>,
+    epoch: u64,
+    shared: Arc<Shared>,
+    epoch_tx: watch::Sender<u64>,
+}
+
+impl State {
+    async fn run(
+        mut self,
+        mut updates: Option<UpdateReceiver>,
+        mut control: mpsc::UnboundedReceiver<Control>,
+    ) {
+        let mut refresh: Option<Duration> = None;
+        loop {
+            let mut force = false;
+            tokio::select! {
+                u = async { updates.as_mut().unwrap().recv().await }, if updates.is_some() => match u {
+                    Some(u) => self.apply(u),
+                    None => {
+                        warn!(service = %self.config.service, "registry subscription ended; keeping the last snapshot");
+                        updates = None;
+                        continue;
+                    }
+                },
+                c = control.recv() => match c {
+                    Some(Control::Update(u)) => self.apply(u),
+                    Some(Control::Router(r)) => { self.config.router = r; force = true; }
+                    Some(Control::Balancer(b)) => { self.config.balancer = b; force = true; }
+                    None => return,
+                },
+                _ = tokio::time::sleep(refresh.unwrap_or(Duration::MAX)), if refresh.is_some() => { force = true; }
+            }
+            // Coalesce whatever else is already queued into one snapshot.
+            if let Some(rx) = updates.as_mut() {
+                while let Ok(u) = rx.try_recv() {
+                    self.apply(u);
+                }
+            }
+            if let Some(snap) = self.publish(force) {
+                refresh = snap.refresh_after();
+            }
+        }
+    }
+
+    fn apply(&mut self, update: Update) {
+        match update {
+            Update::Reset(list) => {
+                let mut next = BTreeMap::new();
+                for inst in list {
+                    let addr = inst.address().to_string();
+                    let inst = self.reuse(inst);
+                    if next.insert(addr.clone(), inst).is_some() {
+                        warn!(service = %self.config.service, address = %addr, "registry listed an address twice; the later entry wins");
+                    }
+                }
+                self.registry = next;
+            }
+            Update::Add(list) => {
+                for inst in list {
+                    let inst = self.reuse(inst);
+                    self.registry.insert(inst.address().to_string(), inst);
+                }
+            }
+            Update::Remove(addrs) => {
+                for a in addrs {
+                    self.registry.remove(&a);
+                }
+            }
+        }
+    }
+
+    /// Keeps the existing `Arc` when an instance did not change, so unchanged instances are
+    /// shared between snapshots.
+    fn reuse(&self, inst: Instance) -> Arc<Instance> {
+        match self.registry.get(inst.address()) {
+            Some(old) if **old == inst => old.clone(),
+            _ => Arc::new(inst),
+        }
+    }
+
+    fn publish(&mut self, force: bool) -> Option<Arc<Snapshot>> {
+        let service = &self.config.service;
+        let (next, protected) = if self.registry.is_empty()
+            && self.config.empty_policy == EmptyPolicy::KeepLast
+            && !self.published.is_empty()
+        {
+            (self.published.clone(), true)
+        } else {
+            (self.registry.clone(), false)
+        };
+        let current = self.shared.current.load();
+        let unchanged = self.epoch > 0
+            && current.is_protected() == protected
+            && next.len() == self.published.len()
+            && next
+                .iter()
+                .zip(&self.published)
+                .all(|((a, x), (b, y))| a == b && Arc::ptr_eq(x, y));
+        if unchanged && !force {
+            debug!(service = %service, epoch = self.epoch, "update changed nothing");
+            return None;
+        }
+        if protected && !current.is_protected() {
+            warn!(service = %service, kept = next.len(), "registry reports no instance; empty-list protection keeps the last list");
+        }
+        let added = next
+            .keys()
+            .filter(|k| !self.published.contains_key(*k))
+            .count();
+        let removed = self
+            .published
+            .keys()
+            .filter(|k| !next.contains_key(*k))
+            .count();
+        let changed = next
+            .iter()
+            .filter(|(k, v)| {
+                self.published
+                    .get(*k)
+                    .is_some_and(|old| !Arc::ptr_eq(old, v))
+            })
+            .count();
+
+        self.stats.retain(|addr, _| next.contains_key(addr));
+        let all: Arc<[Arc<Instance>]> = next.values().cloned().collect();
+        let endpoints: Arc<[Endpoint]> = next
+            .iter()
+            .filter(|(_, i)| i.is_available())
+            .map(|(addr, inst)| Endpoint {
+                instance: inst.clone(),
+                stats: self
+                    .stats
+                    .entry(addr.clone())
+                    .or_insert_with(|| Arc::new(InstanceStats::new()))
+                    .clone(),
+            })
+            .collect();
+        self.epoch += 1;
+        let snap = Arc::new(Snapshot::build(SnapshotParts {
+            epoch: self.epoch,
+            service,
+            all,
+            endpoints,
+            router: &self.config.router,
+            consumer: &self.config.consumer,
+            balancer: &self.config.balancer,
+            protected,
+            now: SystemTime::now(),
+        }));
+        if added + removed + changed > 0 || self.epoch == 1 {
+            info!(service = %service, epoch = self.epoch, instances = snap.instances().len(),
+                available = snap.endpoints().len(), added, removed, changed, "directory updated");
+        } else {
+            debug!(service = %service, epoch = self.epoch, "directory tables rebuilt");
+        }
+        self.published = next;
+        self.shared.current.store(snap.clone());
+        let _ = self.epoch_tx.send(self.epoch);
+        Some(snap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchman_core::Invocation;
+
+    fn inst(port: u16, weight: u32) -> Instance {
+        Instance::builder("10.0.0.1", port).weight(weight).build()
+    }
+
+    fn cfg() -> DirectoryConfig {
+        DirectoryConfig::new(ServiceKey::new("com.foo.Bar"))
+    }
+
+    async fn settle(dir: &RegistryDirectory, epoch: u64) -> Arc<Snapshot> {
+        dir.wait_until(Duration::from_secs(5), |s| s.epoch() >= epoch)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn reset_add_remove_publish_new_epochs() {
+        let dir = RegistryDirectory::spawn(cfg(), None);
+        assert_eq!(dir.load().epoch(), 0);
+        dir.apply(Update::Reset(vec![inst(1, 100), inst(2, 100)]));
+        let s1 = settle(&dir, 1).await;
+        assert_eq!(s1.instances().len(), 2);
+        dir.apply(Update::Add(vec![inst(3, 100)]));
+        let s2 = settle(&dir, 2).await;
+        assert_eq!(s2.instances().len(), 3);
+        // Unchanged instances are shared between snapshots, and so is their live state.
+        assert!(Arc::ptr_eq(
+            &s1.endpoints()[0].instance,
+            &s2.endpoints()[0].instance
+        ));
+        assert!(Arc::ptr_eq(
+            &s1.endpoints()[0].stats,
+            &s2.endpoints()[0].stats
+        ));
+        dir.apply(Update::Remove(vec!["10.0.0.1:1".into()]));
+        let s3 = settle(&dir, 3).await;
+        assert_eq!(
+            s3.instances().iter().map(|i| i.port()).collect::<Vec<_>>(),
+            vec![2, 3]
+        );
+    }
+
+    #[tokio::test]
+    async fn identical_reset_publishes_nothing() {
+        let dir = RegistryDirectory::spawn(cfg(), None);
+        dir.apply(Update::Reset(vec![inst(1, 100)]));
+        settle(&dir, 1).await;
+        dir.apply(Update::Reset(vec![inst(1, 100)]));
+        dir.apply(Update::Reset(vec![inst(1, 7)]));
+        let s = settle(&dir, 2).await;
+        assert_eq!(s.epoch(), 2, "the identical reset must not bump the epoch");
+        assert_eq!(s.instances()[0].weight(), 7);
+    }
+
+    #[tokio::test]
+    async fn empty_policy_keep_last_and_publish() {
+        let dir = RegistryDirectory::spawn(cfg(), None);
+        dir.apply(Update::Reset(vec![inst(1, 100)]));
+        settle(&dir, 1).await;
+        dir.apply(Update::Reset(vec![]));
+        let s = settle(&dir, 2).await;
+        assert!(s.is_protected());
+        assert_eq!(s.endpoints().len(), 1);
+        let mut rng = fastrand::Rng::with_seed(1);
+        assert!(s.select(&Invocation::new("m"), &[], &mut rng).is_ok());
+        // Instances coming back end the protection.
+        dir.apply(Update::Reset(vec![inst(2, 100)]));
+        let s = settle(&dir, 3).await;
+        assert!(!s.is_protected());
+        assert_eq!(s.instances()[0].port(), 2);
+
+        let dir = RegistryDirectory::spawn(cfg().empty_policy(EmptyPolicy::Publish), None);
+        dir.apply(Update::Reset(vec![inst(1, 100)]));
+        settle(&dir, 1).await;
+        dir.apply(Update::Reset(vec![]));
+        let s = settle(&dir, 2).await;
+        assert!(s.instances().is_empty());
+        let e = s.select(&Invocation::new("m"), &[], &mut rng).unwrap_err();
+        assert_eq!(e.kind(), switchman_core::ErrorKind::NoProvider);
+    }
+
+    #[tokio::test]
+    async fn unavailable_instances_are_listed_but_never_selected() {
+        let dir = RegistryDirectory::spawn(cfg(), None);
+        let off = Instance::builder("10.0.0.1", 1).enabled(false).build();
+        let sick = Instance::builder("10.0.0.1", 2).healthy(false).build();
+        dir.apply(Update::Reset(vec![off, sick, inst(3, 100)]));
+        let s = settle(&dir, 1).await;
+        assert_eq!(s.instances().len(), 3);
+        assert_eq!(s.endpoints().len(), 1);
+        let mut rng = fastrand::Rng::with_seed(3);
+        for _ in 0..100 {
+            let i = s.select(&Invocation::new("m"), &[], &mut rng).unwrap();
+            assert_eq!(s.endpoints()[i].instance.port(), 3);
+        }
+    }
+
+    /// Readers running while the owner publishes many snapshots never see the epoch go
+    /// backwards and always see a whole snapshot (its instance count matches its epoch).
+    #[test]
+    fn concurrent_readers_see_whole_snapshots_in_order() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let dir = Arc::new(RegistryDirectory::spawn(cfg(), None));
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let mut readers = Vec::new();
+            for _ in 0..3 {
+                let dir = dir.clone();
+                let stop = stop.clone();
+                readers.push(std::thread::spawn(move || {
+                    let mut last = 0;
+                    let mut seen = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let s = dir.load();
+                        assert!(
+                            s.epoch() >= last,
+                            "epoch went back from {last} to {}",
+                            s.epoch()
+                        );
+                        last = s.epoch();
+                        // Update k (epoch k) lists exactly k instances whose weights are all k.
+                        if s.epoch() > 0 {
+                            assert_eq!(s.instances().len() as u64, s.epoch());
+                            assert!(s.instances().iter().all(|i| i.weight() as u64 == s.epoch()));
+                        }
+                        seen += 1;
+                    }
+                    seen
+                }));
+            }
+            for k in 1..=200u32 {
+                dir.apply(Update::Reset(
+                    (0..k).map(|p| inst(p as u16 + 1, k)).collect(),
+                ));
+                dir.wait_until(Duration::from_secs(5), |s| s.epoch() == k as u64)
+                    .await
+                    .unwrap();
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            for r in readers {
+                assert!(r.join().unwrap() > 0);
+            }
+        });
+    }
+}
