@@ -1,0 +1,208 @@
+//! The HTTP invoker against real in-process HTTP providers on 127.0.0.1.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchman_cluster::provider::{HttpProvider, ProviderReply, ProviderRequest};
+use switchman_cluster::{ClusterConfig, ClusterInvoker, HttpInvoker, RestRoute};
+use switchman_core::{ErrorKind, Instance, Invocation, Invoker, ServiceKey};
+use switchman_discovery::{DirectoryConfig, RegistryDirectory, StaticRegistry};
+
+const LOCAL: &str = "127.0.0.1:0";
+
+async fn provider(
+    reply: impl Fn(ProviderRequest) -> ProviderReply + Send + Sync + 'static,
+) -> HttpProvider {
+    let reply = Arc::new(reply);
+    HttpProvider::serve(LOCAL.parse().unwrap(), move |req| {
+        let reply = reply.clone();
+        Box::pin(async move { reply(req) })
+    })
+    .await
+    .unwrap()
+}
+
+fn instance(addr: SocketAddr) -> Instance {
+    Instance::builder(addr.ip().to_string(), addr.port())
+        .service(ServiceKey::new("com.foo.Greeter"))
+        .build()
+}
+
+#[tokio::test]
+async fn default_mapping_posts_json_arguments_and_headers() {
+    let p = provider(|req| {
+        ProviderReply::Ok(json!({
+            "path": format!("{}/{}", req.service, req.method),
+            "args": req.arguments,
+            "tag": req.headers.get("dubbo.tag").map(|v| v.to_str().unwrap().to_string()),
+        }))
+    })
+    .await;
+    let inv = Invocation::new("sayHello")
+        .with_args(vec![json!("world"), json!(3)])
+        .with_attachment("dubbo.tag", "gray");
+    let out = HttpInvoker::new()
+        .invoke(&instance(p.addr()), &inv, Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        json!({"path": "com.foo.Greeter/sayHello", "args": ["world", 3], "tag": "gray"})
+    );
+}
+
+#[tokio::test]
+async fn statuses_are_classified_where_they_happen() {
+    let p = provider(|req| match req.method.as_str() {
+        "unavailable" => ProviderReply::Status(503, "overloaded".into()),
+        "gateway" => ProviderReply::Status(502, "bad gateway".into()),
+        "broken" => ProviderReply::Status(500, "NullPointerException".into()),
+        "missing" => ProviderReply::Status(404, "no such method".into()),
+        _ => ProviderReply::Ok(Value::Null),
+    })
+    .await;
+    let http = HttpInvoker::new();
+    let target = instance(p.addr());
+    let call = |m: &'static str| {
+        let http = http.clone();
+        let target = target.clone();
+        async move {
+            http.invoke(&target, &Invocation::new(m), Duration::from_secs(2))
+                .await
+        }
+    };
+    for m in ["unavailable", "gateway"] {
+        let e = call(m).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Transport, "{m}: {e}");
+        assert!(e.is_retryable());
+    }
+    for m in ["broken", "missing"] {
+        let e = call(m).await.unwrap_err();
+        assert!(e.is_business(), "{m}: {e}");
+        assert!(!e.is_retryable());
+    }
+    assert!(
+        call("broken")
+            .await
+            .unwrap_err()
+            .message()
+            .contains("NullPointerException")
+    );
+    assert_eq!(call("fine").await.unwrap(), Value::Null);
+}
+
+#[tokio::test]
+async fn refused_connections_and_timeouts_are_retryable() {
+    // A port nobody listens on: bind, note the port, close.
+    let closed = std::net::TcpListener::bind(LOCAL)
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let http = HttpInvoker::new();
+    let e = http
+        .invoke(
+            &instance(closed),
+            &Invocation::new("m"),
+            Duration::from_secs(2),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
+    assert!(e.is_retryable());
+
+    let slow = HttpProvider::serve(LOCAL.parse().unwrap(), |_| {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            ProviderReply::Ok(Value::Null)
+        })
+    })
+    .await
+    .unwrap();
+    let e = http
+        .invoke(
+            &instance(slow.addr()),
+            &Invocation::new("m"),
+            Duration::from_millis(100),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is_timeout(), "{e}");
+    assert!(e.is_retryable());
+}
+
+#[tokio::test]
+async fn rest_routes_fill_the_path_and_send_the_rest_as_body() {
+    let p = provider(|req| {
+        ProviderReply::Ok(
+            json!({"path": format!("/{}/{}", req.service, req.method), "body": req.arguments}),
+        )
+    })
+    .await;
+    let http = HttpInvoker::new()
+        .rest_route(
+            "getUser",
+            RestRoute::new(http::Method::GET, "/users/{0}").unwrap(),
+        )
+        .rest_route(
+            "rename",
+            RestRoute::new(http::Method::PUT, "/users/{0}").unwrap(),
+        );
+    let target = instance(p.addr());
+    let out = http
+        .invoke(
+            &target,
+            &Invocation::new("getUser").with_args(vec![json!(42)]),
+            Duration::from_secs(2),
+        )
+        .await;
+    assert_eq!(out.unwrap(), json!({"path": "/users/42", "body": null}));
+    let out = http
+        .invoke(
+            &target,
+            &Invocation::new("rename").with_args(vec![json!("a"), json!({"name": "b"})]),
+            Duration::from_secs(2),
+        )
+        .await;
+    assert_eq!(
+        out.unwrap(),
+        json!({"path": "/users/a", "body": {"name": "b"}})
+    );
+}
+
+#[tokio::test]
+async fn failover_over_real_providers_hides_a_failing_one() {
+    let good1 = provider(|_| ProviderReply::Ok(json!("good1"))).await;
+    let good2 = provider(|_| ProviderReply::Ok(json!("good2"))).await;
+    let bad = provider(|_| ProviderReply::Status(503, "down".into())).await;
+    let registry = StaticRegistry::new(vec![
+        instance(good1.addr()),
+        instance(good2.addr()),
+        instance(bad.addr()),
+    ]);
+    let dir = RegistryDirectory::subscribe(
+        &registry,
+        DirectoryConfig::new(ServiceKey::new("com.foo.Greeter")),
+    )
+    .await
+    .unwrap();
+    dir.wait_until(Duration::from_secs(5), |s| s.endpoints().len() == 3)
+        .await
+        .unwrap();
+    let cluster = ClusterInvoker::new(
+        Arc::new(dir),
+        Arc::new(HttpInvoker::new()),
+        ClusterConfig::default(),
+    );
+    for _ in 0..200 {
+        let v = cluster.invoke(&Invocation::new("hello")).await.unwrap();
+        assert!(v == json!("good1") || v == json!("good2"));
+    }
+    assert!(
+        bad.hits() > 20,
+        "the failing provider was picked and failed over: {}",
+        bad.hits()
+    );
+    assert!(good1.hits() > 50 && good2.hits() > 50);
+}
