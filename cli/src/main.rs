@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod demo;
 mod lb;
 mod route;
 
@@ -19,6 +20,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the whole call path against 5 local providers and print what the caller saw.
+    Demo(demo::DemoArgs),
     /// Load-balancer tools (`lb simulate`: print the picks a balancer makes).
     #[command(subcommand)]
     Lb(lb::LbCommand),
@@ -28,7 +31,15 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     match cli.command {
+        Command::Demo(args) => demo::run(args),
         Command::Lb(cmd) => lb::run(cmd),
         Command::Route(args) => route::run(args),
     }

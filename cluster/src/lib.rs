@@ -22,3 +22,8 @@ pub mod provider;
 pub use config::{ClusterConfig, MAX_ATTEMPTS, Strategy};
 pub use failover::ClusterInvoker;
 pub use http_invoker::{HttpInvoker, RestRoute};
+
+/// The README's Rust examples, compiled as doctests so they stay true.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,0 +1,54 @@
+//! `switchman demo` end to end: real in-process providers, the static registry, failover.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn demo(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_switchman"))
+        .arg("demo")
+        .args(args)
+        .output()
+        .expect("run switchman");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn demo_json_reports_failover_hiding_the_flaky_provider_and_the_weight_change() {
+    let (code, stdout, stderr) = demo(&["--calls", "2000", "--json"]);
+    assert_eq!(code, 0, "stderr: {stderr}");
+    let r: Value = serde_json::from_str(&stdout).expect("JSON report");
+    assert_eq!(r["calls"], 2000);
+    // The flaky provider's 503s are retried elsewhere: every call succeeds.
+    assert_eq!(r["succeeded"], 2000, "{r}");
+    let attempts = r["attempts_per_call"].as_f64().unwrap();
+    assert!(
+        attempts > 1.0 && attempts < 1.2,
+        "some calls needed a retry: {attempts}"
+    );
+    let providers = r["providers"].as_array().unwrap();
+    assert_eq!(providers.len(), 5);
+    let p1_before = providers[0]["share_before"].as_f64().unwrap();
+    let p1_after = providers[0]["share_after"].as_f64().unwrap();
+    // Equal weights first (about 1/5), then 400 of 800 (about 1/2).
+    assert!((p1_before - 0.2).abs() < 0.05, "p1 before {p1_before}");
+    assert!((p1_after - 0.5).abs() < 0.06, "p1 after {p1_after}");
+    assert!(r["latency_p99_ms"].as_f64().unwrap() >= r["latency_p50_ms"].as_f64().unwrap());
+}
+
+#[test]
+fn demo_table_and_bad_arguments() {
+    let (code, stdout, _) = demo(&["--calls", "200"]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("share before") && stdout.contains("attempts per call"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = demo(&["--cluster", "teleport", "--calls", "10"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("teleport"), "{stderr}");
+}

@@ -1,0 +1,140 @@
+# shellcheck shell=bash
+# Start and stop the real registries the tests use, as plain processes on 127.0.0.1.
+# Source this file; call `services_start` and `services_stop`. Exports:
+#   SWITCHMAN_ZK     127.0.0.1:<client port>      (ZooKeeper, standalone)
+#   SWITCHMAN_NACOS  127.0.0.1:<http port>        (rnacos; gRPC on http port + 1000)
+#   SWITCHMAN_ZK_PID, SWITCHMAN_NACOS_PID, SWITCHMAN_SERVICES_DIR (data dirs and logs)
+
+SWITCHMAN_CACHE="${SWITCHMAN_CACHE:-$HOME/.cache/switchman}"
+RNACOS_BIN="${RNACOS_BIN:-$SWITCHMAN_CACHE/rnacos-0.8.8/bin/rnacos}"
+
+_svc_log() { printf '[services] %s\n' "$*" >&2; }
+
+# A TCP port that is free now on 127.0.0.1 (and, with an offset list, ports p+k free too).
+_free_port() {
+  python3 - "$@" <<'PY'
+import random, socket, sys
+offsets = [0] + [int(a) for a in sys.argv[1:]]
+for _ in range(200):
+    p = random.randint(20000, 40000)
+    ok = True
+    for off in offsets:
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", p + off))
+        except OSError:
+            ok = False
+        finally:
+            s.close()
+    if ok:
+        print(p)
+        sys.exit(0)
+sys.exit("no free port found")
+PY
+}
+
+_zk_ready() {
+  python3 - "$1" <<'PY'
+import socket, sys
+try:
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1)
+    s.sendall(b"srvr")
+    data = s.recv(4096)
+    sys.exit(0 if b"Mode:" in data else 1)
+except OSError:
+    sys.exit(1)
+PY
+}
+
+_nacos_ready() {
+  python3 - "$1" <<'PY'
+import socket, sys, urllib.request
+port = int(sys.argv[1])
+try:
+    urllib.request.urlopen(f"http://127.0.0.1:{port}/nacos/v1/ns/instance/list?serviceName=ready-check", timeout=1).read()
+    socket.create_connection(("127.0.0.1", port + 1000), timeout=1).close()
+except Exception:
+    sys.exit(1)
+PY
+}
+
+services_start() {
+  SWITCHMAN_SERVICES_DIR="$(mktemp -d /tmp/switchman-services.XXXXXX)"
+  export SWITCHMAN_SERVICES_DIR
+
+  # ZooKeeper, standalone, loopback only, no admin server, no JMX.
+  local zk_port; zk_port="$(_free_port)"
+  mkdir -p "$SWITCHMAN_SERVICES_DIR/zk-data"
+  cat > "$SWITCHMAN_SERVICES_DIR/zoo.cfg" <<CFG
+tickTime=500
+minSessionTimeout=1000
+maxSessionTimeout=60000
+initLimit=10
+syncLimit=5
+dataDir=$SWITCHMAN_SERVICES_DIR/zk-data
+clientPort=$zk_port
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=srvr,ruok
+CFG
+  local cp=/usr/share/java/zookeeper.jar
+  [ -f /usr/share/java/slf4j-simple.jar ] && cp="$cp:/usr/share/java/slf4j-simple.jar"
+  java -Xmx256m -cp "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$SWITCHMAN_SERVICES_DIR/zoo.cfg" \
+    > "$SWITCHMAN_SERVICES_DIR/zookeeper.log" 2>&1 &
+  SWITCHMAN_ZK_PID=$!
+  export SWITCHMAN_ZK_PID SWITCHMAN_ZK="127.0.0.1:$zk_port"
+
+  # rnacos: HTTP on p, gRPC on p+1000, console on p+2000; everything on 127.0.0.1.
+  local np; np="$(_free_port 1000 2000)"
+  mkdir -p "$SWITCHMAN_SERVICES_DIR/nacos-data"
+  : > "$SWITCHMAN_SERVICES_DIR/empty.env"
+  (
+    cd "$SWITCHMAN_SERVICES_DIR" || exit 1
+    RNACOS_HTTP_PORT="$np" RNACOS_GRPC_PORT="$((np + 1000))" RNACOS_HTTP_CONSOLE_PORT="$((np + 2000))" \
+    RNACOS_SDK_HOST=127.0.0.1 RNACOS_CONSOLE_HOST=127.0.0.1 \
+    RNACOS_DATA_DIR="$SWITCHMAN_SERVICES_DIR/nacos-data" \
+    RNACOS_RAFT_NODE_ADDR="127.0.0.1:$((np + 1000))" \
+    RNACOS_ENABLE_METRICS=false \
+    RNACOS_NAMING_INSTANCE_METADATA_PERSISTENCE_ENABLE=false \
+      exec "$RNACOS_BIN" -e "$SWITCHMAN_SERVICES_DIR/empty.env"
+  ) > "$SWITCHMAN_SERVICES_DIR/rnacos.log" 2>&1 &
+  SWITCHMAN_NACOS_PID=$!
+  export SWITCHMAN_NACOS_PID SWITCHMAN_NACOS="127.0.0.1:$np"
+
+  local i
+  for i in $(seq 1 150); do
+    if _zk_ready "$zk_port"; then break; fi
+    if ! kill -0 "$SWITCHMAN_ZK_PID" 2>/dev/null; then break; fi
+    sleep 0.2
+  done
+  if ! _zk_ready "$zk_port"; then
+    _svc_log "ZooKeeper did not come up on $SWITCHMAN_ZK; log:"; tail -30 "$SWITCHMAN_SERVICES_DIR/zookeeper.log" >&2
+    return 1
+  fi
+  for i in $(seq 1 150); do
+    if _nacos_ready "$np"; then break; fi
+    if ! kill -0 "$SWITCHMAN_NACOS_PID" 2>/dev/null; then break; fi
+    sleep 0.2
+  done
+  if ! _nacos_ready "$np"; then
+    _svc_log "rnacos did not come up on $SWITCHMAN_NACOS; log:"; tail -30 "$SWITCHMAN_SERVICES_DIR/rnacos.log" >&2
+    return 1
+  fi
+  _svc_log "ZooKeeper on $SWITCHMAN_ZK (pid $SWITCHMAN_ZK_PID), rnacos on $SWITCHMAN_NACOS (pid $SWITCHMAN_NACOS_PID)"
+}
+
+services_stop() {
+  local pid
+  for pid in "${SWITCHMAN_NACOS_PID:-}" "${SWITCHMAN_ZK_PID:-}"; do
+    [ -n "$pid" ] || continue
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${SWITCHMAN_NACOS_PID:-}" "${SWITCHMAN_ZK_PID:-}"; do
+    [ -n "$pid" ] || continue
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  done
+  if [ -n "${SWITCHMAN_SERVICES_DIR:-}" ] && [ -d "$SWITCHMAN_SERVICES_DIR" ]; then
+    rm -rf "$SWITCHMAN_SERVICES_DIR"
+  fi
+}
