@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use crate::snapshot::{Snapshot, SnapshotParts};
-use crate::{Registry, Update, UpdateReceiver};
+use crate::{Configurator, Registry, Update, UpdateReceiver, configurator};
 
 /// What the directory does when the registry reports that a service has no instance left.
 ///
@@ -127,7 +127,9 @@ impl RegistryDirectory {
         let state = State {
             config,
             registry: BTreeMap::new(),
+            base: BTreeMap::new(),
             published: BTreeMap::new(),
+            configurators: BTreeMap::new(),
             stats: HashMap::new(),
             epoch: 0,
             shared: shared.clone(),
@@ -216,8 +218,13 @@ struct State {
     config: DirectoryConfig,
     /// What the registry currently says, by address.
     registry: BTreeMap<String, Arc<Instance>>,
-    /// What the last snapshot holds, by address (differs under empty-list protection).
+    /// The registry list the last snapshot was built from (differs from `registry` under
+    /// empty-list protection).
+    base: BTreeMap<String, Arc<Instance>>,
+    /// What the last snapshot holds, by address: `base` with overrides applied.
     published: BTreeMap<String, Arc<Instance>>,
+    /// Override rules by source.
+    configurators: BTreeMap<String, Vec<Configurator>>,
     /// Live state per address, kept across snapshots while the address stays.
     stats: HashMap<String, Arc<InstanceStats>>,
     epoch: u64,
@@ -287,6 +294,37 @@ impl State {
                     self.registry.remove(&a);
                 }
             }
+            Update::Configurators { source, rules } => {
+                let (good, bad): (Vec<_>, Vec<_>) =
+                    rules.into_iter().partition(|r| r.validate().is_ok());
+                for r in &bad {
+                    if let Err(e) = r.validate() {
+                        warn!(service = %self.config.service, source = %source, "override rule skipped: {e}");
+                    }
+                }
+                if good.is_empty() {
+                    self.configurators.remove(&source);
+                } else {
+                    self.configurators.insert(source, good);
+                }
+            }
+        }
+    }
+
+    /// `instance` with the override rules applied, sharing the `Arc` of the previous snapshot
+    /// when the result did not change.
+    fn effective(&self, addr: &str, instance: &Arc<Instance>) -> Arc<Instance> {
+        let overridden = if self.configurators.is_empty() {
+            None
+        } else {
+            configurator::apply(self.configurators.values().flatten(), instance)
+        };
+        match overridden {
+            None => instance.clone(),
+            Some(o) => match self.published.get(addr) {
+                Some(prev) if **prev == o => prev.clone(),
+                _ => Arc::new(o),
+            },
         }
     }
 
@@ -301,14 +339,18 @@ impl State {
 
     fn publish(&mut self, force: bool) -> Option<Arc<Snapshot>> {
         let service = &self.config.service;
-        let (next, protected) = if self.registry.is_empty()
+        let (base, protected) = if self.registry.is_empty()
             && self.config.empty_policy == EmptyPolicy::KeepLast
-            && !self.published.is_empty()
+            && !self.base.is_empty()
         {
-            (self.published.clone(), true)
+            (self.base.clone(), true)
         } else {
             (self.registry.clone(), false)
         };
+        let next: BTreeMap<String, Arc<Instance>> = base
+            .iter()
+            .map(|(a, i)| (a.clone(), self.effective(a, i)))
+            .collect();
         let current = self.shared.current.load();
         let unchanged = self.epoch > 0
             && current.is_protected() == protected
@@ -375,6 +417,7 @@ impl State {
             debug!(service = %service, epoch = self.epoch, "directory tables rebuilt");
         }
         self.published = next;
+        self.base = base;
         self.shared.current.store(snap.clone());
         let _ = self.epoch_tx.send(self.epoch);
         Some(snap)
@@ -464,6 +507,43 @@ mod tests {
         assert!(s.instances().is_empty());
         let e = s.select(&Invocation::new("m"), &[], &mut rng).unwrap_err();
         assert_eq!(e.kind(), switchman_core::ErrorKind::NoProvider);
+    }
+
+    #[tokio::test]
+    async fn overrides_change_typed_values_and_survive_registry_resets() {
+        let dir = RegistryDirectory::spawn(cfg(), None);
+        dir.apply(Update::Reset(vec![inst(1, 100), inst(2, 100)]));
+        settle(&dir, 1).await;
+        dir.apply(Update::Configurators {
+            source: "zk".into(),
+            rules: vec![
+                Configurator::for_address("10.0.0.1:1").param("weight", "5"),
+                Configurator::for_address("10.0.0.1:2").param("disabled", "true"),
+                Configurator::for_all().param("weight", "bogus"),
+            ],
+        });
+        let s = settle(&dir, 2).await;
+        assert_eq!(s.instances()[0].weight(), 5);
+        assert_eq!(
+            s.endpoints().len(),
+            1,
+            "the disabled instance is not routable"
+        );
+        // A registry push re-applies the overrides; an identical push publishes nothing.
+        dir.apply(Update::Reset(vec![inst(1, 100), inst(2, 100)]));
+        dir.apply(Update::Add(vec![inst(3, 100)]));
+        let s = settle(&dir, 3).await;
+        assert_eq!(s.epoch(), 3);
+        assert_eq!(s.instances()[0].weight(), 5);
+        assert_eq!(s.instances()[2].weight(), 100);
+        // Clearing the source restores the registry's values.
+        dir.apply(Update::Configurators {
+            source: "zk".into(),
+            rules: vec![],
+        });
+        let s = settle(&dir, 4).await;
+        assert_eq!(s.instances()[0].weight(), 100);
+        assert_eq!(s.endpoints().len(), 3);
     }
 
     #[tokio::test]

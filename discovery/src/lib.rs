@@ -19,11 +19,13 @@
     unreachable_pub
 )]
 
+pub mod configurator;
 mod directory;
 mod registry;
 mod snapshot;
 pub mod static_registry;
 
+pub use configurator::Configurator;
 pub use directory::{DirectoryConfig, EmptyPolicy, RegistryDirectory};
 pub use registry::{Registry, Update, UpdateReceiver};
 pub use snapshot::Snapshot;

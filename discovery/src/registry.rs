@@ -1,6 +1,8 @@
 use std::fmt;
 
 use switchman_core::{BoxFuture, Instance, Result, ServiceKey};
+
+use crate::Configurator;
 use tokio::sync::mpsc;
 
 /// What a registry adapter tells the directory. Modeled on linkerd's `Update`: a full
@@ -14,6 +16,15 @@ pub enum Update {
     Add(Vec<Instance>),
     /// Addresses (`host:port`) removed.
     Remove(Vec<String>),
+    /// The complete current set of override rules from one `source` (for example
+    /// `/dubbo/com.foo.Bar/configurators` or a config-centre key); replaces that source's
+    /// earlier rules. An empty list clears them.
+    Configurators {
+        /// Where the rules come from; rules of different sources are kept side by side.
+        source: String,
+        /// The rules, already parsed and validated.
+        rules: Vec<Configurator>,
+    },
 }
 
 /// The receiving end of a subscription. Dropping it ends the adapter's watch.

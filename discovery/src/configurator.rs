@@ -1,0 +1,193 @@
+//! Overrides (Dubbo "configurators"): operator rules that change providers' typed values
+//! (weight, enabled, parameters) without touching the registration.
+//!
+//! A rule applies to every provider (`0.0.0.0` / no address), to a host, or to one
+//! `host:port`. As in Dubbo, rules for all providers apply first and more specific ones later,
+//! so the specific ones win. Rules are typed when they arrive; applying them never re-parses
+//! text on the call path (the directory applies them when it builds a snapshot).
+
+use std::collections::BTreeMap;
+
+use switchman_core::{Error, Instance, Result};
+
+/// One override rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Configurator {
+    /// `host` or `host:port` the rule is for; `None` for every provider.
+    pub address: Option<String>,
+    /// Limit to providers of these applications (empty: any).
+    pub applications: Vec<String>,
+    /// Disabled rules are kept but not applied.
+    pub enabled: bool,
+    /// Parameters set on matching providers. Typed ones: `weight` (integer), `disabled`
+    /// (`true` removes the provider from routing), `enabled` (`false` likewise).
+    pub parameters: BTreeMap<String, String>,
+}
+
+impl Configurator {
+    /// A rule for every provider.
+    pub fn for_all() -> Self {
+        Configurator {
+            address: None,
+            applications: Vec::new(),
+            enabled: true,
+            parameters: BTreeMap::new(),
+        }
+    }
+
+    /// A rule for `host` or `host:port` (`0.0.0.0` and `*` mean every provider).
+    pub fn for_address(address: &str) -> Self {
+        let a = address.trim();
+        let address = if a.is_empty() || a == "0.0.0.0" || a == "*" || a.starts_with("0.0.0.0:") {
+            None
+        } else {
+            Some(a.to_string())
+        };
+        Configurator {
+            address,
+            ..Self::for_all()
+        }
+    }
+
+    /// Builder: one parameter.
+    pub fn param(mut self, key: &str, value: &str) -> Self {
+        self.parameters.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// Checks the typed parameters so a bad rule is rejected when it arrives, not when
+    /// applied.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(w) = self.parameters.get("weight") {
+            w.trim().parse::<u32>().map_err(|_| {
+                Error::bad_config(format!(
+                    "override for {}: weight={w:?} is not a non-negative integer",
+                    self.address.as_deref().unwrap_or("0.0.0.0")
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// 0 for every provider, 1 for a host, 2 for a host and port.
+    pub fn specificity(&self) -> u8 {
+        match &self.address {
+            None => 0,
+            Some(a) if a.starts_with('[') => {
+                if a.contains("]:") {
+                    2
+                } else {
+                    1
+                }
+            }
+            Some(a) if a.contains(':') => 2,
+            Some(_) => 1,
+        }
+    }
+
+    /// Whether the rule is for `instance`.
+    pub fn matches(&self, instance: &Instance) -> bool {
+        if !self.enabled {
+            return false;
+        }
+        let addr_ok = match &self.address {
+            None => true,
+            Some(a) => {
+                a == instance.address()
+                    || a == instance.host()
+                    || a.trim_matches(['[', ']']) == instance.host()
+            }
+        };
+        let app_ok = self.applications.is_empty()
+            || instance
+                .application()
+                .is_some_and(|app| self.applications.iter().any(|a| a == app));
+        addr_ok && app_ok
+    }
+
+    fn apply_to(&self, instance: Instance) -> Instance {
+        let mut out = instance;
+        for (k, v) in &self.parameters {
+            out = match k.as_str() {
+                "weight" => match v.trim().parse::<u32>() {
+                    Ok(w) => out.with_weight(w),
+                    Err(_) => out,
+                },
+                "disabled" => out.with_enabled(v.trim() != "true"),
+                "enabled" => out.with_enabled(v.trim() != "false"),
+                _ => out.with_param(k, v),
+            };
+        }
+        out
+    }
+}
+
+/// Applies `rules` to `instance`: rules for every provider first, then host rules, then
+/// host:port rules, each group in the given order. Returns `None` when no rule matched.
+pub fn apply<'a>(
+    rules: impl IntoIterator<Item = &'a Configurator>,
+    instance: &Instance,
+) -> Option<Instance> {
+    let mut matching: Vec<&Configurator> =
+        rules.into_iter().filter(|r| r.matches(instance)).collect();
+    if matching.is_empty() {
+        return None;
+    }
+    matching.sort_by_key(|r| r.specificity());
+    Some(
+        matching
+            .into_iter()
+            .fold(instance.clone(), |i, r| r.apply_to(i)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inst(host: &str, port: u16) -> Instance {
+        Instance::builder(host, port)
+            .weight(100)
+            .application("app")
+            .build()
+    }
+
+    #[test]
+    fn specific_rules_win_over_general_ones() {
+        let rules = vec![
+            Configurator::for_address("10.0.0.1:80").param("weight", "7"),
+            Configurator::for_address("0.0.0.0")
+                .param("weight", "50")
+                .param("timeout", "300"),
+            Configurator::for_address("10.0.0.1").param("weight", "20"),
+        ];
+        let a = apply(&rules, &inst("10.0.0.1", 80)).unwrap();
+        assert_eq!(a.weight(), 7);
+        assert_eq!(a.param("timeout"), Some("300"));
+        let b = apply(&rules, &inst("10.0.0.1", 81)).unwrap();
+        assert_eq!(b.weight(), 20);
+        let c = apply(&rules, &inst("10.0.0.2", 80)).unwrap();
+        assert_eq!(c.weight(), 50);
+    }
+
+    #[test]
+    fn disabled_removes_and_disabled_rules_do_nothing() {
+        let off = Configurator::for_address("10.0.0.1:80").param("disabled", "true");
+        assert!(!apply([&off], &inst("10.0.0.1", 80)).unwrap().is_available());
+        let mut idle = Configurator::for_all().param("weight", "1");
+        idle.enabled = false;
+        assert!(apply([&idle], &inst("10.0.0.1", 80)).is_none());
+        let mut other_app = Configurator::for_all().param("weight", "1");
+        other_app.applications = vec!["billing".into()];
+        assert!(apply([&other_app], &inst("10.0.0.1", 80)).is_none());
+    }
+
+    #[test]
+    fn bad_weight_is_rejected_by_validate() {
+        let e = Configurator::for_address("10.0.0.1")
+            .param("weight", "heavy")
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("weight=\"heavy\""), "{e}");
+    }
+}
