@@ -169,8 +169,24 @@ impl Instance {
         if let Some(ts) = self.timestamp_ms {
             u.set_param("timestamp", &ts.to_string());
         }
-        if !self.enabled {
-            u.set_param("enabled", "false");
+        u.remove_param("disabled");
+        if !self.enabled || self.params.contains_key("enabled") {
+            u.set_param("enabled", if self.enabled { "true" } else { "false" });
+        }
+        if !self.healthy || self.params.contains_key("healthy") {
+            u.set_param("healthy", if self.healthy { "true" } else { "false" });
+        }
+        if self.warmup != DEFAULT_WARMUP || self.params.contains_key("warmup") {
+            u.set_param("warmup", &self.warmup.as_millis().to_string());
+        }
+        if let Some(z) = &self.zone {
+            u.set_param("zone", z);
+        }
+        if let Some(a) = &self.application {
+            u.set_param("application", a);
+        }
+        if let Some(t) = &self.tag {
+            u.set_param("dubbo.tag", t);
         }
         u
     }
@@ -430,6 +446,51 @@ mod tests {
         assert!(!i.is_available());
         let i = Instance::from_url(&Url::parse("dubbo://h:1/x?disabled=true").unwrap()).unwrap();
         assert!(!i.enabled());
+    }
+
+    #[test]
+    fn every_typed_field_survives_to_url_and_back() {
+        let i = Instance::builder("10.1.1.1", 80)
+            .protocol(Protocol::Rest)
+            .service(ServiceKey::with("a.B", "g", "2"))
+            .weight(3)
+            .warmup(Duration::from_secs(30))
+            .timestamp_ms(42)
+            .zone("z")
+            .enabled(false)
+            .healthy(false)
+            .application("app")
+            .tag("gray")
+            .build();
+        let b = Instance::from_url(&i.to_url()).unwrap();
+        assert_eq!(
+            (
+                b.protocol(),
+                b.weight(),
+                b.warmup(),
+                b.timestamp_ms(),
+                b.zone(),
+                b.enabled(),
+                b.healthy()
+            ),
+            (
+                i.protocol(),
+                3,
+                i.warmup(),
+                Some(42),
+                Some("z"),
+                false,
+                false
+            )
+        );
+        assert_eq!(
+            (b.application(), b.tag(), b.service()),
+            (Some("app"), Some("gray"), i.service())
+        );
+        // Overridden values win over the parameters they came from.
+        let over = b.with_weight(9).with_enabled(true);
+        let c = Instance::from_url(&over.to_url()).unwrap();
+        assert_eq!((c.weight(), c.enabled()), (9, true));
     }
 
     #[test]

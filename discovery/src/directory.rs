@@ -1,4 +1,5 @@
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -11,7 +12,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use crate::snapshot::{Snapshot, SnapshotParts};
-use crate::{Configurator, Registry, Update, UpdateReceiver, configurator};
+use crate::{Configurator, Registry, Update, UpdateReceiver, cache, configurator};
 
 /// What the directory does when the registry reports that a service has no instance left.
 ///
@@ -43,6 +44,9 @@ pub struct DirectoryConfig {
     pub router: RouterChain,
     /// Empty-list policy.
     pub empty_policy: EmptyPolicy,
+    /// Snapshot cache file: loaded at start (so calls work while the registry is down) and
+    /// rewritten whenever the registry's list changes. `None`: no cache.
+    pub cache_file: Option<PathBuf>,
 }
 
 impl DirectoryConfig {
@@ -54,7 +58,14 @@ impl DirectoryConfig {
             balancer: Arc::new(RandomBalance),
             router: RouterChain::new(),
             empty_policy: EmptyPolicy::default(),
+            cache_file: None,
         }
+    }
+
+    /// Sets the snapshot cache file.
+    pub fn cache_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.cache_file = Some(path.into());
+        self
     }
 
     /// Sets the balancer.
@@ -124,7 +135,19 @@ impl RegistryDirectory {
         });
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let (epoch_tx, epoch_rx) = watch::channel(0);
-        let state = State {
+        let cache_tx = config.cache_file.clone().map(spawn_cache_writer);
+        let cached =
+            config
+                .cache_file
+                .as_ref()
+                .and_then(|path| match cache::load(path, &config.service) {
+                    Ok(found) => found,
+                    Err(e) => {
+                        warn!(service = %config.service, "ignoring the snapshot cache: {e}");
+                        None
+                    }
+                });
+        let mut state = State {
             config,
             registry: BTreeMap::new(),
             base: BTreeMap::new(),
@@ -134,7 +157,13 @@ impl RegistryDirectory {
             epoch: 0,
             shared: shared.clone(),
             epoch_tx,
+            cache_tx,
         };
+        if let Some(list) = cached {
+            info!(service = %state.config.service, instances = list.len(), "starting from the snapshot cache");
+            state.apply(Update::Reset(list));
+            state.publish(false);
+        }
         let task = tokio::spawn(state.run(updates, control_rx));
         RegistryDirectory {
             shared,
@@ -230,6 +259,28 @@ struct State {
     epoch: u64,
     shared: Arc<Shared>,
     epoch_tx: watch::Sender<u64>,
+    cache_tx: Option<watch::Sender<Option<Vec<u8>>>>,
+}
+
+/// One writer per cache file writes the newest contents off the directory task.
+fn spawn_cache_writer(path: PathBuf) -> watch::Sender<Option<Vec<u8>>> {
+    let (tx, mut rx) = watch::channel::<Option<Vec<u8>>>(None);
+    tokio::spawn(async move {
+        while rx.changed().await.is_ok() {
+            let Some(bytes) = rx.borrow_and_update().clone() else {
+                continue;
+            };
+            let path = path.clone();
+            if let Ok(Err((path, e))) = tokio::task::spawn_blocking(move || {
+                cache::store(&path, &bytes).map_err(|e| (path, e))
+            })
+            .await
+            {
+                warn!(file = %path.display(), "cannot write the snapshot cache: {e}");
+            }
+        }
+    });
+    tx
 }
 
 impl State {
@@ -416,6 +467,14 @@ impl State {
         } else {
             debug!(service = %service, epoch = self.epoch, "directory tables rebuilt");
         }
+        if let Some(tx) = &self.cache_tx {
+            if !protected && (self.base != base || self.epoch == 1) {
+                tx.send_replace(Some(cache::encode(
+                    service,
+                    base.values().map(|i| i.as_ref()),
+                )));
+            }
+        }
         self.published = next;
         self.base = base;
         self.shared.current.store(snap.clone());
@@ -544,6 +603,33 @@ mod tests {
         let s = settle(&dir, 4).await;
         assert_eq!(s.instances()[0].weight(), 100);
         assert_eq!(s.endpoints().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn snapshot_cache_serves_a_restart_without_registry() {
+        let path =
+            std::env::temp_dir().join(format!("switchman-dir-cache-{}.json", std::process::id()));
+        std::fs::remove_file(&path).ok();
+        {
+            let dir = RegistryDirectory::spawn(cfg().cache_file(&path), None);
+            dir.apply(Update::Reset(vec![inst(1, 30), inst(2, 70)]));
+            settle(&dir, 1).await;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            while !path.exists() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        // A new consumer whose registry never answers starts from the cache.
+        let dir = RegistryDirectory::spawn(cfg().cache_file(&path), None);
+        let s = dir.load();
+        assert_eq!(s.epoch(), 1);
+        assert_eq!(
+            s.instances().iter().map(|i| i.weight()).collect::<Vec<_>>(),
+            vec![30, 70]
+        );
+        let mut rng = fastrand::Rng::with_seed(5);
+        assert!(s.select(&Invocation::new("m"), &[], &mut rng).is_ok());
+        std::fs::remove_file(&path).ok();
     }
 
     #[tokio::test]

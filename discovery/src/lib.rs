@@ -19,6 +19,7 @@
     unreachable_pub
 )]
 
+pub mod cache;
 pub mod configurator;
 mod directory;
 mod registry;

@@ -36,5 +36,10 @@ pub type UpdateReceiver = mpsc::Receiver<Update>;
 pub trait Registry: Send + Sync + fmt::Debug {
     /// Subscribes to the providers of `service`. The first message should be a
     /// [`Update::Reset`] with the current list.
+    ///
+    /// Adapters return the receiver at once, even while the registry is unreachable, and keep
+    /// (re)connecting in the background, sending a fresh `Reset` after every (re)connect; the
+    /// directory meanwhile serves its last snapshot or its snapshot cache. An `Err` means the
+    /// request itself is invalid (a bad service key, bad credentials in the address).
     fn subscribe<'a>(&'a self, service: &'a ServiceKey) -> BoxFuture<'a, Result<UpdateReceiver>>;
 }

@@ -1,0 +1,149 @@
+//! The snapshot cache file: the last registry list of a service, saved on every change, so a
+//! consumer can start and serve calls while its registry is down.
+//!
+//! Format: JSON `{"service": "...", "saved_at_ms": ..., "instances": ["<provider URL>", ...]}`.
+//! The file is untrusted input when read back: size-limited, every entry parsed strictly, a bad
+//! entry skipped with a log line, a bad file ignored (the directory then starts empty).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use switchman_core::{Error, Instance, Result, ServiceKey, Url};
+use tracing::warn;
+
+/// Largest cache file read back (16 MiB).
+pub const MAX_CACHE_BYTES: u64 = 16 << 20;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct CacheDoc {
+    service: String,
+    saved_at_ms: u64,
+    instances: Vec<String>,
+}
+
+/// Loads the instances saved for `service` in `path`. `Ok(None)` when there is no file.
+pub fn load(path: &Path, service: &ServiceKey) -> Result<Option<Vec<Instance>>> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(Error::bad_config(format!(
+                "snapshot cache {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    if meta.len() > MAX_CACHE_BYTES {
+        return Err(Error::bad_config(format!(
+            "snapshot cache {}: {} bytes is over the {MAX_CACHE_BYTES}-byte limit",
+            path.display(),
+            meta.len()
+        )));
+    }
+    let text = std::fs::read(path)
+        .map_err(|e| Error::bad_config(format!("snapshot cache {}: {e}", path.display())))?;
+    let doc: CacheDoc = serde_json::from_slice(&text).map_err(|e| {
+        Error::bad_config(format!(
+            "snapshot cache {}: not a snapshot cache file: {e}",
+            path.display()
+        ))
+    })?;
+    if doc.service != service.to_string() {
+        return Err(Error::bad_config(format!(
+            "snapshot cache {} holds service {:?}, not {service}",
+            path.display(),
+            doc.service
+        )));
+    }
+    let mut out = Vec::with_capacity(doc.instances.len());
+    for (k, entry) in doc.instances.iter().enumerate() {
+        match Url::parse(entry)
+            .map_err(|e| e.to_string())
+            .and_then(|u| Instance::from_url(&u).map_err(|e| e.to_string()))
+        {
+            Ok(i) => out.push(i),
+            Err(e) => warn!(file = %path.display(), entry = k, "skipping cached instance: {e}"),
+        }
+    }
+    Ok(Some(out))
+}
+
+/// The bytes of a cache file for `instances` (written by [`store`]).
+pub fn encode<'a>(
+    service: &ServiceKey,
+    instances: impl IntoIterator<Item = &'a Instance>,
+) -> Vec<u8> {
+    let doc = CacheDoc {
+        service: service.to_string(),
+        saved_at_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0),
+        instances: instances
+            .into_iter()
+            .map(|i| i.to_url().to_string())
+            .collect(),
+    };
+    serde_json::to_vec_pretty(&doc).unwrap_or_default()
+}
+
+/// Writes `bytes` to `path` atomically (a temporary file renamed over it).
+pub fn store(path: &PathBuf, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir)?;
+        }
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_rejections() {
+        let dir = std::env::temp_dir().join(format!("switchman-cache-test-{}", std::process::id()));
+        let path = dir.join("svc.json");
+        let key = ServiceKey::with("com.foo.Bar", "g", "1");
+        let a = Instance::builder("10.0.0.1", 80)
+            .service(key.clone())
+            .weight(7)
+            .zone("z")
+            .build();
+        store(&path, &encode(&key, [&a])).unwrap();
+        let back = load(&path, &key).unwrap().unwrap();
+        assert_eq!(back.len(), 1);
+        assert_eq!(
+            (back[0].address(), back[0].weight(), back[0].zone()),
+            ("10.0.0.1:80", 7, Some("z"))
+        );
+        assert!(
+            load(&path, &ServiceKey::new("other"))
+                .unwrap_err()
+                .to_string()
+                .contains("holds service")
+        );
+        std::fs::write(&path, "{not json").unwrap();
+        assert!(
+            load(&path, &key)
+                .unwrap_err()
+                .to_string()
+                .contains("not a snapshot cache file")
+        );
+        std::fs::write(
+            &path,
+            r#"{"service":"g/com.foo.Bar:1","saved_at_ms":0,"instances":["bogus","http://h:1/x"]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            load(&path, &key).unwrap().unwrap().len(),
+            1,
+            "the bad entry is skipped"
+        );
+        assert!(load(&dir.join("missing.json"), &key).unwrap().is_none());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
