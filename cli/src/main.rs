@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod demo;
 mod lb;
 mod route;
+mod watch;
 
 /// Dubbo-style service discovery, routing, load balancing and fault tolerance for Rust.
 #[derive(Debug, Parser)]
@@ -27,6 +28,8 @@ enum Command {
     Lb(lb::LbCommand),
     /// Dry-run a routing rule: print the provider URLs it keeps for a call.
     Route(route::RouteArgs),
+    /// Print one JSON line per snapshot a registry subscription publishes.
+    Watch(watch::WatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,5 +45,6 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Lb(cmd) => lb::run(cmd),
         Command::Route(args) => route::run(args),
+        Command::Watch(args) => watch::run(args),
     }
 }

@@ -345,6 +345,7 @@ impl State {
                     self.registry.remove(&a);
                 }
             }
+            Update::Rule { key, text } => self.set_rule(key, text),
             Update::Configurators { source, rules } => {
                 let (good, bad): (Vec<_>, Vec<_>) =
                     rules.into_iter().partition(|r| r.validate().is_ok());
@@ -360,6 +361,12 @@ impl State {
                 }
             }
         }
+    }
+
+    /// Sets or deletes a routing rule. Until the router chain can parse rule text, rules are
+    /// recorded and reported, not applied.
+    fn set_rule(&mut self, key: String, text: Option<String>) {
+        warn!(service = %self.config.service, rule = %key, present = text.is_some(), "routing rule received but not applied: rule parsing is not wired into the directory yet");
     }
 
     /// `instance` with the override rules applied, sharing the `Arc` of the previous snapshot

@@ -21,13 +21,19 @@
 
 pub mod cache;
 pub mod configurator;
+mod connect;
 mod directory;
+#[cfg(feature = "nacos")]
+pub mod nacos;
 mod registry;
 mod snapshot;
 pub mod static_registry;
+#[cfg(feature = "zookeeper")]
+pub mod zookeeper;
 
 pub use configurator::Configurator;
+pub use connect::{registrar_from_url, registry_from_url};
 pub use directory::{DirectoryConfig, EmptyPolicy, RegistryDirectory};
-pub use registry::{Registry, Update, UpdateReceiver};
+pub use registry::{Registrar, Registry, Update, UpdateReceiver};
 pub use snapshot::Snapshot;
 pub use static_registry::StaticRegistry;

@@ -16,6 +16,16 @@ pub enum Update {
     Add(Vec<Instance>),
     /// Addresses (`host:port`) removed.
     Remove(Vec<String>),
+    /// A routing rule (Dubbo config-centre key such as `{app}.condition-router` or
+    /// `{interface}:{version}:{group}.condition-router`, `{app}.tag-router`) was set
+    /// (`Some(text)`) or deleted (`None`). The directory validates it; a bad rule is logged and
+    /// the previous rules stay in force.
+    Rule {
+        /// The rule's config-centre key.
+        key: String,
+        /// The rule text (v2 condition text or YAML), `None` when deleted.
+        text: Option<String>,
+    },
     /// The complete current set of override rules from one `source` (for example
     /// `/dubbo/com.foo.Bar/configurators` or a config-centre key); replaces that source's
     /// earlier rules. An empty list clears them.
@@ -42,4 +52,16 @@ pub trait Registry: Send + Sync + fmt::Debug {
     /// directory meanwhile serves its last snapshot or its snapshot cache. An `Err` means the
     /// request itself is invalid (a bad service key, bad credentials in the address).
     fn subscribe<'a>(&'a self, service: &'a ServiceKey) -> BoxFuture<'a, Result<UpdateReceiver>>;
+}
+
+/// The provider side of a registry: makes an instance visible to consumers.
+///
+/// `register` publishes the instance in the registry's own layout (for ZooKeeper the ephemeral
+/// `/dubbo/{interface}/providers/{encoded URL}` node Java Dubbo writes; for Nacos an ephemeral
+/// instance) and keeps it there across reconnects and session expiry until `unregister`.
+pub trait Registrar: Send + Sync + fmt::Debug {
+    /// Publishes `instance`.
+    fn register<'a>(&'a self, instance: &'a Instance) -> BoxFuture<'a, Result<()>>;
+    /// Removes `instance`.
+    fn unregister<'a>(&'a self, instance: &'a Instance) -> BoxFuture<'a, Result<()>>;
 }

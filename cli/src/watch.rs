@@ -1,0 +1,125 @@
+//! `switchman watch REGISTRY SERVICE`: one JSON line per published snapshot.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::json;
+use switchman_core::ServiceKey;
+use switchman_discovery::{
+    DirectoryConfig, EmptyPolicy, RegistryDirectory, Snapshot, registry_from_url,
+};
+
+/// Arguments of `switchman watch`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct WatchArgs {
+    /// Registry address: zookeeper://h:p, nacos://h:p?namespace=.., or a static YAML file.
+    registry: String,
+    /// Service (Dubbo interface, or a plain Nacos service name).
+    service: String,
+    /// Dubbo group.
+    #[arg(long, default_value = "")]
+    group: String,
+    /// Dubbo version.
+    #[arg(long, default_value = "")]
+    version: String,
+    /// Print the first snapshot and exit.
+    #[arg(long)]
+    once: bool,
+    /// Give up after this many seconds without a first snapshot.
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
+    /// Show the registry's empty list as it is (`publish`) or keep the last one (`keep`).
+    #[arg(long, default_value = "publish", value_parser = ["publish", "keep"])]
+    empty: String,
+}
+
+pub(crate) fn snapshot_json(s: &Snapshot) -> serde_json::Value {
+    let instances: Vec<_> = s
+        .instances()
+        .iter()
+        .map(|i| {
+            json!({
+                "address": i.address(),
+                "weight": i.weight(),
+                "protocol": i.protocol().as_str(),
+                "zone": i.zone(),
+                "enabled": i.enabled(),
+                "healthy": i.healthy(),
+            })
+        })
+        .collect();
+    json!({"epoch": s.epoch(), "service": s.service().to_string(), "instances": instances})
+}
+
+pub(crate) fn run(args: WatchArgs) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("switchman watch: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        let registry = match registry_from_url(&args.registry) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("switchman watch: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let key = ServiceKey::with(&args.service, &args.group, &args.version);
+        let policy = if args.empty == "keep" {
+            EmptyPolicy::KeepLast
+        } else {
+            EmptyPolicy::Publish
+        };
+        let dir = match RegistryDirectory::subscribe(
+            registry.as_ref(),
+            DirectoryConfig::new(key).empty_policy(policy),
+        )
+        .await
+        {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("switchman watch: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let mut epochs = dir.epochs();
+        let first = dir
+            .wait_until(Duration::from_secs(args.timeout), |s| s.epoch() > 0)
+            .await;
+        let mut last = match first {
+            Ok(s) => {
+                println!("{}", snapshot_json(&s));
+                s.epoch()
+            }
+            Err(e) => {
+                eprintln!("switchman watch: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if args.once {
+            return ExitCode::SUCCESS;
+        }
+        loop {
+            tokio::select! {
+                changed = epochs.changed() => {
+                    if changed.is_err() {
+                        return ExitCode::FAILURE;
+                    }
+                    let s = dir.load();
+                    if s.epoch() > last {
+                        last = s.epoch();
+                        println!("{}", snapshot_json(&s));
+                    }
+                }
+                _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
+            }
+        }
+    })
+}
