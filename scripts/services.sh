@@ -4,6 +4,7 @@
 #   SWITCHMAN_ZK     127.0.0.1:<client port>      (ZooKeeper, standalone)
 #   SWITCHMAN_NACOS  127.0.0.1:<http port>        (rnacos; gRPC on http port + 1000)
 #   SWITCHMAN_ZK_PID, SWITCHMAN_NACOS_PID, SWITCHMAN_SERVICES_DIR (data dirs and logs)
+#   SWITCHMAN_ZK_CLASSPATH, RNACOS_BIN  (for tests that run private servers they can kill)
 
 SWITCHMAN_CACHE="${SWITCHMAN_CACHE:-$HOME/.cache/switchman}"
 RNACOS_BIN="${RNACOS_BIN:-$SWITCHMAN_CACHE/rnacos-0.8.8/bin/rnacos}"
@@ -79,6 +80,8 @@ admin.enableServer=false
 CFG
   local cp=/usr/share/java/zookeeper.jar
   [ -f /usr/share/java/slf4j-simple.jar ] && cp="$cp:/usr/share/java/slf4j-simple.jar"
+  # Tests that stop and restart a server start private ones with these.
+  export SWITCHMAN_ZK_CLASSPATH="$cp" RNACOS_BIN
   java -Xmx256m -cp "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$SWITCHMAN_SERVICES_DIR/zoo.cfg" \
     > "$SWITCHMAN_SERVICES_DIR/zookeeper.log" 2>&1 &
   SWITCHMAN_ZK_PID=$!
