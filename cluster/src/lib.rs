@@ -1,10 +1,18 @@
 //! The cluster layer: what one call does across the instances of a service.
 //!
-//! A [`ClusterInvoker`] loads the directory's snapshot once per attempt, routes and picks an
-//! instance (no lock, no allocation on that path), calls it through an
-//! [`Invoker`](switchman_core::Invoker) such as [`HttpInvoker`], and lets the configured
-//! strategy decide what a failure means. Only retryable failures (transport, timeout) are
-//! retried; a business error is the provider's answer and returns at once.
+//! A [`ClusterInvoker`] loads the directory's snapshot, resolves the call's settings (cached
+//! per snapshot: consumer method > consumer service > provider method > provider service >
+//! consumer global > Dubbo's defaults; `retries`/`timeout` attachments beat them all), and runs
+//! the configured [`Strategy`] (Dubbo's names: failover, failfast, failsafe, failback, forking,
+//! broadcast, available, mergeable, zone-aware) or your own [`ClusterStrategy`]. Each attempt
+//! routes and picks an instance (no lock, no allocation on that path) and calls it through an
+//! [`Invoker`](switchman_core::Invoker) such as [`HttpInvoker`].
+//!
+//! Only retryable failures (transport, timeout) are retried, degraded to a mock or queued for
+//! failback; a business error is the provider's answer and returns at once. Beyond Dubbo:
+//! a per-service [`RetryBudget`] (20% of calls + 10/s over 10 s) shared by every retrying
+//! strategy, opt-in hedging, a whole-call deadline, bounded failback with jittered backoff, and
+//! a `tower::Service` implementation.
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -13,15 +21,29 @@
     unreachable_pub
 )]
 
+mod budget;
+mod call;
 mod config;
-mod failover;
 mod http_invoker;
+mod invoker;
 #[cfg(feature = "provider")]
 pub mod provider;
+mod strategy;
+#[cfg(test)]
+mod tests;
 
-pub use config::{ClusterConfig, MAX_ATTEMPTS, Strategy};
-pub use failover::ClusterInvoker;
+pub use budget::{BudgetConfig, RetryBudget};
+pub use call::{Attempter, Call, DEADLINE_FLOOR};
+pub use config::{
+    ClusterConfig, Effective, FallbackFn, Hedge, MAX_ATTEMPTS, Mock, MockAction, Settings, Strategy,
+};
 pub use http_invoker::{HttpInvoker, RestRoute};
+pub use invoker::{ClusterInvoker, ClusterStrategy, MergerFn};
+
+/// Merges JSON results the way the `mergeable` strategy does by default.
+pub fn merge_results(values: Vec<serde_json::Value>) -> switchman_core::Result<serde_json::Value> {
+    strategy::default_merge(values)
+}
 
 /// The README's Rust examples, compiled as doctests so they stay true.
 #[doc = include_str!("../../README.md")]

@@ -142,6 +142,38 @@ impl Snapshot {
         self.pickers.iter().filter_map(|p| p.refresh_after()).min()
     }
 
+    /// The routed candidates for `invocation` (indexes into [`Snapshot::endpoints`], in address
+    /// order), for strategies that call every candidate or walk them in order (broadcast,
+    /// available). A reference-count increment in the common case.
+    pub fn candidates(
+        &self,
+        invocation: &Invocation,
+        rng: &mut fastrand::Rng,
+    ) -> Result<Arc<[u32]>, Error> {
+        if self.endpoints.is_empty() {
+            return Err(Error::no_provider(format!(
+                "no available provider for {} (directory epoch {})",
+                self.service, self.epoch
+            )));
+        }
+        match self.routes.route(invocation, rng) {
+            Route::Subset(i) => Ok(self
+                .routes
+                .subsets()
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| Arc::from(Vec::new()))),
+            Route::Computed(members) => Ok(members),
+            Route::Forbidden(rule) => Err(Error::new(
+                ErrorKind::Forbidden,
+                format!(
+                    "routing rule {rule} leaves no provider of {} for {}",
+                    self.service, invocation.method
+                ),
+            )),
+        }
+    }
+
     /// Routes `invocation` and picks an endpoint, avoiding the `tried` indexes while untried
     /// candidates remain. The cached route part plus an O(1)/O(log n) pick; no lock and no
     /// allocation unless it fails.

@@ -1,0 +1,438 @@
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use serde_json::Value;
+use switchman_core::{BoxFuture, Error, ErrorKind, Invocation, Invoker, Result};
+use switchman_discovery::{RegistryDirectory, Snapshot};
+use tracing::{Instrument, debug_span, info, warn};
+
+use crate::budget::{BudgetConfig, RetryBudget};
+use crate::call::Call;
+use crate::config::{ClusterConfig, Effective, Mock, MockAction, apply_attachments};
+use crate::strategy;
+
+/// A user merger for the `mergeable` strategy.
+pub type MergerFn = Arc<dyn Fn(Vec<Value>) -> Result<Value> + Send + Sync>;
+
+/// A user-defined cluster strategy. Implement it and pass it to
+/// [`ClusterInvoker::with_strategy`]; no registry of names to patch.
+pub trait ClusterStrategy: Send + Sync + fmt::Debug {
+    /// Runs one call: pick instances with `call.select`, attempt them with
+    /// `call.attempter().attempt(..)`, ask `call.retry_allowed()` before retrying.
+    fn call<'a, 'c>(&'a self, call: &'a mut Call<'c>) -> BoxFuture<'a, Result<Value>>;
+}
+
+/// Counters and gauges exported through the `metrics` facade (no-ops until the application
+/// installs a recorder). Handles are registered once per invoker, so recording allocates
+/// nothing. Names: `switchman_attempts_total`, `switchman_retries_total`,
+/// `switchman_retry_budget_refused_total`, `switchman_failback_dropped_total`,
+/// `switchman_failback_pending`, `switchman_calls_total`, labelled with `service`.
+pub(crate) struct Metrics {
+    pub(crate) calls: metrics::Counter,
+    pub(crate) attempts: metrics::Counter,
+    pub(crate) retries: metrics::Counter,
+    pub(crate) budget_refused: metrics::Counter,
+    pub(crate) failback_dropped: metrics::Counter,
+    pub(crate) failback_pending: metrics::Gauge,
+}
+
+impl Metrics {
+    fn new(service: String) -> Self {
+        Metrics {
+            calls: metrics::counter!("switchman_calls_total", "service" => service.clone()),
+            attempts: metrics::counter!("switchman_attempts_total", "service" => service.clone()),
+            retries: metrics::counter!("switchman_retries_total", "service" => service.clone()),
+            budget_refused: metrics::counter!("switchman_retry_budget_refused_total", "service" => service.clone()),
+            failback_dropped: metrics::counter!("switchman_failback_dropped_total", "service" => service.clone()),
+            failback_pending: metrics::gauge!("switchman_failback_pending", "service" => service),
+        }
+    }
+}
+
+/// Successful-latency histogram with power-of-two microsecond buckets (lock-free), for the
+/// hedging policy's observed p95.
+pub(crate) struct Latency {
+    buckets: [AtomicU64; 40],
+}
+
+impl Latency {
+    fn new() -> Self {
+        Latency {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    pub(crate) fn record(&self, d: Duration) {
+        let us = d.as_micros().max(1) as u64;
+        let b = (64 - us.leading_zeros() as usize).min(39);
+        self.buckets[b].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The upper bound of the bucket holding the 95th percentile; `None` under 20 samples.
+    pub(crate) fn p95(&self) -> Option<Duration> {
+        let counts: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if total < 20 {
+            return None;
+        }
+        let want = (total as f64 * 0.95).ceil() as u64;
+        let mut seen = 0;
+        for (b, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= want {
+                return Some(Duration::from_micros(1u64 << b));
+            }
+        }
+        None
+    }
+}
+
+struct Resolved {
+    epoch: u64,
+    default: Arc<Effective>,
+    methods: HashMap<String, Arc<Effective>>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) directory: Arc<RegistryDirectory>,
+    pub(crate) invoker: Arc<dyn Invoker>,
+    config: ClusterConfig,
+    pub(crate) budget: Option<RetryBudget>,
+    pub(crate) metrics: Metrics,
+    pub(crate) latency: Latency,
+    resolved: ArcSwapOption<Resolved>,
+    sticky: ArcSwapOption<String>,
+    custom: Option<Arc<dyn ClusterStrategy>>,
+    pub(crate) merger: Option<MergerFn>,
+    pub(crate) failback_pending: AtomicUsize,
+    pub(crate) this: Weak<Inner>,
+}
+
+impl Inner {
+    pub(crate) fn sticky_index(&self, snap: &Snapshot) -> Option<usize> {
+        let addr = self.sticky.load();
+        addr.as_deref().and_then(|a| snap.index_of(a))
+    }
+
+    pub(crate) fn remember_sticky(&self, address: &str) {
+        if self.sticky.load().as_deref().map(String::as_str) != Some(address) {
+            self.sticky.store(Some(Arc::new(address.to_string())));
+        }
+    }
+
+    fn effective(&self, snap: &Snapshot, method: &str) -> Arc<Effective> {
+        let cached = self.resolved.load();
+        let resolved = match cached.as_ref() {
+            Some(r) if r.epoch == snap.epoch() => r.clone(),
+            _ => {
+                let empty = Default::default();
+                let provider = snap
+                    .endpoints()
+                    .first()
+                    .map(|e| e.instance.params())
+                    .unwrap_or(&empty);
+                let methods = self
+                    .config
+                    .method_names(provider)
+                    .into_iter()
+                    .map(|m| {
+                        let e = Arc::new(self.config.resolve(Some(&m), provider));
+                        (m, e)
+                    })
+                    .collect();
+                let r = Arc::new(Resolved {
+                    epoch: snap.epoch(),
+                    default: Arc::new(self.config.resolve(None, provider)),
+                    methods,
+                });
+                self.resolved.store(Some(r.clone()));
+                r
+            }
+        };
+        resolved
+            .methods
+            .get(method)
+            .unwrap_or(&resolved.default)
+            .clone()
+    }
+}
+
+/// Calls one service through its directory with a fault-tolerance strategy.
+///
+/// Per call: one snapshot load, settings resolved once per snapshot (a map lookup), the
+/// strategy's attempts (each: route + O(1)/O(log n) pick + invoker call bounded by the
+/// timeout and the deadline), mock/degrade on non-business failure. Cheap to clone.
+#[derive(Clone)]
+pub struct ClusterInvoker {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for ClusterInvoker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClusterInvoker")
+            .field("service", self.inner.directory.load().service())
+            .field("custom_strategy", &self.inner.custom)
+            .finish()
+    }
+}
+
+impl ClusterInvoker {
+    /// A cluster invoker over `directory`, calling instances through `invoker`, with the
+    /// default retry budget (20% of calls + 10/s over 10 s).
+    pub fn new(
+        directory: Arc<RegistryDirectory>,
+        invoker: Arc<dyn Invoker>,
+        config: ClusterConfig,
+    ) -> Self {
+        Self::build(
+            directory,
+            invoker,
+            config,
+            Some(BudgetConfig::default()),
+            None,
+            None,
+        )
+    }
+
+    fn build(
+        directory: Arc<RegistryDirectory>,
+        invoker: Arc<dyn Invoker>,
+        config: ClusterConfig,
+        budget: Option<BudgetConfig>,
+        custom: Option<Arc<dyn ClusterStrategy>>,
+        merger: Option<MergerFn>,
+    ) -> Self {
+        let service = directory.load().service().to_string();
+        let inner = Arc::new_cyclic(|this| Inner {
+            directory,
+            invoker,
+            config,
+            budget: budget.map(RetryBudget::new),
+            metrics: Metrics::new(service),
+            latency: Latency::new(),
+            resolved: ArcSwapOption::empty(),
+            sticky: ArcSwapOption::empty(),
+            custom,
+            merger,
+            failback_pending: AtomicUsize::new(0),
+            this: this.clone(),
+        });
+        ClusterInvoker { inner }
+    }
+
+    fn rebuild(self, f: impl FnOnce(&mut Parts)) -> Self {
+        let inner = &self.inner;
+        let mut parts = Parts {
+            budget: inner.budget.as_ref().map(|b| b.config()),
+            custom: inner.custom.clone(),
+            merger: inner.merger.clone(),
+            config: inner.config.clone(),
+        };
+        f(&mut parts);
+        Self::build(
+            inner.directory.clone(),
+            inner.invoker.clone(),
+            parts.config,
+            parts.budget,
+            parts.custom,
+            parts.merger,
+        )
+    }
+
+    /// Replaces the built-in strategies with your own (a new invoker with fresh state).
+    pub fn with_strategy(self, strategy: impl ClusterStrategy + 'static) -> Self {
+        self.rebuild(|p| p.custom = Some(Arc::new(strategy)))
+    }
+
+    /// Sets (or, with `None`, removes) the retry budget (a new invoker with fresh state).
+    pub fn with_budget(self, budget: Option<BudgetConfig>) -> Self {
+        self.rebuild(|p| p.budget = budget)
+    }
+
+    /// A merger for the `mergeable` strategy (default: arrays concatenated, objects merged,
+    /// numbers summed).
+    pub fn with_merger(
+        self,
+        merger: impl Fn(Vec<Value>) -> Result<Value> + Send + Sync + 'static,
+    ) -> Self {
+        self.rebuild(|p| p.merger = Some(Arc::new(merger)))
+    }
+
+    /// The directory this invoker reads.
+    pub fn directory(&self) -> &Arc<RegistryDirectory> {
+        &self.inner.directory
+    }
+
+    /// The effective settings for `method` under the current snapshot.
+    pub fn settings(&self, method: &str) -> Arc<Effective> {
+        self.inner.effective(&self.inner.directory.load(), method)
+    }
+
+    /// Retries the budget refused so far.
+    pub fn budget_refused(&self) -> u64 {
+        self.inner
+            .budget
+            .as_ref()
+            .map(RetryBudget::refused)
+            .unwrap_or(0)
+    }
+
+    /// Failback retries waiting in the background.
+    pub fn failback_pending(&self) -> usize {
+        self.inner.failback_pending.load(Ordering::Relaxed)
+    }
+
+    /// Makes one call.
+    pub async fn invoke(&self, invocation: &Invocation) -> Result<Value> {
+        let inner = &*self.inner;
+        let snap = inner.directory.load();
+        let resolved = inner.effective(&snap, &invocation.method);
+        drop(snap);
+        let overridden = apply_attachments(&resolved, invocation);
+        let settings = overridden.as_ref().unwrap_or(&resolved);
+        inner.metrics.calls.increment(1);
+        if let Some(Mock::Force(action)) = &settings.mock {
+            return run_mock(action, invocation, None);
+        }
+        if let Some(b) = &inner.budget {
+            b.deposit();
+        }
+        let span = debug_span!("call", method = %invocation.method, cluster = %settings.strategy);
+        let result = async {
+            let mut call = Call::new(inner, invocation, settings);
+            match &inner.custom {
+                Some(custom) => custom.call(&mut call).await,
+                None => strategy::run(settings.strategy, &mut call).await,
+            }
+        }
+        .instrument(span)
+        .await;
+        match (&result, &settings.mock) {
+            (Err(e), Some(Mock::Fail(action))) if !e.is_business() => {
+                info!(method = %invocation.method, error = %e, "call failed; answering with the mock");
+                run_mock(action, invocation, Some(e))
+            }
+            _ => result,
+        }
+    }
+}
+
+struct Parts {
+    budget: Option<BudgetConfig>,
+    custom: Option<Arc<dyn ClusterStrategy>>,
+    merger: Option<MergerFn>,
+    config: ClusterConfig,
+}
+
+fn run_mock(action: &MockAction, invocation: &Invocation, cause: Option<&Error>) -> Result<Value> {
+    match action {
+        MockAction::Return(v) => Ok(v.clone()),
+        MockAction::Throw(m) => Err(Error::business(format!(
+            "mock for {}: {m}",
+            invocation.method
+        ))),
+        MockAction::Fallback(f) => f(invocation, cause),
+    }
+}
+
+impl Inner {
+    /// Queues `invocation` for background retries (failback). Returns `false` when the queue
+    /// is full (the call is dropped, logged and counted).
+    pub(crate) fn queue_failback(
+        &self,
+        invocation: &Invocation,
+        settings: &Effective,
+        cause: &Error,
+    ) -> bool {
+        let cap = settings.failbacktasks;
+        let pending = self.failback_pending.fetch_add(1, Ordering::AcqRel);
+        if pending >= cap || settings.retries == 0 {
+            self.failback_pending.fetch_sub(1, Ordering::AcqRel);
+            if settings.retries > 0 {
+                self.metrics.failback_dropped.increment(1);
+                warn!(method = %invocation.method, cap, error = %cause, "failback queue full; call dropped");
+            }
+            return false;
+        }
+        self.metrics.failback_pending.set((pending + 1) as f64);
+        let weak = self.this.clone();
+        let inv = invocation.clone();
+        let retries = settings.retries;
+        let settings = settings.clone();
+        tokio::spawn(async move {
+            let mut rng = fastrand::Rng::new();
+            for k in 0..retries {
+                // Jittered exponential backoff: 1 s, 2 s, 4 s ... each ×[0.5, 1.5).
+                let base = Duration::from_secs(1) * 2u32.saturating_pow(k.min(16));
+                let delay = base.mul_f64(0.5 + rng.f64());
+                tokio::time::sleep(delay).await;
+                let Some(inner) = weak.upgrade() else { return };
+                let mut call = Call::new(&inner, &inv, &settings);
+                let outcome = async {
+                    let snap = call.snapshot();
+                    let i = call.select(&snap)?;
+                    call.attempter().attempt(&snap, i).await
+                }
+                .await;
+                match outcome {
+                    Ok(_) => {
+                        info!(method = %inv.method, attempt = k + 1, "failback retry succeeded");
+                        inner.finish_failback();
+                        return;
+                    }
+                    Err(e) if e.is_business() || e.kind() == ErrorKind::BadConfig => {
+                        warn!(method = %inv.method, error = %e, "failback retry got an answer that is not retryable; giving up");
+                        inner.finish_failback();
+                        return;
+                    }
+                    Err(e) => {
+                        warn!(method = %inv.method, attempt = k + 1, error = %e, "failback retry failed")
+                    }
+                }
+                if k + 1 == retries {
+                    warn!(method = %inv.method, retries, "failback retries exhausted; call dropped");
+                    inner.finish_failback();
+                }
+            }
+        });
+        true
+    }
+
+    fn finish_failback(&self) {
+        let left = self.failback_pending.fetch_sub(1, Ordering::AcqRel) - 1;
+        self.metrics.failback_pending.set(left as f64);
+    }
+}
+
+impl RetryBudget {
+    pub(crate) fn config(&self) -> BudgetConfig {
+        self.config_copy()
+    }
+}
+
+/// The cluster invoker as a `tower::Service`, so it composes with tower layers (timeouts,
+/// rate limits, concurrency limits, ...). Always ready; each call runs
+/// [`ClusterInvoker::invoke`].
+impl tower_service::Service<Invocation> for ClusterInvoker {
+    type Response = Value;
+    type Error = Error;
+    type Future = BoxFuture<'static, Result<Value>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, invocation: Invocation) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move { this.invoke(&invocation).await })
+    }
+}

@@ -1,0 +1,25 @@
+//! available: the first available routed instance (address order), no balancing, one attempt.
+
+use serde_json::Value;
+use switchman_core::{Error, Result};
+
+use crate::call::Call;
+
+pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
+    let snap = call.snapshot();
+    let members = call.candidates(&snap)?;
+    let Some(&first) = members.first() else {
+        return Err(Error::no_provider(format!(
+            "no available provider of {}",
+            snap.service()
+        )));
+    };
+    let i = first as usize;
+    match call.attempter().attempt(&snap, i).await {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            call.note_failure(&snap, i);
+            Err(call.fail(e))
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! broadcast: every routed instance in order, no balancer. Any failure (business included) makes
+//! the call fail with the last error; otherwise the last result. `broadcast.fail.percent`
+//! (default 100) stops early once failures reach `n × percent / 100` (integer division; a
+//! threshold of 0, from percent 0, never stops early), as Dubbo counts it.
+
+use serde_json::Value;
+use switchman_core::{Error, Result};
+
+use crate::call::Call;
+
+pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
+    let snap = call.snapshot();
+    let members = call.candidates(&snap)?;
+    let threshold = members.len() * call.settings().broadcast_fail_percent as usize / 100;
+    let att = call.attempter();
+    let mut last_ok = Value::Null;
+    let mut last_err: Option<Error> = None;
+    let mut failures = 0usize;
+    for &m in members.iter() {
+        let i = m as usize;
+        match att.attempt(&snap, i).await {
+            Ok(v) => last_ok = v,
+            Err(e) => {
+                call.note_failure(&snap, i);
+                last_err = Some(e);
+                failures += 1;
+                if failures == threshold {
+                    break;
+                }
+            }
+        }
+    }
+    match last_err {
+        Some(e) => Err(call.fail(e)),
+        None => Ok(last_ok),
+    }
+}

@@ -1,0 +1,85 @@
+//! failover: retry retryable failures on other instances, re-listing before every attempt.
+
+use std::pin::pin;
+
+use serde_json::Value;
+use switchman_core::{Error, Result};
+use switchman_discovery::Snapshot;
+
+use crate::call::Call;
+use crate::config::{Hedge, MAX_ATTEMPTS};
+use crate::strategy::as_answer;
+
+pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
+    let attempts = (call.settings().retries as usize + 1).min(MAX_ATTEMPTS);
+    let mut last: Option<Error> = None;
+    for n in 0..attempts {
+        if n > 0 && !call.retry_allowed() {
+            break;
+        }
+        // Re-list before every attempt: a retry sees instances that came or went meanwhile.
+        let snap = call.snapshot();
+        let i = match call.select(&snap) {
+            Ok(i) => i,
+            Err(e) => return Err(call.fail(last.unwrap_or(e))),
+        };
+        let result = match call.settings().hedge {
+            Some(h) if n == 0 => hedged(call, &snap, i, h).await,
+            _ => call.attempter().attempt(&snap, i).await,
+        };
+        match result {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                call.note_failure(&snap, i);
+                if !e.is_retryable() {
+                    return Err(call.fail(e));
+                }
+                last = Some(e);
+            }
+        }
+    }
+    let e = last.unwrap_or_else(|| Error::no_provider("no attempt was made"));
+    Err(call.fail(e))
+}
+
+/// The first attempt, plus a second one on another instance if the first has not answered
+/// after the hedging delay (and the retry budget allows it). The first answer wins.
+async fn hedged(
+    call: &mut Call<'_>,
+    snap: &std::sync::Arc<Snapshot>,
+    i: usize,
+    hedge: Hedge,
+) -> Result<Value> {
+    let delay = match hedge {
+        Hedge::After(d) => d,
+        Hedge::P95 => call
+            .inner()
+            .latency
+            .p95()
+            .unwrap_or(std::time::Duration::from_millis(50)),
+    };
+    let att = call.attempter();
+    let mut first = pin!(att.attempt(snap, i));
+    tokio::select! {
+        r = &mut first => return r,
+        _ = tokio::time::sleep(delay) => {}
+    }
+    if !call.retry_allowed() {
+        return first.await;
+    }
+    let j = match call.select(snap) {
+        Ok(j) if j != i => j,
+        _ => return first.await,
+    };
+    let second = pin!(att.attempt(snap, j));
+    match futures::future::select_ok([
+        Box::pin(async { as_answer(first.await) })
+            as std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>>,
+        Box::pin(async { as_answer(second.await) }),
+    ])
+    .await
+    {
+        Ok((answer, _)) => answer,
+        Err(e) => Err(e),
+    }
+}

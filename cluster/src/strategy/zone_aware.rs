@@ -1,0 +1,35 @@
+//! zone-aware: prefer an instance in the consumer's zone (`zone` setting), else any; then
+//! behave as failover. The in-zone pick asks the balancer for an in-zone
+//! instance ([`ZONE_TRIES`] times, no per-call scan), so a zone holding a tiny share of the
+//! weight may be missed;
+//! a directory serves one registry, so Dubbo's "preferred registry" step does not apply.
+
+use serde_json::Value;
+use switchman_core::Result;
+
+use crate::call::Call;
+
+/// How many picks look for an in-zone instance before falling back to any.
+const ZONE_TRIES: usize = 32;
+
+pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
+    if let Some(zone) = call.settings().zone.as_deref() {
+        let snap = call.snapshot();
+        let att = call.attempter();
+        for _ in 0..ZONE_TRIES {
+            let i = call.peek(&snap)?;
+            if snap.endpoints()[i].instance.zone() == Some(zone) {
+                call.mark_tried(i);
+                match att.attempt(&snap, i).await {
+                    Ok(v) => return Ok(v),
+                    Err(e) if !e.is_retryable() => return Err(call.fail(e)),
+                    Err(_) => {
+                        call.note_failure(&snap, i);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    super::failover::run(call).await
+}

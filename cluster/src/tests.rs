@@ -1,0 +1,821 @@
+//! Deterministic strategy tests over a fault-injecting invoker on tokio paused time.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchman_core::{
+    BoxFuture, Error, ErrorKind, Instance, Invocation, Invoker, Result, ServiceKey,
+};
+use switchman_discovery::{DirectoryConfig, RegistryDirectory, Update};
+
+use crate::{
+    BudgetConfig, Call, ClusterConfig, ClusterInvoker, ClusterStrategy, Settings, Strategy,
+};
+
+/// Behaviour per port: a script of outcomes consumed one per call (the last one repeats).
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    Ok,
+    Refuse,
+    Hang,
+    Slow(u64),
+    Business,
+}
+use Fault::*;
+
+#[derive(Debug, Default)]
+struct FaultInvoker {
+    plan: Mutex<HashMap<u16, Vec<Fault>>>,
+    calls: Mutex<Vec<u16>>,
+    cancelled: Mutex<Vec<u16>>,
+}
+
+impl FaultInvoker {
+    fn with(plan: &[(u16, &[Fault])]) -> Arc<Self> {
+        let inv = FaultInvoker::default();
+        for (port, faults) in plan {
+            inv.plan.lock().unwrap().insert(*port, faults.to_vec());
+        }
+        Arc::new(inv)
+    }
+    fn calls(&self) -> Vec<u16> {
+        self.calls.lock().unwrap().clone()
+    }
+    fn sorted_calls(&self) -> Vec<u16> {
+        let mut c = self.calls();
+        c.sort();
+        c
+    }
+}
+
+struct CancelGuard<'a>(&'a FaultInvoker, u16, bool);
+impl Drop for CancelGuard<'_> {
+    fn drop(&mut self) {
+        if !self.2 {
+            self.0.cancelled.lock().unwrap().push(self.1);
+        }
+    }
+}
+
+impl Invoker for FaultInvoker {
+    fn invoke<'a>(
+        &'a self,
+        target: &'a Instance,
+        _inv: &'a Invocation,
+        _t: Duration,
+    ) -> BoxFuture<'a, Result<Value>> {
+        let port = target.port();
+        self.calls.lock().unwrap().push(port);
+        let fault = {
+            let mut plan = self.plan.lock().unwrap();
+            let script = plan.entry(port).or_insert_with(|| vec![Ok]);
+            if script.len() > 1 {
+                script.remove(0)
+            } else {
+                script[0]
+            }
+        };
+        Box::pin(async move {
+            let mut guard = CancelGuard(self, port, false);
+            let r = match fault {
+                Ok => Result::Ok(Value::from(port)),
+                Refuse => Err(Error::transport(format!("connection refused by {port}"))),
+                Business => Err(Error::business("IllegalArgumentException")),
+                Slow(ms) => {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    Result::Ok(Value::from(port))
+                }
+                Hang => {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    Result::Ok(Value::Null)
+                }
+            };
+            guard.2 = true;
+            r
+        })
+    }
+}
+
+async fn directory(instances: Vec<Instance>) -> Arc<RegistryDirectory> {
+    let dir = RegistryDirectory::spawn(DirectoryConfig::new(ServiceKey::new("com.foo.Bar")), None);
+    dir.apply(Update::Reset(instances));
+    dir.wait_until(Duration::from_secs(5), |s| s.epoch() >= 1)
+        .await
+        .unwrap();
+    Arc::new(dir)
+}
+
+fn ports(ports: &[u16]) -> Vec<Instance> {
+    ports
+        .iter()
+        .map(|&p| Instance::builder("10.0.0.1", p).build())
+        .collect()
+}
+
+async fn cluster(
+    ports_: &[u16],
+    invoker: Arc<FaultInvoker>,
+    config: ClusterConfig,
+) -> ClusterInvoker {
+    ClusterInvoker::new(directory(ports(ports_)).await, invoker, config)
+}
+
+fn inv() -> Invocation {
+    Invocation::new("m")
+}
+
+#[tokio::test(start_paused = true)]
+async fn failover_tries_each_instance_once_then_returns_last_error() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse]), (3, &[Refuse])]);
+    let c = cluster(&[1, 2, 3], fi.clone(), ClusterConfig::default()).await;
+    let e = c.invoke(&inv()).await.unwrap_err();
+    assert_eq!(
+        fi.sorted_calls(),
+        vec![1, 2, 3],
+        "retries=2: 3 attempts, none repeated"
+    );
+    assert_eq!(e.kind(), ErrorKind::Transport);
+    assert_eq!(e.tried().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failover_succeeds_on_a_healthy_instance() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse]), (3, &[Ok])]);
+    let c = cluster(&[1, 2, 3], fi.clone(), ClusterConfig::default()).await;
+    for _ in 0..50 {
+        assert_eq!(c.invoke(&inv()).await.unwrap(), Value::from(3));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn business_errors_are_not_retried() {
+    let fi = FaultInvoker::with(&[(1, &[Business]), (2, &[Business])]);
+    let c = cluster(&[1, 2], fi.clone(), ClusterConfig::default()).await;
+    assert!(c.invoke(&inv()).await.unwrap_err().is_business());
+    assert_eq!(fi.calls().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeouts_are_retried_and_bounded_by_the_attempt_timeout() {
+    let fi = FaultInvoker::with(&[(1, &[Hang]), (2, &[Hang]), (3, &[Hang])]);
+    let c = cluster(
+        &[1, 2, 3],
+        fi.clone(),
+        ClusterConfig::default().timeout(Duration::from_millis(250)),
+    )
+    .await;
+    let start = tokio::time::Instant::now();
+    assert!(c.invoke(&inv()).await.unwrap_err().is_timeout());
+    assert_eq!(fi.calls().len(), 3);
+    assert_eq!(start.elapsed(), Duration::from_millis(750));
+}
+
+#[tokio::test(start_paused = true)]
+async fn per_call_attachments_override_retries_and_timeout() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse]), (3, &[Refuse])]);
+    let c = cluster(&[1, 2, 3], fi.clone(), ClusterConfig::default()).await;
+    c.invoke(&inv().with_attachment("retries", "0"))
+        .await
+        .unwrap_err();
+    assert_eq!(fi.calls().len(), 1);
+    let c2 = cluster(
+        &[1, 2, 3],
+        FaultInvoker::with(&[(1, &[Hang]), (2, &[Hang]), (3, &[Hang])]),
+        ClusterConfig::default(),
+    )
+    .await;
+    let start = tokio::time::Instant::now();
+    c2.invoke(
+        &inv()
+            .with_attachment("timeout", "10")
+            .with_attachment("retries", "1"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(start.elapsed(), Duration::from_millis(20));
+}
+
+#[tokio::test(start_paused = true)]
+async fn method_settings_and_provider_parameters_take_precedence() {
+    // The provider registered timeout=100 and m.retries=0; the consumer sets nothing.
+    let insts = vec![
+        Instance::builder("10.0.0.1", 1)
+            .param("timeout", "100")
+            .param("m.retries", "0")
+            .build(),
+        Instance::builder("10.0.0.1", 2)
+            .param("timeout", "100")
+            .param("m.retries", "0")
+            .build(),
+    ];
+    let fi = FaultInvoker::with(&[(1, &[Hang]), (2, &[Hang])]);
+    let c = ClusterInvoker::new(directory(insts).await, fi.clone(), ClusterConfig::default());
+    let start = tokio::time::Instant::now();
+    c.invoke(&inv()).await.unwrap_err();
+    assert_eq!(
+        (fi.calls().len(), start.elapsed()),
+        (1, Duration::from_millis(100))
+    );
+    // A consumer method setting beats the provider's.
+    let cfg = ClusterConfig::default().method(
+        "m",
+        Settings {
+            retries: Some(1),
+            ..Default::default()
+        },
+    );
+    let fi = FaultInvoker::with(&[(1, &[Hang]), (2, &[Hang])]);
+    let c = ClusterInvoker::new(c.directory().clone(), fi.clone(), cfg);
+    c.invoke(&inv()).await.unwrap_err();
+    assert_eq!(fi.calls().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failfast_makes_one_attempt() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse])]);
+    let c = cluster(
+        &[1, 2],
+        fi.clone(),
+        ClusterConfig::default().strategy(Strategy::Failfast),
+    )
+    .await;
+    c.invoke(&inv()).await.unwrap_err();
+    assert_eq!(fi.calls().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failsafe_answers_null_and_never_errors_except_business() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse])]);
+    let c = cluster(
+        &[1],
+        fi.clone(),
+        ClusterConfig::default().strategy(Strategy::Failsafe),
+    )
+    .await;
+    assert_eq!(c.invoke(&inv()).await.unwrap(), Value::Null);
+    assert_eq!(fi.calls().len(), 1);
+    // "No provider" is raised before any strategy runs... and failsafe swallows it like Dubbo's.
+    let empty = cluster(
+        &[],
+        FaultInvoker::with(&[]),
+        ClusterConfig::default().strategy(Strategy::Failsafe),
+    )
+    .await;
+    assert_eq!(empty.invoke(&inv()).await.unwrap(), Value::Null);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failback_answers_null_then_retries_with_backoff_in_the_background() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse, Refuse, Ok])]);
+    let c = cluster(
+        &[1],
+        fi.clone(),
+        ClusterConfig::default().strategy(Strategy::Failback),
+    )
+    .await;
+    assert_eq!(c.invoke(&inv()).await.unwrap(), Value::Null);
+    assert_eq!(c.failback_pending(), 1);
+    // Retry 1 after 0.5–1.5 s fails, retry 2 after another 1–3 s succeeds.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(fi.calls().len(), 1, "no retry before the first backoff");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(fi.calls().len(), 3);
+    assert_eq!(c.failback_pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failback_queue_is_bounded_and_retries_stop_when_the_invoker_is_dropped() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse])]);
+    let cfg = ClusterConfig::default()
+        .strategy(Strategy::Failback)
+        .service_settings(Settings {
+            strategy: Some(Strategy::Failback),
+            failbacktasks: Some(3),
+            ..Default::default()
+        });
+    let c = cluster(&[1], fi.clone(), cfg).await;
+    for _ in 0..5 {
+        assert_eq!(c.invoke(&inv()).await.unwrap(), Value::Null);
+    }
+    assert_eq!(
+        c.failback_pending(),
+        3,
+        "two calls were dropped: the queue holds 3"
+    );
+    drop(c);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        fi.calls().len(),
+        5,
+        "no background retry runs once the invoker is gone"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn forking_takes_the_first_answer_and_cancels_the_rest() {
+    let fi = FaultInvoker::with(&[(1, &[Slow(300)]), (2, &[Slow(50)]), (3, &[Slow(300)])]);
+    let cfg = ClusterConfig::default().service_settings(Settings {
+        strategy: Some(Strategy::Forking),
+        forks: Some(0),
+        ..Default::default()
+    });
+    let c = cluster(&[1, 2, 3], fi.clone(), cfg).await;
+    let start = tokio::time::Instant::now();
+    assert_eq!(c.invoke(&inv()).await.unwrap(), Value::from(2));
+    assert_eq!(start.elapsed(), Duration::from_millis(50));
+    assert_eq!(
+        fi.sorted_calls(),
+        vec![1, 2, 3],
+        "forks=0 means every instance"
+    );
+    let mut cancelled = fi.cancelled.lock().unwrap().clone();
+    cancelled.sort();
+    assert_eq!(cancelled, vec![1, 3]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn forking_uses_distinct_instances_and_returns_the_last_error_when_all_fail() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse]), (3, &[Refuse])]);
+    let cfg = ClusterConfig::default().strategy(Strategy::Forking); // forks default 2
+    let c = cluster(&[1, 2, 3], fi.clone(), cfg).await;
+    let e = c.invoke(&inv()).await.unwrap_err();
+    let calls = fi.sorted_calls();
+    assert_eq!(calls.len(), 2);
+    assert_ne!(calls[0], calls[1]);
+    assert_eq!(e.kind(), ErrorKind::Transport);
+}
+
+#[tokio::test(start_paused = true)]
+async fn broadcast_calls_everyone_and_fail_percent_stops_early() {
+    let fi = FaultInvoker::with(&[(1, &[Ok]), (2, &[Business]), (3, &[Ok])]);
+    let c = cluster(
+        &[1, 2, 3],
+        fi.clone(),
+        ClusterConfig::default().strategy(Strategy::Broadcast),
+    )
+    .await;
+    assert!(
+        c.invoke(&inv()).await.unwrap_err().is_business(),
+        "any failure fails the call"
+    );
+    assert_eq!(fi.calls(), vec![1, 2, 3], "every instance, in order");
+
+    let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse]), (3, &[Ok]), (4, &[Ok])]);
+    let settings = Settings {
+        strategy: Some(Strategy::Broadcast),
+        broadcast_fail_percent: Some(50),
+        ..Default::default()
+    };
+    let c = cluster(
+        &[1, 2, 3, 4],
+        fi.clone(),
+        ClusterConfig::default().service_settings(settings),
+    )
+    .await;
+    c.invoke(&inv()).await.unwrap_err();
+    assert_eq!(
+        fi.calls(),
+        vec![1, 2],
+        "4 × 50% = 2 failures stop the broadcast"
+    );
+
+    let fi = FaultInvoker::with(&[(1, &[Ok]), (2, &[Ok])]);
+    let c = cluster(
+        &[1, 2],
+        fi.clone(),
+        ClusterConfig::default().strategy(Strategy::Broadcast),
+    )
+    .await;
+    assert_eq!(
+        c.invoke(&inv()).await.unwrap(),
+        Value::from(2),
+        "the last result"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn available_takes_the_first_instance_in_order() {
+    let fi = FaultInvoker::with(&[]);
+    let c = cluster(
+        &[7, 3, 5],
+        fi.clone(),
+        ClusterConfig::default().strategy(Strategy::Available),
+    )
+    .await;
+    for _ in 0..10 {
+        assert_eq!(c.invoke(&inv()).await.unwrap(), Value::from(3));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn mergeable_calls_one_instance_per_group_and_merges() {
+    #[derive(Debug)]
+    struct ByGroup;
+    impl Invoker for ByGroup {
+        fn invoke<'a>(
+            &'a self,
+            t: &'a Instance,
+            _i: &'a Invocation,
+            _d: Duration,
+        ) -> BoxFuture<'a, Result<Value>> {
+            let g = t.service().group.to_string();
+            Box::pin(async move {
+                match g.as_str() {
+                    "a" => Result::Ok(json!([1, 2])),
+                    "b" => Result::Ok(json!([3])),
+                    _ => Err(Error::transport("group c is down")),
+                }
+            })
+        }
+    }
+    let insts = ["a", "a", "b", "c"]
+        .iter()
+        .enumerate()
+        .map(|(k, g)| {
+            Instance::builder("10.0.0.1", 10 + k as u16)
+                .service(ServiceKey::with("com.foo.Bar", g, ""))
+                .build()
+        })
+        .collect();
+    let c = ClusterInvoker::new(
+        directory(insts).await,
+        Arc::new(ByGroup),
+        ClusterConfig::default().strategy(Strategy::Mergeable),
+    );
+    assert_eq!(
+        c.invoke(&inv()).await.unwrap(),
+        json!([1, 2, 3]),
+        "group c failed and was dropped"
+    );
+    assert_eq!(
+        crate::merge_results(vec![json!({"a": 1}), json!({"b": 2})]).unwrap(),
+        json!({"a": 1, "b": 2})
+    );
+    assert_eq!(
+        crate::merge_results(vec![json!(2), json!(3)]).unwrap(),
+        json!(5)
+    );
+    assert!(crate::merge_results(vec![json!("x"), json!([1])]).is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn zone_aware_prefers_the_consumers_zone() {
+    let insts = vec![
+        Instance::builder("10.0.0.1", 1).zone("east").build(),
+        Instance::builder("10.0.0.1", 2).zone("west").build(),
+        Instance::builder("10.0.0.1", 3).zone("west").build(),
+    ];
+    let fi = FaultInvoker::with(&[]);
+    let settings = Settings {
+        strategy: Some(Strategy::ZoneAware),
+        zone: Some("east".into()),
+        ..Default::default()
+    };
+    let c = ClusterInvoker::new(
+        directory(insts).await,
+        fi.clone(),
+        ClusterConfig::default().service_settings(settings),
+    );
+    let hits = {
+        let mut east = 0;
+        for _ in 0..200 {
+            if c.invoke(&inv()).await.unwrap() == 1 {
+                east += 1;
+            }
+        }
+        east
+    };
+    assert!(hits > 190, "in-zone picks: {hits}/200");
+}
+
+#[tokio::test(start_paused = true)]
+async fn sticky_keeps_the_last_good_instance_until_it_leaves() {
+    let fi = FaultInvoker::with(&[]);
+    let settings = Settings {
+        sticky: Some(true),
+        ..Default::default()
+    };
+    let c = cluster(
+        &[1, 2, 3],
+        fi.clone(),
+        ClusterConfig::default().service_settings(settings),
+    )
+    .await;
+    let first = c.invoke(&inv()).await.unwrap();
+    for _ in 0..20 {
+        assert_eq!(c.invoke(&inv()).await.unwrap(), first);
+    }
+    // The sticky instance disappears: calls move elsewhere and stick there.
+    let gone = first.as_u64().unwrap() as u16;
+    let rest: Vec<u16> = [1, 2, 3].into_iter().filter(|p| *p != gone).collect();
+    c.directory().apply(Update::Reset(ports(&rest)));
+    c.directory()
+        .wait_until(Duration::from_secs(5), |s| s.epoch() >= 2)
+        .await
+        .unwrap();
+    let next = c.invoke(&inv()).await.unwrap();
+    assert_ne!(next, first);
+    for _ in 0..20 {
+        assert_eq!(c.invoke(&inv()).await.unwrap(), next);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn actives_cap_skips_busy_instances_and_fails_fast_when_all_are_busy() {
+    let fi = FaultInvoker::with(&[(1, &[Hang]), (2, &[Hang])]);
+    let settings = Settings {
+        actives: Some(1),
+        timeout: Some(10_000),
+        ..Default::default()
+    };
+    let c = cluster(
+        &[1, 2],
+        fi.clone(),
+        ClusterConfig::default().service_settings(settings),
+    )
+    .await;
+    let c1 = c.clone();
+    let c2 = c.clone();
+    let h1 = tokio::spawn(async move { c1.invoke(&inv()).await });
+    let h2 = tokio::spawn(async move { c2.invoke(&inv()).await });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        fi.sorted_calls(),
+        vec![1, 2],
+        "the second call skipped the busy instance"
+    );
+    let e = c.invoke(&inv()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LimitExceeded, "{e}");
+    assert_eq!(
+        fi.calls().len(),
+        2,
+        "no attempt when every instance is at its cap"
+    );
+    h1.abort();
+    h2.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn mock_force_never_calls_and_fail_mock_answers_only_non_business_failures() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse])]);
+    let force = Settings {
+        mock: Some("force:return {\"cached\": true}".into()),
+        ..Default::default()
+    };
+    let c = cluster(
+        &[1],
+        fi.clone(),
+        ClusterConfig::default().service_settings(force),
+    )
+    .await;
+    assert_eq!(c.invoke(&inv()).await.unwrap(), json!({"cached": true}));
+    assert!(fi.calls().is_empty());
+
+    let fail = Settings {
+        mock: Some("fail:return []".into()),
+        ..Default::default()
+    };
+    let c = cluster(
+        &[1],
+        fi.clone(),
+        ClusterConfig::default().service_settings(fail.clone()),
+    )
+    .await;
+    assert_eq!(c.invoke(&inv()).await.unwrap(), json!([]));
+    let biz = FaultInvoker::with(&[(1, &[Business])]);
+    let c = cluster(&[1], biz, ClusterConfig::default().service_settings(fail)).await;
+    assert!(
+        c.invoke(&inv()).await.unwrap_err().is_business(),
+        "business errors are not mocked"
+    );
+
+    let cfg = ClusterConfig::default().fallback(|inv, cause| {
+        Result::Ok(json!({"fallback": inv.method, "because": cause.map(|e| e.kind().as_str())}))
+    });
+    let c = cluster(&[1], FaultInvoker::with(&[(1, &[Refuse])]), cfg).await;
+    assert_eq!(
+        c.invoke(&inv()).await.unwrap(),
+        json!({"fallback": "m", "because": "transport"})
+    );
+    let thrown = Settings {
+        mock: Some("fail:throw degraded".into()),
+        ..Default::default()
+    };
+    let c = cluster(
+        &[1],
+        FaultInvoker::with(&[(1, &[Refuse])]),
+        ClusterConfig::default().service_settings(thrown),
+    )
+    .await;
+    assert!(
+        c.invoke(&inv())
+            .await
+            .unwrap_err()
+            .message()
+            .contains("degraded")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_budget_bounds_attempts_when_everything_fails() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse]), (3, &[Refuse])]);
+    let c = cluster(&[1, 2, 3], fi.clone(), ClusterConfig::default()).await;
+    for _ in 0..1000 {
+        c.invoke(&inv()).await.unwrap_err();
+    }
+    let attempts = fi.calls().len() as f64;
+    let floor = 10.0 * 10.0; // 10 retries/s over the 10 s window
+    assert!(attempts <= 1.2 * 1000.0 + floor, "attempts {attempts}");
+    assert!(
+        attempts >= 1000.0 + 200.0,
+        "the budget still allows 20% retries: {attempts}"
+    );
+    assert!(c.budget_refused() > 0);
+    // Without a budget the same outage triples the load.
+    let fi2 = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse]), (3, &[Refuse])]);
+    let c2 = ClusterInvoker::new(c.directory().clone(), fi2.clone(), ClusterConfig::default())
+        .with_budget(None);
+    for _ in 0..1000 {
+        c2.invoke(&inv()).await.unwrap_err();
+    }
+    assert_eq!(fi2.calls().len(), 3000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadline_bounds_all_attempts_together() {
+    let fi = FaultInvoker::with(&[(1, &[Hang]), (2, &[Hang]), (3, &[Hang])]);
+    let settings = Settings {
+        timeout: Some(400),
+        deadline: Some(500),
+        ..Default::default()
+    };
+    let c = cluster(
+        &[1, 2, 3],
+        fi.clone(),
+        ClusterConfig::default().service_settings(settings),
+    )
+    .await;
+    let start = tokio::time::Instant::now();
+    assert!(c.invoke(&inv()).await.unwrap_err().is_timeout());
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(500),
+        "second attempt got only the 100 ms left"
+    );
+    assert_eq!(fi.calls().len(), 2, "no third attempt after the deadline");
+}
+
+#[tokio::test(start_paused = true)]
+async fn hedging_sends_a_second_attempt_after_the_delay_and_takes_the_first_answer() {
+    let fi = FaultInvoker::with(&[(1, &[Slow(1000)]), (2, &[Slow(1000)])]);
+    // Port 1 is slow on its first call only; give every instance a fast second script entry.
+    fi.plan
+        .lock()
+        .unwrap()
+        .insert(1, vec![Slow(1000), Slow(10)]);
+    fi.plan.lock().unwrap().insert(2, vec![Slow(10)]);
+    let settings = Settings {
+        hedge: Some("30ms".into()),
+        timeout: Some(5000),
+        ..Default::default()
+    };
+    let c = cluster(
+        &[1, 2],
+        fi.clone(),
+        ClusterConfig::default().service_settings(settings),
+    )
+    .await;
+    let start = tokio::time::Instant::now();
+    let v = c.invoke(&inv()).await.unwrap();
+    let took = start.elapsed();
+    if fi.calls()[0] == 1 {
+        // The first attempt hit the slow instance: the hedge at 30 ms answered at 40 ms.
+        assert_eq!(
+            (v, took, fi.calls().len()),
+            (Value::from(2), Duration::from_millis(40), 2)
+        );
+    } else {
+        assert_eq!(
+            (v, took, fi.calls().len()),
+            (Value::from(2), Duration::from_millis(10), 1)
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_sees_instances_added_after_the_first_attempt() {
+    #[derive(Debug)]
+    struct AddsNine {
+        dir: Arc<RegistryDirectory>,
+    }
+    impl Invoker for AddsNine {
+        fn invoke<'a>(
+            &'a self,
+            t: &'a Instance,
+            _i: &'a Invocation,
+            _d: Duration,
+        ) -> BoxFuture<'a, Result<Value>> {
+            Box::pin(async move {
+                if t.port() == 9 {
+                    return Result::Ok(Value::from(9));
+                }
+                self.dir
+                    .apply(Update::Add(vec![Instance::builder("10.0.0.1", 9).build()]));
+                self.dir
+                    .wait_until(Duration::from_secs(5), |s| s.epoch() >= 2)
+                    .await
+                    .unwrap();
+                Err(Error::transport("refused"))
+            })
+        }
+    }
+    let dir = directory(ports(&[1])).await;
+    let c = ClusterInvoker::new(
+        dir.clone(),
+        Arc::new(AddsNine { dir }),
+        ClusterConfig::default().retries(1),
+    );
+    assert_eq!(c.invoke(&inv()).await.unwrap(), Value::from(9));
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_provider_is_reported_before_any_attempt() {
+    let fi = FaultInvoker::with(&[]);
+    for strategy in [
+        Strategy::Failover,
+        Strategy::Failfast,
+        Strategy::Failback,
+        Strategy::Forking,
+        Strategy::Broadcast,
+    ] {
+        let c = cluster(&[], fi.clone(), ClusterConfig::default().strategy(strategy)).await;
+        let e = c.invoke(&inv()).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NoProvider, "{strategy}");
+    }
+    assert!(fi.calls().is_empty());
+}
+
+/// The README's custom strategy: try the highest-weight tier first, then the next tier.
+#[derive(Debug)]
+struct TieredByWeight;
+
+impl ClusterStrategy for TieredByWeight {
+    fn call<'a, 'c>(&'a self, call: &'a mut Call<'c>) -> BoxFuture<'a, Result<Value>> {
+        Box::pin(async move {
+            let snap = call.snapshot();
+            let mut tiers: Vec<u32> = snap
+                .endpoints()
+                .iter()
+                .map(|e| e.instance.weight())
+                .collect();
+            tiers.sort_unstable_by(|a, b| b.cmp(a));
+            tiers.dedup();
+            let mut last = Error::no_provider("no tier answered");
+            for w in tiers {
+                for (i, e) in snap.endpoints().iter().enumerate() {
+                    if e.instance.weight() == w {
+                        match call.attempter().attempt(&snap, i).await {
+                            Result::Ok(v) => return Result::Ok(v),
+                            Err(err) => last = err,
+                        }
+                    }
+                }
+            }
+            Err(last)
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn custom_strategies_plug_in_without_a_registry_of_names() {
+    let insts = vec![
+        Instance::builder("10.0.0.1", 1).weight(10).build(),
+        Instance::builder("10.0.0.1", 2).weight(300).build(),
+        Instance::builder("10.0.0.1", 3).weight(300).build(),
+    ];
+    let fi = FaultInvoker::with(&[(2, &[Refuse]), (3, &[Refuse])]);
+    let c = ClusterInvoker::new(directory(insts).await, fi.clone(), ClusterConfig::default())
+        .with_strategy(TieredByWeight);
+    assert_eq!(c.invoke(&inv()).await.unwrap(), Value::from(1));
+    assert_eq!(fi.calls(), vec![2, 3, 1]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_cluster_invoker_is_a_tower_service() {
+    use tower_service::Service;
+    let fi = FaultInvoker::with(&[]);
+    let mut svc = cluster(&[4], fi, ClusterConfig::default()).await;
+    std::future::poll_fn(|cx| svc.poll_ready(cx)).await.unwrap();
+    assert_eq!(svc.call(inv()).await.unwrap(), Value::from(4));
+}
+
+#[test]
+fn budget_config_default_is_twenty_percent_plus_ten_per_second() {
+    let b = BudgetConfig::default();
+    assert_eq!(
+        (b.ratio, b.min_per_sec, b.window),
+        (0.2, 10, Duration::from_secs(10))
+    );
+}
