@@ -1,11 +1,192 @@
-//! `switchman route ...` (owned by the router work).
+//! `switchman route ...`: dry-run a routing rule against a provider list.
+//!
+//! Operators use it to test a rule before publishing it: it prints the provider URLs the rule
+//! keeps for one call, one per line, in input order (nothing when the result is empty or the
+//! call is forbidden). `--explain` adds, on stderr, which rule matched the call and why each
+//! provider was kept or dropped. A rule that does not parse exits with status 2 and the error
+//! (rule key, line, column, problem) on stderr.
+use std::io::Read as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+
+use serde_json::Value;
+use switchman_core::{Instance, Invocation, Url};
+use switchman_router::{ConsumerInfo, Route, RouterChain, source};
 
 /// Arguments of `switchman route`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct RouteArgs {}
+pub(crate) struct RouteArgs {
+    /// The rule file (`-` for stdin): v2 condition text (`when => then`, one per line), v3.0 or
+    /// v3.1 condition YAML, or a tag rule (YAML with `tags:`); several YAML documents may be
+    /// separated by `---`.
+    #[arg(long, value_name = "FILE")]
+    rule: String,
+    /// The consumer URL (`consumer://10.0.0.9/com.foo.Bar?application=shop&dubbo.tag=gray`).
+    #[arg(long, value_name = "URL")]
+    consumer: String,
+    /// File with one provider URL per line (blank lines and `#` comments skipped).
+    #[arg(long, value_name = "FILE")]
+    providers: PathBuf,
+    /// The invoked method.
+    #[arg(long, value_name = "M", default_value = "")]
+    method: String,
+    /// An argument of the call, in order; read as JSON when it parses (`42`, `true`, `null`,
+    /// `"x"`), else as a string.
+    #[arg(long = "arg", value_name = "VALUE")]
+    args: Vec<String>,
+    /// An attachment of the call (`dubbo.tag=gray`, `dubbo.force.tag=true`, ...).
+    #[arg(long = "attachment", value_name = "K=V")]
+    attachments: Vec<String>,
+    /// Treat the rule as `force: true` (an empty result forbids the call instead of being
+    /// ignored); v2 text has no field for it.
+    #[arg(long)]
+    force: bool,
+    /// Explain on stderr which rule matched and why each provider was kept or dropped.
+    #[arg(long)]
+    explain: bool,
+}
 
-pub(crate) fn run(_args: RouteArgs) -> ExitCode {
-    eprintln!("route: not built yet");
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("switchman route: {msg}");
     ExitCode::from(2)
+}
+
+fn read_providers(path: &PathBuf) -> Result<(Vec<String>, Vec<Arc<Instance>>), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut lines = Vec::new();
+    let mut instances = Vec::new();
+    for (no, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        let url = if !l.contains("://") && l.contains("%3A%2F%2F") {
+            Url::from_encoded(l)
+        } else {
+            Url::parse(l)
+        }
+        .map_err(|e| format!("{}:{}: {e}", path.display(), no + 1))?;
+        let inst =
+            Instance::from_url(&url).map_err(|e| format!("{}:{}: {e}", path.display(), no + 1))?;
+        lines.push(l.to_string());
+        instances.push(Arc::new(inst));
+    }
+    Ok((lines, instances))
+}
+
+fn invocation(args: &RouteArgs) -> Result<Invocation, String> {
+    let values = args
+        .args
+        .iter()
+        .map(|a| serde_json::from_str::<Value>(a).unwrap_or_else(|_| Value::String(a.clone())))
+        .collect();
+    let mut inv = Invocation::new(args.method.clone()).with_args(values);
+    for a in &args.attachments {
+        let (k, v) = a
+            .split_once('=')
+            .ok_or_else(|| format!("--attachment {a:?}: expected K=V"))?;
+        inv.set_attachment(k, v);
+    }
+    Ok(inv)
+}
+
+pub(crate) fn run(args: RouteArgs) -> ExitCode {
+    let (text, default_key) = if args.rule == "-" {
+        let mut s = String::new();
+        if let Err(e) = std::io::stdin()
+            .take(source::MAX_FILE_BYTES as u64 + 1)
+            .read_to_string(&mut s)
+        {
+            return fail(format!("cannot read the rule from stdin: {e}"));
+        }
+        (s, "stdin".to_string())
+    } else {
+        let path = PathBuf::from(&args.rule);
+        match std::fs::read_to_string(&path) {
+            Ok(s) => (
+                s,
+                path.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| args.rule.clone()),
+            ),
+            Err(e) => return fail(format!("cannot read {}: {e}", path.display())),
+        }
+    };
+    if text.len() > source::MAX_FILE_BYTES {
+        return fail(format!(
+            "rule text is larger than {} bytes",
+            source::MAX_FILE_BYTES
+        ));
+    }
+    let mut chain: RouterChain = match source::chain_from_text(&text, &default_key) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    if args.force {
+        let keys: Vec<String> = chain.keys().map(str::to_string).collect();
+        for k in keys {
+            chain = chain.with_force(&k);
+        }
+    }
+    let consumer = match Url::parse(&args.consumer) {
+        Ok(u) => ConsumerInfo::from_url(u),
+        Err(e) => return fail(format!("--consumer: {e}")),
+    };
+    let (lines, instances) = match read_providers(&args.providers) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let inv = match invocation(&args) {
+        Ok(i) => i,
+        Err(e) => return fail(e),
+    };
+
+    // The same seed for the cached route and the explanation, so a weighted v3.1 choice is
+    // the same in both.
+    let mut rng = fastrand::Rng::new();
+    let mut explain_rng = rng.clone();
+    let table = chain.build(&instances, &consumer);
+    let kept: Vec<usize> = match table.route(&inv, &mut rng) {
+        Route::Subset(i) => table.subsets()[i].iter().map(|&x| x as usize).collect(),
+        Route::Computed(s) => s.iter().map(|&x| x as usize).collect(),
+        Route::Forbidden(_) => Vec::new(),
+    };
+    if args.explain {
+        let e = chain.explain(&instances, &consumer, &inv, &mut explain_rng);
+        eprintln!("rules (in chain order):");
+        for r in &e.rules {
+            eprintln!("  {r}");
+        }
+        eprintln!(
+            "call: method={:?} arguments={} attachments={:?}",
+            inv.method,
+            Value::Array(inv.arguments.clone()),
+            inv.attachments
+        );
+        for s in &e.steps {
+            eprintln!("  {s}");
+        }
+        eprintln!("providers:");
+        for p in &e.providers {
+            eprintln!(
+                "  {} {}: {}",
+                if p.kept { "kept   " } else { "dropped" },
+                lines[p.index],
+                p.why
+            );
+        }
+        match &e.forbidden {
+            Some(why) => eprintln!("result: call forbidden: {why}"),
+            None => eprintln!("result: {} provider(s)", kept.len()),
+        }
+    }
+    let mut out = String::new();
+    for i in kept {
+        out.push_str(&lines[i]);
+        out.push('\n');
+    }
+    print!("{out}");
+    ExitCode::SUCCESS
 }

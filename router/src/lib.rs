@@ -9,6 +9,40 @@
 //! The result of routing is one of a finite set of precomputed candidate subsets
 //! ([`RouteTable::subsets`]); the directory builds one balancer table per subset, so a call does
 //! route + pick with no O(n) work.
+//!
+//! # Rules
+//!
+//! A [`RouterChain`] holds rules by their config-centre key (see [`keys`]), each in one of
+//! Dubbo 3.3's formats, detected from the text:
+//!
+//! - v2 condition text, `when => then`, one rule per line (or one `condition://` route URL);
+//! - v3.0 condition YAML (`conditions:` a pipeline of v2 strings, with `force`, `enabled`,
+//!   `priority`, `runtime`, `scope`, `key`);
+//! - v3.1 condition YAML (`configVersion: v3.1`, `from`/`to` with weighted destinations);
+//! - tag rules (`tags:` with `addresses`, or v3.0 `match` selectors).
+//!
+//! The chain runs the tag stage first, then service-scope condition rules, then
+//! application-scope ones, higher `priority` first within a scope. `router/README.md` documents
+//! every grammar feature and outcome, and where Switchman knowingly differs from Dubbo.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use switchman_core::{Instance, Invocation, Url};
+//! use switchman_router::{ConsumerInfo, Route, RouterChain};
+//!
+//! let chain = RouterChain::new()
+//!     .with_rule("com.foo.Bar::.condition-router", "method = find* => port = 20881")
+//!     .unwrap();
+//! let instances: Vec<Arc<Instance>> = ["dubbo://10.0.0.1:20880/com.foo.Bar", "dubbo://10.0.0.2:20881/com.foo.Bar"]
+//!     .iter()
+//!     .map(|u| Arc::new(Instance::from_url(&Url::parse(u).unwrap()).unwrap()))
+//!     .collect();
+//! let table = chain.build(&instances, &ConsumerInfo::new("10.0.9.9", "shop"));
+//! let mut rng = fastrand::Rng::with_seed(1);
+//! let Route::Subset(i) = table.route(&Invocation::new("findUser"), &mut rng) else { panic!() };
+//! assert_eq!(&*table.subsets()[i], &[1]);
+//! assert_eq!(table.route(&Invocation::new("save"), &mut rng), Route::Subset(0));
+//! ```
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -20,6 +54,25 @@
 use std::sync::Arc;
 
 use switchman_core::{Instance, Invocation, Url};
+
+mod bitset;
+mod condition;
+mod error;
+mod explain;
+mod pattern;
+mod rule;
+pub mod source;
+mod table;
+mod tag;
+
+pub use error::RuleError;
+pub use explain::{Explanation, ProviderVerdict};
+pub use rule::MAX_RULE_BYTES;
+pub use source::{FileRuleSource, RuleSource, keys};
+pub use table::MAX_SUBSETS;
+
+use rule::Rule;
+use table::{Machine, Trans};
 
 /// The consumer's own description: its URL parameters (`application`, `host`, `dubbo.tag`,
 /// ...), which `when` conditions match against and `$name` references read.
@@ -35,6 +88,11 @@ impl ConsumerInfo {
         let url = Url::new("consumer", host, None, "").with_param("application", application);
         ConsumerInfo { url }
     }
+
+    /// A consumer described by a full URL (`consumer://10.0.0.9/com.foo.Bar?application=shop`).
+    pub fn from_url(url: Url) -> Self {
+        ConsumerInfo { url }
+    }
 }
 
 /// The outcome of routing one call.
@@ -42,45 +100,187 @@ impl ConsumerInfo {
 pub enum Route<'a> {
     /// Use precomputed subset `i` of [`RouteTable::subsets`].
     Subset(usize),
-    /// A subset that was not precomputed (rare: see the table's docs). The caller builds a
-    /// balancer table for it on the spot.
+    /// A subset that was not precomputed (rare: only when a chain would need more than
+    /// [`MAX_SUBSETS`] distinct candidate sets). The caller builds a balancer table for it on
+    /// the spot.
     Computed(Arc<[u32]>),
-    /// Rules forbid this call; the string names the rule.
+    /// Rules forbid this call (a `false` then-part, a forced empty result, a forced tag with
+    /// no provider, traffic disabled); the string names the rule and why.
     Forbidden(&'a str),
 }
 
-/// The ordered set of routing rules. Cheap to clone; rebuilt when rules change.
+/// The ordered set of routing rules, by key. Cheap to clone; immutable: updates return a new
+/// chain, so an invalid rule leaves the chain in force untouched.
 #[derive(Debug, Clone, Default)]
-pub struct RouterChain {}
+pub struct RouterChain {
+    rules: Arc<[Arc<Rule>]>,
+}
 
 impl RouterChain {
-    /// A chain with no rules: every available instance is a candidate.
+    /// A chain with no rules: every available instance is a candidate (static provider tags
+    /// still apply, as in Dubbo: a call without a tag never reaches a tagged provider).
     pub fn new() -> Self {
-        RouterChain {}
+        RouterChain::default()
     }
 
-    /// Precomputes everything that depends only on `instances` and the consumer.
-    pub fn build(&self, instances: &[Arc<Instance>], _consumer: &ConsumerInfo) -> RouteTable {
-        let all: Arc<[u32]> = (0..instances.len() as u32).collect();
-        RouteTable { subsets: vec![all] }
+    /// A new chain with the rule under `key` set to `text` (added, or replacing the rule with
+    /// that key in place). The format is detected: v2 text, v3.0/v3.1 condition YAML, or tag
+    /// YAML (a key ending in `.tag-router`, or YAML with `tags:`). On error, `self` is
+    /// unchanged and the error names the key, the line and column, and the problem.
+    pub fn with_rule(&self, key: &str, text: &str) -> Result<RouterChain, RuleError> {
+        let rule = Arc::new(rule::parse_rule(key, text)?);
+        Ok(self.with_parsed(rule))
+    }
+
+    fn with_parsed(&self, rule: Arc<Rule>) -> RouterChain {
+        let mut rules: Vec<Arc<Rule>> = self.rules.to_vec();
+        match rules.iter_mut().find(|r| r.key == rule.key) {
+            Some(slot) => *slot = rule,
+            None => rules.push(rule),
+        }
+        RouterChain {
+            rules: rules.into(),
+        }
+    }
+
+    /// A new chain without the rule under `key` (a deleted config-centre node).
+    pub fn without_rule(&self, key: &str) -> RouterChain {
+        let rules: Vec<Arc<Rule>> = self
+            .rules
+            .iter()
+            .filter(|r| &*r.key != key)
+            .cloned()
+            .collect();
+        RouterChain {
+            rules: rules.into(),
+        }
+    }
+
+    /// A new chain in which the rule under `key` has `force: true` (used by `switchman route
+    /// --force` to try a v2 text rule, which has no field for it).
+    pub fn with_force(&self, key: &str) -> RouterChain {
+        let rules: Vec<Arc<Rule>> = self
+            .rules
+            .iter()
+            .map(|r| {
+                if &*r.key == key {
+                    let mut c = (**r).clone();
+                    c.meta.force = true;
+                    Arc::new(c)
+                } else {
+                    r.clone()
+                }
+            })
+            .collect();
+        RouterChain {
+            rules: rules.into(),
+        }
+    }
+
+    /// The rule keys, in the order they were set.
+    pub fn keys(&self) -> impl Iterator<Item = &str> + '_ {
+        self.rules.iter().map(|r| &*r.key)
+    }
+
+    /// The text of the rule under `key`.
+    pub fn rule_text(&self, key: &str) -> Option<&str> {
+        self.rules.iter().find(|r| &*r.key == key).map(|r| &*r.raw)
+    }
+
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Whether the chain has no rules.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Precomputes everything that depends only on `instances` and the consumer: the tag
+    /// groups, every *then* set, the consumer-side part of every *when*, and the transitions
+    /// between the resulting candidate sets.
+    pub fn build(&self, instances: &[Arc<Instance>], consumer: &ConsumerInfo) -> RouteTable {
+        RouteTable {
+            m: Machine::build(&self.rules, instances, consumer),
+        }
+    }
+
+    /// Routes one call from scratch and says why: which rules matched and why each provider
+    /// was kept or dropped. For tools (`switchman route --explain`), not for the call path.
+    pub fn explain(
+        &self,
+        instances: &[Arc<Instance>],
+        consumer: &ConsumerInfo,
+        invocation: &Invocation,
+        rng: &mut fastrand::Rng,
+    ) -> Explanation {
+        explain::explain(&self.rules, instances, consumer, invocation, rng)
     }
 }
 
 /// The chain's precomputed state for one instance list.
 #[derive(Debug, Clone)]
 pub struct RouteTable {
-    subsets: Vec<Arc<[u32]>>,
+    m: Machine,
 }
 
 impl RouteTable {
     /// The distinct candidate subsets (indexes into the instance list, ascending).
-    /// Subset 0 is the result when no rule applies.
+    /// Subset 0 is the result when no rule applies (every instance).
     pub fn subsets(&self) -> &[Arc<[u32]>] {
-        &self.subsets
+        &self.m.subsets
     }
 
-    /// Routes one call: the per-invocation part of every rule.
-    pub fn route(&self, _invocation: &Invocation, _rng: &mut fastrand::Rng) -> Route<'_> {
-        Route::Subset(0)
+    /// Routes one call: the per-invocation part of every rule (the tag lookup, the *when*
+    /// checks on method, arguments and attachments, a weighted draw for v3.1 destinations).
+    /// Allocates nothing unless the result is [`Route::Computed`].
+    pub fn route(&self, invocation: &Invocation, rng: &mut fastrand::Rng) -> Route<'_> {
+        let m = &self.m;
+        if m.trivial {
+            return Route::Subset(0);
+        }
+        let mut s = m.tag.initial(invocation, &m.states);
+        for (k, step) in m.steps.iter().enumerate() {
+            let st = &m.states[s as usize];
+            if st.subset.is_none() {
+                return Route::Forbidden(&st.reason);
+            }
+            if !step.when_matches(invocation) {
+                continue;
+            }
+            s = match &m.trans[k][s as usize] {
+                Trans::To(t) => *t,
+                Trans::Weighted(opts) => {
+                    let total = opts.last().map_or(1, |o| o.0);
+                    let r = rng.u64(0..total);
+                    opts.iter()
+                        .find(|(end, _)| r < *end)
+                        .map_or(s, |(_, id)| *id)
+                }
+                Trans::Slow => {
+                    let set = st.set.clone();
+                    return match m.evaluate_from(k, set, invocation, &mut |t| rng.u64(0..t)) {
+                        Ok(set) => Route::Computed(set.to_indexes()),
+                        Err(reason) => Route::Forbidden(reason),
+                    };
+                }
+            };
+        }
+        let st = &m.states[s as usize];
+        match st.subset {
+            Some(i) => Route::Subset(i as usize),
+            None => Route::Forbidden(&st.reason),
+        }
+    }
+
+    /// Number of instances the table was built for.
+    pub fn len(&self) -> usize {
+        self.m.n
+    }
+
+    /// Whether the table was built for an empty instance list.
+    pub fn is_empty(&self) -> bool {
+        self.m.n == 0
     }
 }

@@ -1,0 +1,160 @@
+//! `switchman route`: the dry-run tool, run as a process.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+const PROVIDERS: &str = "\
+# two zones, one tagged provider
+dubbo://10.0.0.1:20880/com.foo.Bar?zone=z1&application=prov
+dubbo://10.0.0.2:20881/com.foo.Bar?zone=z2&application=prov
+
+dubbo://10.0.0.3:20880/com.foo.Bar?zone=z1&application=prov&dubbo.tag=gray
+";
+
+struct Fixture {
+    dir: PathBuf,
+}
+
+impl Fixture {
+    fn new(name: &str) -> Fixture {
+        let dir =
+            std::env::temp_dir().join(format!("switchman-route-cli-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("providers.txt"), PROVIDERS).unwrap();
+        Fixture { dir }
+    }
+
+    fn rule(&self, text: &str) -> String {
+        let p = self.dir.join("rule.txt");
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    }
+
+    fn run(&self, rule: &str, extra: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchman"));
+        cmd.args(["route", "--rule", rule, "--consumer"])
+            .arg("consumer://10.9.9.9/com.foo.Bar?application=shop&zone=z2")
+            .arg("--providers")
+            .arg(self.dir.join("providers.txt"))
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut input = child.stdin.take().unwrap();
+        if let Some(s) = stdin {
+            input.write_all(s.as_bytes()).unwrap();
+        }
+        drop(input);
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+#[test]
+fn prints_kept_providers_in_input_order() {
+    let f = Fixture::new("kept");
+    let rule = f.rule("method = find* => zone = z1,z2 & port = 20880,20881\n");
+    let o = f.run(&rule, &["--method", "findAll"], None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "dubbo://10.0.0.1:20880/com.foo.Bar?zone=z1&application=prov\n\
+         dubbo://10.0.0.2:20881/com.foo.Bar?zone=z2&application=prov\n"
+    );
+    // `$zone` reads the consumer's zone.
+    let rule = f.rule("=> zone = $zone\n");
+    let o = f.run(&rule, &[], None);
+    assert_eq!(
+        stdout(&o),
+        "dubbo://10.0.0.2:20881/com.foo.Bar?zone=z2&application=prov\n"
+    );
+}
+
+#[test]
+fn rule_from_stdin_yaml_and_arguments() {
+    let f = Fixture::new("stdin");
+    let yaml = "configVersion: v3.0\nforce: true\nconditions:\n  - arguments[0] = 1~10 & attachments[user] = vip => zone = z1\n";
+    let o = f.run(
+        "-",
+        &["--method", "m", "--arg", "5", "--attachment", "user=vip"],
+        Some(yaml),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "dubbo://10.0.0.1:20880/com.foo.Bar?zone=z1&application=prov\n"
+    );
+    // Argument out of range: rule does not apply.
+    let o = f.run(
+        "-",
+        &["--method", "m", "--arg", "50", "--attachment", "user=vip"],
+        Some(yaml),
+    );
+    assert_eq!(stdout(&o).lines().count(), 2);
+}
+
+#[test]
+fn tag_attachment_and_force() {
+    let f = Fixture::new("tag");
+    let rule = f.rule("=> zone = z1,z2\n");
+    let o = f.run(&rule, &["--attachment", "dubbo.tag=gray"], None);
+    assert_eq!(
+        stdout(&o),
+        "dubbo://10.0.0.3:20880/com.foo.Bar?zone=z1&application=prov&dubbo.tag=gray\n"
+    );
+    // --force: an empty result forbids the call; nothing is printed.
+    let rule = f.rule("=> zone = nowhere\n");
+    let o = f.run(&rule, &[], None);
+    assert_eq!(stdout(&o).lines().count(), 2, "not forced: rule ignored");
+    let o = f.run(&rule, &["--force"], None);
+    assert!(o.status.success());
+    assert_eq!(stdout(&o), "");
+}
+
+#[test]
+fn bad_rule_exits_2_with_the_error() {
+    let f = Fixture::new("bad");
+    let rule = f.rule("method = a => host = b\nmethod = a && b => host = c\n");
+    let o = f.run(&rule, &[], None);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("line 2"), "{err}");
+    assert!(err.contains("&&"), "{err}");
+    assert_eq!(stdout(&o), "");
+}
+
+#[test]
+fn explain_says_which_rule_and_why() {
+    let f = Fixture::new("explain");
+    let rule = f.rule("method = find* => zone = z1\n");
+    let o = f.run(&rule, &["--method", "findX", "--explain"], None);
+    assert!(o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("when matches"), "{err}");
+    assert!(err.contains("`zone` is `z2`"), "{err}");
+    assert!(err.contains("it has tag `gray`"), "{err}");
+    assert!(err.contains("result: 1 provider(s)"), "{err}");
+    assert_eq!(
+        stdout(&o),
+        "dubbo://10.0.0.1:20880/com.foo.Bar?zone=z1&application=prov\n"
+    );
+    let blocked = f.rule("method = save =>\n");
+    let o = f.run(&blocked, &["--method", "save", "--explain"], None);
+    assert!(stderr(&o).contains("forbidden"), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "");
+}
