@@ -155,6 +155,7 @@ impl RegistryDirectory {
             configurators: BTreeMap::new(),
             stats: HashMap::new(),
             epoch: 0,
+            rules_changed: false,
             shared: shared.clone(),
             epoch_tx,
             cache_tx,
@@ -257,6 +258,8 @@ struct State {
     /// Live state per address, kept across snapshots while the address stays.
     stats: HashMap<String, Arc<InstanceStats>>,
     epoch: u64,
+    /// A rule changed since the last snapshot: publish even if the instances did not.
+    rules_changed: bool,
     shared: Arc<Shared>,
     epoch_tx: watch::Sender<u64>,
     cache_tx: Option<watch::Sender<Option<Vec<u8>>>>,
@@ -315,6 +318,7 @@ impl State {
                     self.apply(u);
                 }
             }
+            let force = force || std::mem::take(&mut self.rules_changed);
             if let Some(snap) = self.publish(force) {
                 refresh = snap.refresh_after();
             }
@@ -363,10 +367,27 @@ impl State {
         }
     }
 
-    /// Sets or deletes a routing rule. Until the router chain can parse rule text, rules are
-    /// recorded and reported, not applied.
+    /// Sets or deletes a routing rule. A rule that does not parse is logged with its key and
+    /// position and skipped: the previous rules stay in force.
     fn set_rule(&mut self, key: String, text: Option<String>) {
-        warn!(service = %self.config.service, rule = %key, present = text.is_some(), "routing rule received but not applied: rule parsing is not wired into the directory yet");
+        let service = &self.config.service;
+        match text {
+            None => {
+                info!(service = %service, rule = %key, "routing rule removed");
+                self.config.router = self.config.router.without_rule(&key);
+                self.rules_changed = true;
+            }
+            Some(text) => match self.config.router.with_rule(&key, &text) {
+                Ok(chain) => {
+                    info!(service = %service, rule = %key, "routing rule applied");
+                    self.config.router = chain;
+                    self.rules_changed = true;
+                }
+                Err(e) => {
+                    warn!(service = %service, rule = %key, "routing rule rejected, previous rules stay in force: {e}")
+                }
+            },
+        }
     }
 
     /// `instance` with the override rules applied, sharing the `Arc` of the previous snapshot
@@ -637,6 +658,45 @@ mod tests {
         let mut rng = fastrand::Rng::with_seed(5);
         assert!(s.select(&Invocation::new("m"), &[], &mut rng).is_ok());
         std::fs::remove_file(&path).ok();
+    }
+
+    #[tokio::test]
+    async fn rules_from_the_registry_apply_and_bad_ones_keep_the_previous_rules() {
+        let dir = RegistryDirectory::spawn(cfg(), None);
+        dir.apply(Update::Reset(vec![inst(1, 100), inst(2, 100)]));
+        settle(&dir, 1).await;
+        let key = "com.foo.Bar::.condition-router".to_string();
+        dir.apply(Update::Rule {
+            key: key.clone(),
+            text: Some("method = m => port = 2".into()),
+        });
+        let s = settle(&dir, 2).await;
+        let mut rng = fastrand::Rng::with_seed(9);
+        for _ in 0..50 {
+            let i = s.select(&Invocation::new("m"), &[], &mut rng).unwrap();
+            assert_eq!(s.endpoints()[i].instance.port(), 2);
+        }
+        // A broken rule is rejected; the previous one keeps routing.
+        dir.apply(Update::Rule {
+            key: key.clone(),
+            text: Some("method = m && host = 1.1.1.1 => port = 1".into()),
+        });
+        dir.apply(Update::Add(vec![inst(3, 100)]));
+        let s = settle(&dir, 3).await;
+        for _ in 0..50 {
+            let i = s.select(&Invocation::new("m"), &[], &mut rng).unwrap();
+            assert_eq!(s.endpoints()[i].instance.port(), 2);
+        }
+        dir.apply(Update::Rule { key, text: None });
+        let s = settle(&dir, 4).await;
+        let ports: std::collections::BTreeSet<u16> = (0..200)
+            .map(|_| {
+                s.endpoints()[s.select(&Invocation::new("m"), &[], &mut rng).unwrap()]
+                    .instance
+                    .port()
+            })
+            .collect();
+        assert_eq!(ports.len(), 3);
     }
 
     #[tokio::test]
