@@ -45,6 +45,7 @@ pub(crate) fn snapshot_json(s: &Snapshot) -> serde_json::Value {
                 "zone": i.zone(),
                 "enabled": i.enabled(),
                 "healthy": i.healthy(),
+                "routable": s.index_of(i.address()).is_some(),
             })
         })
         .collect();

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
-use switchman_core::{Error, Instance, Result, ServiceKey};
+use switchman_core::{Error, Instance, Protocol, Result, ServiceKey};
 use switchman_loadbalance::{Endpoint, InstanceStats, LoadBalance, RandomBalance};
 use switchman_router::{ConsumerInfo, RouterChain};
 use tokio::sync::{mpsc, watch};
@@ -44,6 +44,10 @@ pub struct DirectoryConfig {
     pub router: RouterChain,
     /// Empty-list policy.
     pub empty_policy: EmptyPolicy,
+    /// Protocols the consumer can call (default `tri`, `http`, `rest`). Instances speaking
+    /// anything else (for example `dubbo://` Hessian2) are listed in the snapshot but never
+    /// routed to, and a warning names them once. Empty: every protocol is routable.
+    pub protocols: Vec<Protocol>,
     /// Snapshot cache file: loaded at start (so calls work while the registry is down) and
     /// rewritten whenever the registry's list changes. `None`: no cache.
     pub cache_file: Option<PathBuf>,
@@ -59,7 +63,20 @@ impl DirectoryConfig {
             router: RouterChain::new(),
             empty_policy: EmptyPolicy::default(),
             cache_file: None,
+            protocols: vec![Protocol::Tri, Protocol::Http, Protocol::Rest],
         }
+    }
+
+    /// Sets the callable protocols (empty: all).
+    pub fn protocols(mut self, protocols: Vec<Protocol>) -> Self {
+        self.protocols = protocols;
+        self
+    }
+
+    /// Whether `instance` can receive calls: available and speaking a callable protocol.
+    pub fn is_routable(&self, instance: &Instance) -> bool {
+        instance.is_available()
+            && (self.protocols.is_empty() || self.protocols.contains(instance.protocol()))
     }
 
     /// Sets the snapshot cache file.
@@ -467,7 +484,7 @@ impl State {
         let all: Arc<[Arc<Instance>]> = next.values().cloned().collect();
         let endpoints: Arc<[Endpoint]> = next
             .iter()
-            .filter(|(_, i)| i.is_available())
+            .filter(|(_, i)| self.config.is_routable(i))
             .map(|(addr, inst)| Endpoint {
                 instance: inst.clone(),
                 stats: self
@@ -697,6 +714,27 @@ mod tests {
             })
             .collect();
         assert_eq!(ports.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn unsupported_protocols_are_listed_but_not_routed() {
+        let dir = RegistryDirectory::spawn(cfg(), None);
+        let hessian = Instance::builder("10.0.0.1", 1)
+            .protocol(Protocol::Dubbo)
+            .build();
+        let tri = Instance::builder("10.0.0.1", 2)
+            .protocol(Protocol::Tri)
+            .build();
+        dir.apply(Update::Reset(vec![hessian, tri]));
+        let s = settle(&dir, 1).await;
+        assert_eq!(s.instances().len(), 2);
+        assert_eq!(s.endpoints().len(), 1);
+        assert_eq!(s.endpoints()[0].instance.port(), 2);
+        let all = RegistryDirectory::spawn(cfg().protocols(vec![]), None);
+        all.apply(Update::Reset(vec![
+            Instance::builder("h", 1).protocol(Protocol::Dubbo).build(),
+        ]));
+        assert_eq!(settle(&all, 1).await.endpoints().len(), 1);
     }
 
     #[tokio::test]
