@@ -1,12 +1,29 @@
-//! Load balancers.
+//! Load balancers: Dubbo's six strategies with O(1) or O(log n) picks.
 //!
-//! A balancer never scans the instance list on a call. Everything that depends only on the
-//! routed instance set (prefix sums, alias tables, rings, schedules) is built by
-//! [`LoadBalance::prepare`] when a snapshot is published, off the call path. The resulting
-//! [`Picker`] answers [`Picker::pick`] in O(1) or O(log n), without locks or allocation.
+//! Dubbo's balancers scan every instance on every call. A Switchman balancer never does:
+//! everything that depends only on the routed instance set (alias tables, rings, round-robin
+//! schedules, effective weights) is built by [`LoadBalance::prepare`] when a snapshot is
+//! published, off the call path. The resulting [`Picker`] answers [`Picker::pick`] in O(1) or
+//! O(log n), without locks or allocation.
+//!
+//! | name | type | pick |
+//! |---|---|---|
+//! | `random` | [`RandomBalance`] | weighted random, alias table, O(1) |
+//! | `roundrobin` | [`RoundRobinBalance`] | Dubbo's smooth weighted sequence, precomputed, O(1) |
+//! | `leastactive` | [`LeastActiveBalance`] | fewest in flight; exact scan ≤ 16 members, else two choices |
+//! | `shortestresponse` | [`ShortestResponseBalance`] | lowest window average × (active + 1); same |
+//! | `consistenthash` | [`ConsistentHashBalance`] | Dubbo's MD5 ring, O(log n) |
+//! | `p2c`, `adaptive` | [`P2cBalance`] | two choices over peak-EWMA × (in-flight + 1) |
+//!
+//! [`balancer_by_name`] (or [`BalancerKind`]) turns a Dubbo `loadbalance` value into one.
 //!
 //! Per-instance live state ([`InstanceStats`]: in-flight count, latency) lives beside the
 //! snapshot in an [`Endpoint`], keyed by address by the directory, so it survives refreshes.
+//!
+//! Every weighted balancer reads [`effective_weight`]: Dubbo's warm-up ramp, from the provider's
+//! `timestamp` or, when it published none, from the time the directory first saw it. While
+//! any member warms up, [`Picker::refresh_after`] says when its weight next steps up, so the
+//! directory rebuilds the table then.
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -15,17 +32,123 @@
     unreachable_pub
 )]
 
+mod consistenthash;
+mod leastactive;
+mod p2c;
 mod random;
+mod roundrobin;
+mod scored;
+mod shortestresponse;
 mod stats;
+mod weights;
 
 use std::fmt;
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use switchman_core::{Instance, Invocation};
+use switchman_core::{Error, Instance, Invocation};
 
+pub use consistenthash::{ConsistentHashBalance, DEFAULT_HASH_NODES, key_point, ring_points};
+pub use leastactive::LeastActiveBalance;
+pub use p2c::{DEFAULT_RTT, P2cBalance};
 pub use random::RandomBalance;
-pub use stats::{CallGuard, InstanceStats};
+pub use roundrobin::{DEFAULT_SCHEDULE_LIMIT, RoundRobinBalance};
+pub use scored::{DEFAULT_EXACT_SCAN, MAX_EXACT_SCAN};
+pub use shortestresponse::ShortestResponseBalance;
+pub use stats::{
+    CallGuard, DEFAULT_RESPONSE_WINDOW, FAILURE_PENALTY, InstanceStats, PEAK_EWMA_DECAY,
+};
+
+/// The built-in balancers, by Dubbo name. Parse a `loadbalance` value once with
+/// [`FromStr`], then [`BalancerKind::build`] it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BalancerKind {
+    /// `random` (Dubbo's default).
+    Random,
+    /// `roundrobin`.
+    RoundRobin,
+    /// `leastactive`.
+    LeastActive,
+    /// `shortestresponse`.
+    ShortestResponse,
+    /// `consistenthash` (default `hash.nodes` and `hash.arguments`).
+    ConsistentHash,
+    /// `p2c`, alias `adaptive`.
+    P2c,
+}
+
+impl BalancerKind {
+    /// Every accepted name, aliases included.
+    pub const NAMES: &'static [&'static str] = &[
+        "random",
+        "roundrobin",
+        "leastactive",
+        "shortestresponse",
+        "consistenthash",
+        "p2c",
+        "adaptive",
+    ];
+
+    /// The canonical name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BalancerKind::Random => "random",
+            BalancerKind::RoundRobin => "roundrobin",
+            BalancerKind::LeastActive => "leastactive",
+            BalancerKind::ShortestResponse => "shortestresponse",
+            BalancerKind::ConsistentHash => "consistenthash",
+            BalancerKind::P2c => "p2c",
+        }
+    }
+
+    /// A balancer of this kind with default settings.
+    pub fn build(self) -> Arc<dyn LoadBalance> {
+        match self {
+            BalancerKind::Random => Arc::new(RandomBalance),
+            BalancerKind::RoundRobin => Arc::new(RoundRobinBalance::new()),
+            BalancerKind::LeastActive => Arc::new(LeastActiveBalance::new()),
+            BalancerKind::ShortestResponse => Arc::new(ShortestResponseBalance::new()),
+            BalancerKind::ConsistentHash => Arc::new(ConsistentHashBalance::default()),
+            BalancerKind::P2c => Arc::new(P2cBalance::new()),
+        }
+    }
+}
+
+impl fmt::Display for BalancerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for BalancerKind {
+    type Err = Error;
+
+    /// Case-insensitive; surrounding blanks are ignored.
+    fn from_str(s: &str) -> Result<Self, Error> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "random" => BalancerKind::Random,
+            "roundrobin" => BalancerKind::RoundRobin,
+            "leastactive" => BalancerKind::LeastActive,
+            "shortestresponse" => BalancerKind::ShortestResponse,
+            "consistenthash" => BalancerKind::ConsistentHash,
+            "p2c" | "adaptive" => BalancerKind::P2c,
+            _ => {
+                return Err(Error::bad_config(format!(
+                    "unknown load balancer {s:?}; valid names: {}",
+                    BalancerKind::NAMES.join(", ")
+                )));
+            }
+        })
+    }
+}
+
+/// The balancer a Dubbo `loadbalance` value names, with default settings. An unknown name is a
+/// [`BadConfig`](switchman_core::ErrorKind::BadConfig) error naming it and listing the valid
+/// names.
+pub fn balancer_by_name(name: &str) -> Result<Arc<dyn LoadBalance>, Error> {
+    name.parse::<BalancerKind>().map(BalancerKind::build)
+}
 
 /// An instance with its live statistics, as held by a snapshot.
 #[derive(Debug, Clone)]
@@ -179,5 +302,35 @@ mod tests {
             "clock skew: start in the future"
         );
         assert_eq!(warmup_weight(0, w, 0, 1), 0);
+    }
+}
+
+#[cfg(test)]
+mod factory_tests {
+    use super::*;
+    use switchman_core::ErrorKind;
+
+    #[test]
+    fn names_resolve_and_aliases_share_a_kind() {
+        for &name in BalancerKind::NAMES {
+            let b = balancer_by_name(name).unwrap();
+            let expected = if name == "adaptive" { "p2c" } else { name };
+            assert_eq!(b.name(), expected);
+        }
+        assert_eq!(
+            " RoundRobin ".parse::<BalancerKind>().unwrap(),
+            BalancerKind::RoundRobin
+        );
+    }
+
+    #[test]
+    fn unknown_name_is_bad_config_listing_valid_names() {
+        let e = balancer_by_name("fastest").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadConfig);
+        let msg = e.to_string();
+        assert!(msg.contains("\"fastest\""), "{msg}");
+        for name in BalancerKind::NAMES {
+            assert!(msg.contains(name), "{msg}");
+        }
     }
 }

@@ -1,11 +1,13 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::{Endpoint, LoadBalance, PickContext, Picker, effective_weight};
+use crate::weights::{Sampler, member_weights};
+use crate::{Endpoint, LoadBalance, PickContext, Picker};
 
-/// Dubbo's `random`: weighted random over prefix sums (O(log n) binary search), uniform when
-/// all weights are equal (O(1)). Zero-weight members are never picked while others exist;
-/// when every weight is zero the pick is uniform.
+/// Dubbo's `random`: weighted random. The table is an alias table (Vose), so a pick is O(1)
+/// whatever the weights: one uniform column draw and one threshold draw. When all weights are
+/// equal it is a single uniform draw. Zero-weight members are never picked while others exist;
+/// when every weight is zero the pick is uniform (as in Dubbo).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RandomBalance;
 
@@ -20,47 +22,20 @@ impl LoadBalance for RandomBalance {
         members: Arc<[u32]>,
         now: SystemTime,
     ) -> Box<dyn Picker> {
-        Box::new(RandomPicker::new(endpoints, members, now))
+        let w = member_weights(endpoints, &members, now);
+        Box::new(RandomPicker {
+            sampler: Sampler::new(&w.weights),
+            members,
+            refresh: w.refresh,
+        })
     }
 }
 
 #[derive(Debug)]
 struct RandomPicker {
     members: Arc<[u32]>,
-    /// Cumulative weights; empty when all weights are equal (uniform fast path).
-    prefix: Vec<u64>,
-    warming: bool,
-}
-
-impl RandomPicker {
-    fn new(endpoints: &[Endpoint], members: Arc<[u32]>, now: SystemTime) -> Self {
-        let weights: Vec<u64> = members
-            .iter()
-            .map(|&i| effective_weight(&endpoints[i as usize], now) as u64)
-            .collect();
-        let warming = members
-            .iter()
-            .zip(&weights)
-            .any(|(&i, &w)| w < endpoints[i as usize].instance.weight() as u64);
-        let equal = weights.windows(2).all(|w| w[0] == w[1]);
-        let total: u64 = weights.iter().sum();
-        let prefix = if equal || total == 0 {
-            Vec::new()
-        } else {
-            weights
-                .iter()
-                .scan(0u64, |acc, w| {
-                    *acc += w;
-                    Some(*acc)
-                })
-                .collect()
-        };
-        RandomPicker {
-            members,
-            prefix,
-            warming,
-        }
-    }
+    sampler: Sampler,
+    refresh: Option<Duration>,
 }
 
 impl Picker for RandomPicker {
@@ -70,17 +45,9 @@ impl Picker for RandomPicker {
         _ctx: &PickContext<'_>,
         rng: &mut fastrand::Rng,
     ) -> Option<usize> {
-        if self.members.is_empty() {
-            return None;
-        }
-        let pos = match self.prefix.last() {
-            None => rng.usize(..self.members.len()),
-            Some(&total) => {
-                let r = rng.u64(..total);
-                self.prefix.partition_point(|&c| c <= r)
-            }
-        };
-        Some(self.members[pos] as usize)
+        self.sampler
+            .sample(rng)
+            .map(|pos| self.members[pos] as usize)
     }
 
     fn members(&self) -> &[u32] {
@@ -88,7 +55,7 @@ impl Picker for RandomPicker {
     }
 
     fn refresh_after(&self) -> Option<Duration> {
-        self.warming.then_some(Duration::from_secs(1))
+        self.refresh
     }
 }
 

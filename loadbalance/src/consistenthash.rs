@@ -1,0 +1,425 @@
+//! Dubbo's `consistenthash`: a ring built exactly as Dubbo's `ConsistentHashSelector` builds it,
+
+use std::fmt::Write as _;
+use std::io;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use md5::{Digest, Md5};
+use serde_json::Value;
+use switchman_core::{Error, Invocation};
+
+use crate::{Endpoint, LoadBalance, PickContext, Picker};
+
+/// Dubbo's default `hash.nodes`.
+pub const DEFAULT_HASH_NODES: u32 = 160;
+
+/// Dubbo's `consistenthash`: a ring built exactly as Dubbo's `ConsistentHashSelector` builds it,
+/// so a key lands on the provider a Java consumer would pick for the same provider set.
+///
+/// # The ring (as in Dubbo 3.3)
+///
+/// For each instance, in list order, and for `i` in `0..hash.nodes / 4`, take
+/// `MD5(address + i)` (address is `host:port`, `i` in decimal); each 16-byte digest gives four
+/// points, point `k` being the little-endian `u32` of bytes `4k..4k+4`. Dubbo stores the points
+/// in a `TreeMap`, so when two points collide the one inserted last wins; the sorted arrays
+/// here keep the same owner.
+///
+/// # The key
+///
+/// The arguments at the `hash.arguments` indexes (default `0`) are rendered as Java's
+/// `String.valueOf` would and concatenated; indexes past the last argument are skipped. The
+/// key's point is the little-endian `u32` of the first four bytes of its MD5, and the owner is
+/// the first ring point `>=` it, wrapping around to the first point. JSON strings render
+/// without quotes, integers in decimal, floats like Java's `Double.toString` (`1.0`,
+/// `1.0E10`), booleans and `null` as words; arrays and objects have no Java equivalent and
+/// render as compact JSON.
+///
+/// # Differences from Dubbo
+///
+/// Weights are ignored, as in Dubbo, with one exception: members whose configured weight is 0
+/// are left off the ring while others have weight (operators use weight 0 to drain). The
+/// lookup is a binary search over a bucket of the sorted points (a top-bits index narrows it
+/// first), not a tree walk; the answer is the same.
+#[derive(Debug, Clone)]
+pub struct ConsistentHashBalance {
+    replicas: u32,
+    arguments: Arc<[usize]>,
+}
+
+impl Default for ConsistentHashBalance {
+    fn default() -> Self {
+        ConsistentHashBalance {
+            replicas: DEFAULT_HASH_NODES,
+            arguments: Arc::from([0usize]),
+        }
+    }
+}
+
+impl ConsistentHashBalance {
+    /// A ring with `nodes` virtual nodes per instance (Dubbo's `hash.nodes`; rounded down to a
+    /// multiple of 4, at least 4) hashing the arguments at `argument_indexes` (Dubbo's
+    /// `hash.arguments`).
+    pub fn new(nodes: u32, argument_indexes: &[usize]) -> Result<Self, Error> {
+        if nodes < 4 {
+            return Err(Error::bad_config(format!(
+                "consistenthash: hash.nodes={nodes} is too small (at least 4: each MD5 digest gives 4 points)"
+            )));
+        }
+        Ok(ConsistentHashBalance {
+            replicas: nodes,
+            arguments: Arc::from(argument_indexes),
+        })
+    }
+
+    /// Parses Dubbo's parameters: `hash.nodes` (a number, default 160) and `hash.arguments`
+    /// (comma-separated argument indexes, default `0`). Negative indexes are accepted and
+    /// ignored, as Dubbo ignores them.
+    pub fn from_params(nodes: Option<&str>, arguments: Option<&str>) -> Result<Self, Error> {
+        let replicas = match nodes {
+            None => DEFAULT_HASH_NODES,
+            Some(s) => s.trim().parse::<u32>().map_err(|_| {
+                Error::bad_config(format!(
+                    "consistenthash: hash.nodes={s:?} is not a positive integer"
+                ))
+            })?,
+        };
+        let mut indexes = Vec::new();
+        for part in arguments.unwrap_or("0").split(',') {
+            let i: i64 = part.trim().parse().map_err(|_| {
+                Error::bad_config(format!(
+                    "consistenthash: hash.arguments={:?}: {part:?} is not an argument index",
+                    arguments.unwrap_or("")
+                ))
+            })?;
+            if let Ok(i) = usize::try_from(i) {
+                indexes.push(i);
+            }
+        }
+        Self::new(replicas, &indexes)
+    }
+
+    /// Virtual nodes per instance.
+    pub fn nodes(&self) -> u32 {
+        self.replicas
+    }
+
+    /// Argument indexes hashed into the key.
+    pub fn argument_indexes(&self) -> &[usize] {
+        &self.arguments
+    }
+}
+
+/// The four ring points of one digest, as Dubbo's `hash(digest, k)` reads them.
+fn digest_points(digest: &[u8]) -> [u32; 4] {
+    std::array::from_fn(|k| {
+        u32::from_le_bytes([
+            digest[4 * k],
+            digest[4 * k + 1],
+            digest[4 * k + 2],
+            digest[4 * k + 3],
+        ])
+    })
+}
+
+/// The ring points Dubbo computes for one address (in insertion order).
+pub fn ring_points(address: &str, nodes: u32) -> Vec<u32> {
+    let mut out = Vec::with_capacity(nodes as usize);
+    let mut buf = String::with_capacity(address.len() + 10);
+    for i in 0..nodes / 4 {
+        buf.clear();
+        buf.push_str(address);
+        let _ = write!(buf, "{i}");
+        out.extend(digest_points(&Md5::digest(buf.as_bytes())));
+    }
+    out
+}
+
+impl LoadBalance for ConsistentHashBalance {
+    fn name(&self) -> &str {
+        "consistenthash"
+    }
+
+    fn prepare(
+        &self,
+        endpoints: &[Endpoint],
+        members: Arc<[u32]>,
+        _now: SystemTime,
+    ) -> Box<dyn Picker> {
+        let any_positive = members
+            .iter()
+            .any(|&i| endpoints[i as usize].instance.weight() > 0);
+        let on_ring: Vec<u32> = members
+            .iter()
+            .copied()
+            .filter(|&i| !any_positive || endpoints[i as usize].instance.weight() > 0)
+            .collect();
+        let per = (self.replicas / 4 * 4) as u64;
+        // (point << 32 | insertion number): sorting puts equal points in insertion order, so
+        // the last of a run is the owner Dubbo's TreeMap keeps.
+        let mut keyed: Vec<u64> = Vec::with_capacity(on_ring.len() * per as usize);
+        for (n, &i) in on_ring.iter().enumerate() {
+            let address = endpoints[i as usize].instance.address();
+            for (k, p) in ring_points(address, self.replicas).into_iter().enumerate() {
+                keyed.push((p as u64) << 32 | (n as u64 * per + k as u64));
+            }
+        }
+        keyed.sort_unstable();
+        let mut points = Vec::with_capacity(keyed.len());
+        let mut owners = Vec::with_capacity(keyed.len());
+        for (j, &kv) in keyed.iter().enumerate() {
+            let point = (kv >> 32) as u32;
+            if keyed
+                .get(j + 1)
+                .is_some_and(|&next| (next >> 32) as u32 == point)
+            {
+                continue; // a later insertion owns this point
+            }
+            points.push(point);
+            owners.push(on_ring[((kv & 0xffff_ffff) / per) as usize]);
+        }
+        drop(keyed);
+        // Top-bits index: bucket b holds the points whose top `bits` bits equal b.
+        let bits = (usize::BITS - points.len().leading_zeros()).clamp(4, 20);
+        let shift = 32 - bits;
+        let mut index = vec![0u32; (1usize << bits) + 1];
+        let mut pos = 0usize;
+        for (b, slot) in index.iter_mut().enumerate() {
+            while pos < points.len() && ((points[pos] >> shift) as usize) < b {
+                pos += 1;
+            }
+            *slot = pos as u32;
+        }
+        Box::new(ConsistentHashPicker {
+            members,
+            points: points.into_boxed_slice(),
+            owners: owners.into_boxed_slice(),
+            index: index.into_boxed_slice(),
+            shift,
+            arguments: self.arguments.clone(),
+        })
+    }
+}
+
+struct ConsistentHashPicker {
+    members: Arc<[u32]>,
+    points: Box<[u32]>,
+    /// Global endpoint index owning each point.
+    owners: Box<[u32]>,
+    index: Box<[u32]>,
+    shift: u32,
+    arguments: Arc<[usize]>,
+}
+
+impl std::fmt::Debug for ConsistentHashPicker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsistentHashPicker")
+            .field("members", &self.members.len())
+            .field("points", &self.points.len())
+            .field("arguments", &self.arguments)
+            .finish()
+    }
+}
+
+impl ConsistentHashPicker {
+    /// The owner of the first point `>= h`, wrapping around.
+    #[inline]
+    fn lookup(&self, h: u32) -> Option<usize> {
+        if self.points.is_empty() {
+            return None;
+        }
+        let b = (h >> self.shift) as usize;
+        let (lo, hi) = (self.index[b] as usize, self.index[b + 1] as usize);
+        let pos = lo + self.points[lo..hi].partition_point(|&p| p < h);
+        let pos = if pos == self.points.len() { 0 } else { pos };
+        Some(self.owners[pos] as usize)
+    }
+}
+
+impl Picker for ConsistentHashPicker {
+    fn pick(
+        &self,
+        _endpoints: &[Endpoint],
+        ctx: &PickContext<'_>,
+        _rng: &mut fastrand::Rng,
+    ) -> Option<usize> {
+        self.lookup(key_point(ctx.invocation, &self.arguments))
+    }
+
+    fn members(&self) -> &[u32] {
+        &self.members
+    }
+}
+
+/// MD5 fed through `fmt::Write` and `io::Write`, so keys are hashed without building them.
+struct HashWriter(Md5);
+
+impl std::fmt::Write for HashWriter {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.update(s.as_bytes());
+        Ok(())
+    }
+}
+
+impl io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A fixed buffer for formatting one float without allocating.
+struct StackBuf {
+    buf: [u8; 40],
+    len: usize,
+}
+
+impl std::fmt::Write for StackBuf {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            return Err(std::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// Writes `x` as Java's `Double.toString` does (for the shortest round-trip digits).
+fn write_java_double(out: &mut impl std::fmt::Write, x: f64) -> std::fmt::Result {
+    if x.is_nan() {
+        return out.write_str("NaN");
+    }
+    if x.is_infinite() {
+        return out.write_str(if x > 0.0 { "Infinity" } else { "-Infinity" });
+    }
+    if x == 0.0 {
+        return out.write_str(if x.is_sign_negative() { "-0.0" } else { "0.0" });
+    }
+    let a = x.abs();
+    if (1e-3..1e7).contains(&a) {
+        let mut b = StackBuf {
+            buf: [0; 40],
+            len: 0,
+        };
+        write!(b, "{x}")?;
+        let s = std::str::from_utf8(&b.buf[..b.len]).map_err(|_| std::fmt::Error)?;
+        out.write_str(s)?;
+        if !s.contains('.') {
+            out.write_str(".0")?;
+        }
+        Ok(())
+    } else {
+        let mut b = StackBuf {
+            buf: [0; 40],
+            len: 0,
+        };
+        write!(b, "{x:e}")?;
+        let s = std::str::from_utf8(&b.buf[..b.len]).map_err(|_| std::fmt::Error)?;
+        let (mantissa, exp) = s.split_once('e').unwrap_or((s, "0"));
+        out.write_str(mantissa)?;
+        if !mantissa.contains('.') {
+            out.write_str(".0")?;
+        }
+        out.write_str("E")?;
+        out.write_str(exp)
+    }
+}
+
+/// Appends one argument as Java's `StringBuilder.append(Object)` would render it.
+fn write_argument(w: &mut HashWriter, v: &Value) {
+    match v {
+        Value::String(s) => w.0.update(s.as_bytes()),
+        Value::Null => w.0.update(b"null"),
+        Value::Bool(b) => w.0.update(if *b { &b"true"[..] } else { &b"false"[..] }),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                let _ = write!(w, "{i}");
+            } else if let Some(u) = n.as_u64() {
+                let _ = write!(w, "{u}");
+            } else if let Some(f) = n.as_f64() {
+                let _ = write_java_double(w, f);
+            }
+        }
+        other => {
+            let _ = serde_json::to_writer(&mut *w, other);
+        }
+    }
+}
+
+/// The key's ring point: the selected arguments concatenated, MD5, first 4 bytes little-endian.
+pub fn key_point(invocation: &Invocation, argument_indexes: &[usize]) -> u32 {
+    let mut w = HashWriter(Md5::new());
+    for &i in argument_indexes {
+        if let Some(v) = invocation.arguments.get(i) {
+            write_argument(&mut w, v);
+        }
+    }
+    digest_points(&w.0.finalize())[0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn java(x: f64) -> String {
+        let mut s = String::new();
+        write_java_double(&mut s, x).unwrap();
+        s
+    }
+
+    #[test]
+    fn doubles_render_like_java() {
+        assert_eq!(java(1.0), "1.0");
+        assert_eq!(java(1.5), "1.5");
+        assert_eq!(java(-2.25), "-2.25");
+        assert_eq!(java(0.001), "0.001");
+        assert_eq!(java(1e-4), "1.0E-4");
+        assert_eq!(java(1e7), "1.0E7");
+        assert_eq!(java(1.234e10), "1.234E10");
+        assert_eq!(java(9999999.0), "9999999.0");
+        assert_eq!(java(0.0), "0.0");
+    }
+
+    #[test]
+    fn key_renders_arguments_like_java() {
+        let point =
+            |args: Vec<Value>, idx: &[usize]| key_point(&Invocation::new("m").with_args(args), idx);
+        let md5_point = |s: &str| digest_points(&Md5::digest(s.as_bytes()))[0];
+        assert_eq!(point(vec![json!("abc")], &[0]), md5_point("abc"));
+        assert_eq!(point(vec![json!(42)], &[0]), md5_point("42"));
+        assert_eq!(point(vec![json!(2.0)], &[0]), md5_point("2.0"));
+        assert_eq!(
+            point(vec![json!(true), json!(null)], &[0, 1]),
+            md5_point("truenull")
+        );
+        assert_eq!(
+            point(vec![json!("a"), json!(7)], &[1, 0, 5]),
+            md5_point("7a")
+        );
+        assert_eq!(point(vec![], &[0]), md5_point(""));
+        assert_eq!(
+            point(vec![json!({"k": [1, 2]})], &[0]),
+            md5_point(r#"{"k":[1,2]}"#)
+        );
+    }
+
+    #[test]
+    fn params_parse_and_validate() {
+        let b = ConsistentHashBalance::from_params(Some("320"), Some("0, 2,-1")).unwrap();
+        assert_eq!(b.nodes(), 320);
+        assert_eq!(b.argument_indexes(), &[0, 2]);
+        let d = ConsistentHashBalance::from_params(None, None).unwrap();
+        assert_eq!((d.nodes(), d.argument_indexes()), (160, &[0usize][..]));
+        let e = ConsistentHashBalance::from_params(Some("abc"), None).unwrap_err();
+        assert!(e.to_string().contains("hash.nodes=\"abc\""), "{e}");
+        let e = ConsistentHashBalance::from_params(None, Some("0,x")).unwrap_err();
+        assert!(e.to_string().contains("\"x\""), "{e}");
+        assert!(ConsistentHashBalance::new(3, &[0]).is_err());
+    }
+}

@@ -1,0 +1,142 @@
+//! `p2c` (Dubbo name `adaptive`): power of two choices over a peak-EWMA load estimate.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::scored::{Score, ScoredPicker};
+use crate::{Endpoint, InstanceStats, LoadBalance, PEAK_EWMA_DECAY, Picker};
+
+/// Default latency assumed for an instance that has no sample yet (tower's default too).
+pub const DEFAULT_RTT: Duration = Duration::from_millis(30);
+
+/// Highest consecutive-failure count that still raises the penalty.
+const MAX_FAILURE_FACTOR: u32 = 16;
+
+/// Power of two choices (tower's and linkerd's `p2c`; Dubbo's `adaptive` plays the same role).
+///
+/// Each pick draws two members by weight (alias table, O(1)) and keeps the one with the lower
+/// `cost = peak-EWMA latency × (in-flight + 1) × (1 + consecutive failures)`, the first draw on
+/// ties. The peak-EWMA ([`InstanceStats::peak_ewma_ns`]) jumps to any slower sample at once and
+/// decays with a 10 s time constant, also while no sample arrives, so a member penalised once
+/// gets probed again later. A failed call counts as a sample of at least
+/// [`FAILURE_PENALTY`](crate::FAILURE_PENALTY) (1 s), and consecutive failures multiply the
+/// cost: a member that fails fast does not attract traffic. Members without samples cost
+/// [`DEFAULT_RTT`] (configurable).
+///
+/// Unlike Dubbo's `adaptive`, which scores by provider-reported CPU load and needs provider
+/// support, this uses only what the consumer observes.
+#[derive(Debug, Clone, Copy)]
+pub struct P2cBalance {
+    default_rtt: Duration,
+}
+
+impl Default for P2cBalance {
+    fn default() -> Self {
+        P2cBalance {
+            default_rtt: DEFAULT_RTT,
+        }
+    }
+}
+
+impl P2cBalance {
+    /// The balancer with [`DEFAULT_RTT`] for members without samples.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the latency assumed for members without samples.
+    pub fn with_default_rtt(mut self, rtt: Duration) -> Self {
+        self.default_rtt = rtt;
+        self
+    }
+}
+
+/// Scores in log form: `ln(decayed peak-EWMA) + ln((active + 1) × (1 + failures))` shifted by
+/// `now / decay`, a shift common to every member. Comparing these orders members exactly as
+/// comparing their decayed costs would, without reading the clock or calling `exp` per member.
+#[derive(Debug)]
+struct PeakEwmaCost {
+    ln_default_rtt_ns: f64,
+}
+
+impl Score for PeakEwmaCost {
+    const NEEDS_CLOCK: bool = true;
+    #[inline]
+    fn score(&self, stats: &InstanceStats, now_ns: u64) -> f64 {
+        let key = stats.ewma_log_key().unwrap_or_else(|| {
+            self.ln_default_rtt_ns + now_ns as f64 / PEAK_EWMA_DECAY.as_nanos() as f64
+        });
+        let failures = stats.consecutive_failures().min(MAX_FAILURE_FACTOR) as u64;
+        let load = (stats.active() as u64 + 1) * (1 + failures);
+        if load == 1 {
+            key
+        } else {
+            key + (load as f64).ln()
+        }
+    }
+}
+
+impl LoadBalance for P2cBalance {
+    fn name(&self) -> &str {
+        "p2c"
+    }
+
+    fn prepare(
+        &self,
+        endpoints: &[Endpoint],
+        members: Arc<[u32]>,
+        now: SystemTime,
+    ) -> Box<dyn Picker> {
+        Box::new(ScoredPicker::new(
+            endpoints,
+            members,
+            now,
+            0,
+            PeakEwmaCost {
+                ln_default_rtt_ns: (self.default_rtt.as_nanos() as f64).max(1.0).ln(),
+            },
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// The log-form score orders members as their decayed costs at a common instant do.
+    #[test]
+    fn log_scores_order_like_decayed_costs() {
+        let t0 = Instant::now();
+        let mut rng = fastrand::Rng::with_seed(21);
+        let score = PeakEwmaCost {
+            ln_default_rtt_ns: (DEFAULT_RTT.as_nanos() as f64).ln(),
+        };
+        for _ in 0..200 {
+            let a = InstanceStats::new();
+            let b = InstanceStats::new();
+            for s in [&a, &b] {
+                for _ in 0..rng.usize(1..4) {
+                    let at = t0 + Duration::from_millis(rng.u64(..60_000));
+                    s.record(Duration::from_micros(rng.u64(1..200_000)), rng.bool(), at);
+                }
+            }
+            let _busy: Vec<_> = (0..rng.usize(..3)).map(|_| a.begin()).collect();
+            let now = t0 + Duration::from_secs(61);
+            let cost = |s: &InstanceStats| {
+                s.peak_ewma_ns(now).unwrap()
+                    * (s.active() as f64 + 1.0)
+                    * (1.0 + s.consecutive_failures() as f64)
+            };
+            let (ca, cb) = (cost(&a), cost(&b));
+            if (ca / cb - 1.0).abs() < 1e-9 {
+                continue;
+            }
+            assert_eq!(
+                score.score(&a, 0) < score.score(&b, 0),
+                ca < cb,
+                "{ca} vs {cb}"
+            );
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! The picker shared by the balancers that compare live load (`leastactive`,
+//! `shortestresponse`, `p2c`): each member gets a score from its [`InstanceStats`], lower is
+//! better, ties are broken by weighted random.
+//!
+//! Dubbo scans every instance per call to find the exact minimum. Switchman does the same, with
+//! the same tie-breaking, only while the routed subset is small (up to the *exact-scan limit*,
+//! 16 by default, at most [`MAX_EXACT_SCAN`]); beyond that a pick draws two members by weight
+//! (alias table, O(1)) and keeps the one with the lower score, the first drawn on ties. This is
+//! the "power of two choices" result (Mitzenmacher): the maximum load falls from
+//! `O(log n / log log n)` for one random choice to `O(log log n)`, close to the exact scan, at
+//! constant cost, and it degrades gracefully when the scores are stale, where an exact scan
+//! herds every concurrent caller onto the same instance.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::stats::{coarse_now_ns, tick_coarse_clock};
+use crate::weights::{Sampler, member_weights};
+use crate::{Endpoint, InstanceStats, PickContext, Picker};
+
+/// Largest routed subset that may be scanned exactly on each pick.
+pub const MAX_EXACT_SCAN: usize = 64;
+
+/// Default exact-scan limit of the score-based balancers.
+pub const DEFAULT_EXACT_SCAN: usize = 16;
+
+/// How a score-based balancer rates a member at pick time. Lower is better.
+pub(crate) trait Score: Send + Sync + std::fmt::Debug + 'static {
+    /// Whether [`Score::score`] reads `now_ns` (the picker then reads the coarse clock, an
+    /// atomic load, once per pick).
+    const NEEDS_CLOCK: bool;
+    fn score(&self, stats: &InstanceStats, now_ns: u64) -> f64;
+}
+
+#[derive(Debug)]
+pub(crate) struct ScoredPicker<S> {
+    members: Arc<[u32]>,
+    /// Effective weights, in member order.
+    weights: Box<[u32]>,
+    /// Whether some member has a positive weight (zero-weight members are then skipped).
+    any_positive: bool,
+    sampler: Sampler,
+    scan: bool,
+    refresh: Option<Duration>,
+    score: S,
+}
+
+impl<S: Score> ScoredPicker<S> {
+    pub(crate) fn new(
+        endpoints: &[Endpoint],
+        members: Arc<[u32]>,
+        now: SystemTime,
+        scan_limit: usize,
+        score: S,
+    ) -> Self {
+        tick_coarse_clock();
+        let w = member_weights(endpoints, &members, now);
+        let any_positive = w.weights.iter().any(|&w| w > 0);
+        ScoredPicker {
+            sampler: Sampler::new(&w.weights),
+            scan: members.len() <= scan_limit.min(MAX_EXACT_SCAN),
+            weights: w.weights.into_boxed_slice(),
+            any_positive,
+            members,
+            refresh: w.refresh,
+            score,
+        }
+    }
+
+    #[inline]
+    fn score_of(&self, endpoints: &[Endpoint], pos: usize, now: u64) -> f64 {
+        self.score
+            .score(&endpoints[self.members[pos] as usize].stats, now)
+    }
+
+    /// Dubbo's exact algorithm: the minimum score, ties by weighted random (uniform when the
+    /// tied weights are all equal). Zero-weight members are skipped while others have weight.
+    fn pick_scan(&self, endpoints: &[Endpoint], rng: &mut fastrand::Rng) -> Option<usize> {
+        let now = if S::NEEDS_CLOCK { coarse_now_ns() } else { 0 };
+        let mut tied = [0u8; MAX_EXACT_SCAN];
+        let mut count = 0usize;
+        let mut best = f64::INFINITY;
+        let mut total: u64 = 0;
+        let mut same_weight = true;
+        for pos in 0..self.members.len() {
+            let w = self.weights[pos];
+            if w == 0 && self.any_positive {
+                continue;
+            }
+            let s = self.score_of(endpoints, pos, now);
+            if s < best || count == 0 {
+                best = s;
+                count = 0;
+                total = 0;
+                same_weight = true;
+            } else if s > best {
+                continue;
+            }
+            if count > 0 && w != self.weights[tied[0] as usize] {
+                same_weight = false;
+            }
+            tied[count] = pos as u8;
+            count += 1;
+            total += w as u64;
+        }
+        let chosen = match count {
+            0 => return None,
+            1 => tied[0],
+            _ if same_weight || total == 0 => tied[rng.usize(..count)],
+            _ => {
+                let mut r = rng.u64(..total);
+                let mut chosen = tied[count - 1];
+                for &pos in &tied[..count] {
+                    let w = self.weights[pos as usize] as u64;
+                    if r < w {
+                        chosen = pos;
+                        break;
+                    }
+                    r -= w;
+                }
+                chosen
+            }
+        };
+        Some(self.members[chosen as usize] as usize)
+    }
+
+    /// Two weighted draws, the lower score wins, the first draw on ties.
+    fn pick_two(&self, endpoints: &[Endpoint], rng: &mut fastrand::Rng) -> Option<usize> {
+        let a = self.sampler.sample(rng)?;
+        let mut b = self.sampler.sample(rng)?;
+        // Prefer two distinct members (bounded retries: a dominant weight may keep winning).
+        for _ in 0..2 {
+            if b != a {
+                break;
+            }
+            b = self.sampler.sample(rng)?;
+        }
+        if b == a {
+            return Some(self.members[a] as usize);
+        }
+        let now = if S::NEEDS_CLOCK { coarse_now_ns() } else { 0 };
+        let (sa, sb) = (
+            self.score_of(endpoints, a, now),
+            self.score_of(endpoints, b, now),
+        );
+        let pos = if sb < sa { b } else { a };
+        Some(self.members[pos] as usize)
+    }
+}
+
+impl<S: Score> Picker for ScoredPicker<S> {
+    fn pick(
+        &self,
+        endpoints: &[Endpoint],
+        _ctx: &PickContext<'_>,
+        rng: &mut fastrand::Rng,
+    ) -> Option<usize> {
+        match self.members.len() {
+            0 => None,
+            1 => Some(self.members[0] as usize),
+            _ if self.scan => self.pick_scan(endpoints, rng),
+            _ => self.pick_two(endpoints, rng),
+        }
+    }
+
+    fn members(&self) -> &[u32] {
+        &self.members
+    }
+
+    fn refresh_after(&self) -> Option<Duration> {
+        self.refresh
+    }
+}

@@ -1,0 +1,103 @@
+//! The balancers that read live state steer calls away from busy, slow and failing instances.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{endpoints, histogram, prepare_all};
+use switchman_loadbalance::{LeastActiveBalance, LoadBalance, P2cBalance, ShortestResponseBalance};
+
+#[test]
+fn leastactive_scan_always_takes_the_idlest() {
+    let eps = endpoints(&[100, 100, 100, 100]);
+    let _busy: Vec<_> = [0, 0, 1, 3, 3, 3]
+        .iter()
+        .map(|&i| eps[i].stats.begin())
+        .collect();
+    let p = prepare_all(&LeastActiveBalance::new(), &eps);
+    let hits = histogram(p.as_ref(), &eps, 1000, 1);
+    assert_eq!(hits, [0, 0, 1000, 0]);
+}
+
+#[test]
+fn leastactive_scan_breaks_ties_by_weight() {
+    let eps = endpoints(&[100, 300, 100]);
+    let _busy = eps[2].stats.begin();
+    let p = prepare_all(&LeastActiveBalance::new(), &eps);
+    let hits = histogram(p.as_ref(), &eps, 40_000, 2);
+    assert_eq!(hits[2], 0);
+    common::assert_fits(&hits[..2], &[100, 300], "ties among the idle");
+}
+
+#[test]
+fn leastactive_two_choices_starves_the_busiest() {
+    let n = 200;
+    let eps = endpoints(&vec![100; n]);
+    // Instance 0 is very busy; the others idle. It can only win against itself, which the
+    // distinct-draw retry makes rare: far below its 1/n fair share.
+    let _busy: Vec<_> = (0..50).map(|_| eps[0].stats.begin()).collect();
+    let p = prepare_all(&LeastActiveBalance::new(), &eps);
+    let calls = 100_000;
+    let hits = histogram(p.as_ref(), &eps, calls, 3);
+    assert!(hits[0] < (calls / n) as u64 / 20, "busy got {}", hits[0]);
+}
+
+#[test]
+fn shortestresponse_prefers_the_fast_and_probes_the_unknown() {
+    let eps = endpoints(&[100, 100, 100]);
+    let now = Instant::now();
+    eps[0].stats.record(Duration::from_millis(50), true, now);
+    eps[1].stats.record(Duration::from_millis(5), true, now);
+    eps[2].stats.record(Duration::from_millis(20), true, now);
+    let lb = ShortestResponseBalance::new();
+    let p = prepare_all(&lb, &eps);
+    assert_eq!(histogram(p.as_ref(), &eps, 500, 4), [0, 500, 0]);
+    // Five in flight on the fast one: 5 ms × 6 = 30 ms > 20 ms × 1.
+    let _busy: Vec<_> = (0..5).map(|_| eps[1].stats.begin()).collect();
+    assert_eq!(histogram(p.as_ref(), &eps, 500, 5), [0, 0, 500]);
+    // A failure is not a response-time sample.
+    eps[2].stats.record(Duration::from_secs(5), false, now);
+    assert_eq!(histogram(p.as_ref(), &eps, 500, 6), [0, 0, 500]);
+    // An instance with no success in the window estimates 0 (Dubbo): it is probed.
+    let fresh = endpoints(&[100, 100]);
+    fresh[0].stats.record(Duration::from_millis(1), true, now);
+    let p = prepare_all(&lb, &fresh);
+    assert_eq!(histogram(p.as_ref(), &fresh, 100, 7), [0, 100]);
+}
+
+#[test]
+fn p2c_avoids_slow_and_fast_failing_instances() {
+    let n = 100;
+    let eps = endpoints(&vec![100; n]);
+    let now = Instant::now();
+    for (i, e) in eps.iter().enumerate() {
+        let ms = if i == 1 { 400 } else { 10 };
+        e.stats.record(Duration::from_millis(ms), true, now);
+    }
+    // Instance 0 fails in 1 ms, repeatedly: it must not look fast.
+    for _ in 0..3 {
+        eps[0].stats.record(Duration::from_millis(1), false, now);
+    }
+    let p = prepare_all(&P2cBalance::new(), &eps);
+    let calls = 100_000;
+    let hits = histogram(p.as_ref(), &eps, calls, 8);
+    let fair = (calls / n) as u64;
+    assert!(hits[0] < fair / 20, "failing instance got {}", hits[0]);
+    assert!(hits[1] < fair / 20, "slow instance got {}", hits[1]);
+    assert!(hits[2..].iter().all(|&h| h > fair / 2), "{hits:?}");
+}
+
+#[test]
+fn score_balancers_skip_zero_weight_even_when_idle() {
+    let eps = endpoints(&[0, 100, 100]);
+    let _busy: Vec<_> = [1, 2].iter().map(|&i| eps[i].stats.begin()).collect();
+    let balancers: [&dyn LoadBalance; 3] = [
+        &LeastActiveBalance::new(),
+        &ShortestResponseBalance::new(),
+        &P2cBalance::new(),
+    ];
+    for lb in balancers {
+        let p = prepare_all(lb, &eps);
+        assert_eq!(histogram(p.as_ref(), &eps, 1000, 9)[0], 0, "{}", lb.name());
+    }
+}
