@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod call;
 mod demo;
 mod lb;
 mod route;
@@ -21,6 +22,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Call a service through a registry and report per-instance counts and the success rate.
+    Call(call::CallArgs),
     /// Run the whole call path against 5 local providers and print what the caller saw.
     Demo(demo::DemoArgs),
     /// Load-balancer tools (`lb simulate`: print the picks a balancer makes).
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     match cli.command {
+        Command::Call(args) => call::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Lb(cmd) => lb::run(cmd),
         Command::Route(args) => route::run(args),

@@ -1,0 +1,230 @@
+//! `switchman call REGISTRY SERVICE --method M`: calls through the cluster and reports, per
+//! instance, how many attempts it received and how they ended.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use switchman_cluster::{ClusterConfig, ClusterInvoker, HttpInvoker, Strategy};
+use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, Result, ServiceKey};
+use switchman_discovery::{DirectoryConfig, RegistryDirectory, registry_from_url};
+
+/// Arguments of `switchman call`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CallArgs {
+    /// Registry address: zookeeper://h:p, nacos://h:p?namespace=.., or a static YAML file.
+    registry: String,
+    /// Service (Dubbo interface, or a plain Nacos service name).
+    service: String,
+    /// Method to call.
+    #[arg(long)]
+    method: String,
+    /// Arguments as a JSON array (a single non-array value is wrapped).
+    #[arg(long, default_value = "[]")]
+    args: String,
+    /// Number of calls.
+    #[arg(long, default_value_t = 1)]
+    count: usize,
+    /// Calls in flight at once.
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
+    /// Cluster strategy (Dubbo name).
+    #[arg(long = "cluster", default_value = "failover")]
+    strategy: String,
+    /// Load balancer (Dubbo name).
+    #[arg(long, default_value = "random")]
+    loadbalance: String,
+    /// Per-attempt timeout in ms.
+    #[arg(long, default_value_t = 1000)]
+    timeout: u64,
+    /// Dubbo group.
+    #[arg(long, default_value = "")]
+    group: String,
+    /// Dubbo version.
+    #[arg(long, default_value = "")]
+    version: String,
+    /// Attachment `key=value` (repeatable), e.g. `dubbo.tag=gray`.
+    #[arg(long = "attachment")]
+    attachments: Vec<String>,
+    /// Seconds to wait for the first non-empty snapshot.
+    #[arg(long, default_value_t = 20)]
+    wait: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Counts attempts per instance around the real invoker.
+#[derive(Debug)]
+struct Counting<I> {
+    inner: I,
+    per_instance: Mutex<BTreeMap<String, (u64, u64)>>,
+}
+
+impl<I: Invoker> Invoker for Counting<I> {
+    fn invoke<'a>(
+        &'a self,
+        target: &'a Instance,
+        inv: &'a Invocation,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value>> {
+        Box::pin(async move {
+            let r = self.inner.invoke(target, inv, timeout).await;
+            if let Ok(mut m) = self.per_instance.lock() {
+                let e = m.entry(target.address().to_string()).or_default();
+                if r.is_ok() { e.0 += 1 } else { e.1 += 1 }
+            }
+            r
+        })
+    }
+}
+
+fn parse_args(args: &CallArgs) -> std::result::Result<(Vec<Value>, Vec<(String, String)>), String> {
+    let v: Value = serde_json::from_str(&args.args)
+        .map_err(|e| format!("--args {:?} is not JSON: {e}", args.args))?;
+    let list = match v {
+        Value::Array(a) => a,
+        other => vec![other],
+    };
+    let mut att = Vec::new();
+    for a in &args.attachments {
+        let (k, v) = a
+            .split_once('=')
+            .ok_or_else(|| format!("--attachment {a:?}: expected key=value"))?;
+        att.push((k.to_string(), v.to_string()));
+    }
+    Ok((list, att))
+}
+
+async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
+    let strategy: Strategy = args.strategy.parse().map_err(|e: Error| e.to_string())?;
+    let balancer =
+        switchman_loadbalance::balancer_by_name(&args.loadbalance).map_err(|e| e.to_string())?;
+    let (arguments, attachments) = parse_args(&args)?;
+    let registry = registry_from_url(&args.registry).map_err(|e| e.to_string())?;
+    let key = ServiceKey::with(&args.service, &args.group, &args.version);
+    let directory = RegistryDirectory::subscribe(
+        registry.as_ref(),
+        DirectoryConfig::new(key).balancer(balancer),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let directory = Arc::new(directory);
+    directory
+        .wait_until(Duration::from_secs(args.wait), |s| {
+            !s.endpoints().is_empty()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let counting = Arc::new(Counting {
+        inner: HttpInvoker::new(),
+        per_instance: Mutex::new(BTreeMap::new()),
+    });
+    let config = ClusterConfig::default()
+        .strategy(strategy)
+        .timeout(Duration::from_millis(args.timeout));
+    let cluster = ClusterInvoker::new(directory.clone(), counting.clone(), config);
+    let mut inv = Invocation::new(&args.method).with_args(arguments);
+    for (k, v) in attachments {
+        inv.set_attachment(k, v);
+    }
+    let started = Instant::now();
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..args.concurrency.max(1) {
+        let (cluster, inv, next) = (cluster.clone(), inv.clone(), next.clone());
+        let count = args.count;
+        workers.push(tokio::spawn(async move {
+            let mut ok = 0usize;
+            let mut last: Option<std::result::Result<Value, String>> = None;
+            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < count {
+                let r = cluster.invoke(&inv).await;
+                if r.is_ok() {
+                    ok += 1;
+                }
+                last = Some(r.map_err(|e| e.to_string()));
+            }
+            (ok, last)
+        }));
+    }
+    let mut ok = 0;
+    let mut last = None;
+    for w in workers {
+        if let Ok((o, l)) = w.await {
+            ok += o;
+            if l.is_some() {
+                last = l;
+            }
+        }
+    }
+    let per: BTreeMap<String, (u64, u64)> = counting
+        .per_instance
+        .lock()
+        .map(|m| m.clone())
+        .unwrap_or_default();
+    let instances: Vec<Value> = per
+        .iter()
+        .map(|(addr, (s, f))| json!({"address": addr, "succeeded": s, "failed": f}))
+        .collect();
+    Ok(json!({
+        "service": directory.load().service().to_string(),
+        "method": args.method,
+        "calls": args.count,
+        "succeeded": ok,
+        "success_rate": if args.count == 0 { 1.0 } else { ok as f64 / args.count as f64 },
+        "instances": instances,
+        "last_result": match last { Some(Ok(v)) => v, Some(Err(e)) => json!({"error": e}), None => Value::Null },
+        "elapsed_ms": started.elapsed().as_millis() as u64,
+    }))
+}
+
+pub(crate) fn run(args: CallArgs) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("switchman call: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let as_json = args.json;
+    match rt.block_on(run_calls(args)) {
+        Ok(report) => {
+            if as_json {
+                println!("{report}");
+            } else {
+                println!(
+                    "{} {}: {}/{} succeeded ({:.2}%) in {} ms",
+                    report["service"].as_str().unwrap_or(""),
+                    report["method"].as_str().unwrap_or(""),
+                    report["succeeded"],
+                    report["calls"],
+                    report["success_rate"].as_f64().unwrap_or(0.0) * 100.0,
+                    report["elapsed_ms"]
+                );
+                for i in report["instances"].as_array().into_iter().flatten() {
+                    println!(
+                        "  {:<24} {:>8} ok {:>6} failed",
+                        i["address"].as_str().unwrap_or(""),
+                        i["succeeded"],
+                        i["failed"]
+                    );
+                }
+                println!("last result: {}", report["last_result"]);
+            }
+            if report["succeeded"] == report["calls"] {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("switchman call: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
