@@ -29,9 +29,16 @@ pub(crate) struct DemoArgs {
     /// Calls in flight at once.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
-    /// Cluster strategy (Dubbo name).
-    #[arg(long = "cluster", default_value = "failover")]
-    strategy: String,
+    /// Run this cluster strategy only (Dubbo name). Without it: failover, then a table
+    /// comparing every strategy on the same fleet.
+    #[arg(long = "cluster")]
+    strategy: Option<String>,
+    /// Load balancer (Dubbo name).
+    #[arg(long, default_value = "random")]
+    loadbalance: String,
+    /// Calls per strategy in the comparison table (0: no table).
+    #[arg(long, default_value_t = 600)]
+    compare_calls: usize,
     /// The weight given to provider p1 half-way (all start at 100).
     #[arg(long, default_value_t = 400)]
     new_weight: u32,
@@ -75,7 +82,23 @@ struct Report {
     loadbalance: String,
     weight_change: serde_json::Value,
     providers: Vec<ProviderReport>,
+    /// Every strategy on the same fleet (plain `switchman demo` only).
+    strategies: Vec<StrategyRow>,
     elapsed_ms: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct StrategyRow {
+    cluster: String,
+    calls: usize,
+    /// Calls that returned a provider's answer.
+    answered: usize,
+    /// Calls that returned an empty result instead of an error (failsafe, failback).
+    empty: usize,
+    /// Calls that returned an error.
+    errors: usize,
+    attempts_per_call: f64,
+    latency_p99_ms: f64,
 }
 
 struct Provider {
@@ -128,7 +151,7 @@ async fn drive(
     count: usize,
     concurrency: usize,
     bar: &ProgressBar,
-) -> (usize, Vec<Duration>) {
+) -> (usize, usize, Vec<Duration>) {
     let next = Arc::new(AtomicUsize::new(0));
     let mut workers = Vec::new();
     for _ in 0..concurrency.max(1) {
@@ -137,33 +160,40 @@ async fn drive(
         let bar = bar.clone();
         workers.push(tokio::spawn(async move {
             let mut ok = 0usize;
+            let mut empty = 0usize;
             let mut lat = Vec::new();
             while next.fetch_add(1, Ordering::Relaxed) < count {
                 let inv = Invocation::new("greet").with_args(vec![json!("switchman")]);
                 let t = Instant::now();
-                if cluster.invoke(&inv).await.is_ok() {
-                    ok += 1;
+                match cluster.invoke(&inv).await {
+                    Ok(serde_json::Value::Null) => empty += 1,
+                    Ok(_) => ok += 1,
+                    Err(_) => {}
                 }
                 lat.push(t.elapsed());
                 bar.inc(1);
             }
-            (ok, lat)
+            (ok, empty, lat)
         }));
     }
     let mut ok = 0;
+    let mut empty = 0;
     let mut lat = Vec::with_capacity(count);
     for w in workers {
-        if let Ok((o, l)) = w.await {
+        if let Ok((o, e, l)) = w.await {
             ok += o;
+            empty += e;
             lat.extend(l);
         }
     }
-    (ok, lat)
+    (ok, empty, lat)
 }
 
 async fn run_demo(args: &DemoArgs) -> Result<Report, String> {
     let strategy: Strategy = args
         .strategy
+        .as_deref()
+        .unwrap_or("failover")
         .parse()
         .map_err(|e: switchman_core::Error| e.to_string())?;
     if args.calls < 2 {
@@ -201,9 +231,12 @@ async fn run_demo(args: &DemoArgs) -> Result<Report, String> {
         })
         .collect();
     let registry = StaticRegistry::new(instances);
-    let directory = RegistryDirectory::subscribe(&registry, DirectoryConfig::new(key))
-        .await
-        .map_err(|e| e.to_string())?;
+    let balancer =
+        switchman_loadbalance::balancer_by_name(&args.loadbalance).map_err(|e| e.to_string())?;
+    let directory =
+        RegistryDirectory::subscribe(&registry, DirectoryConfig::new(key).balancer(balancer))
+            .await
+            .map_err(|e| e.to_string())?;
     let directory = Arc::new(directory);
     directory
         .wait_until(Duration::from_secs(5), |s| {
@@ -233,7 +266,7 @@ async fn run_demo(args: &DemoArgs) -> Result<Report, String> {
 
     let first = args.calls / 2;
     bar.set_message("weights 100 each");
-    let (ok1, mut lat) = drive(&cluster, first, args.concurrency, &bar).await;
+    let (ok1, _, mut lat) = drive(&cluster, first, args.concurrency, &bar).await;
     let hits_before: Vec<u64> = providers.iter().map(|p| p.server.hits()).collect();
 
     // Raise p1's weight in the registry; the directory publishes a new snapshot.
@@ -246,7 +279,7 @@ async fn run_demo(args: &DemoArgs) -> Result<Report, String> {
         .map_err(|e| e.to_string())?;
 
     bar.set_message(format!("p1 weight {new_weight}"));
-    let (ok2, lat2) = drive(&cluster, args.calls - first, args.concurrency, &bar).await;
+    let (ok2, _, lat2) = drive(&cluster, args.calls - first, args.concurrency, &bar).await;
     bar.finish_and_clear();
     lat.extend(lat2);
     lat.sort();
@@ -268,7 +301,7 @@ async fn run_demo(args: &DemoArgs) -> Result<Report, String> {
         attempts_per_call: (total_before + total_after) as f64 / args.calls as f64,
         latency_p50_ms: percentile(&lat, 50.0),
         latency_p99_ms: percentile(&lat, 99.0),
-        cluster: args.strategy.to_ascii_lowercase(),
+        cluster: strategy.to_string(),
         loadbalance: directory.load().balancer().name().to_string(),
         weight_change: json!({"provider": "p1", "from": 100, "to": new_weight}),
         providers: providers
@@ -284,8 +317,42 @@ async fn run_demo(args: &DemoArgs) -> Result<Report, String> {
                 share_after: share(hits_after[i], total_after),
             })
             .collect(),
-        elapsed_ms: started.elapsed().as_millis() as u64,
+        strategies: Vec::new(),
+        elapsed_ms: 0,
     };
+    let mut report = report;
+    if args.strategy.is_none() && args.compare_calls > 0 {
+        let bar = if args.json {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new((args.compare_calls * Strategy::ALL.len()) as u64)
+        };
+        for kind in Strategy::ALL {
+            bar.set_message(format!("comparing {kind}"));
+            let config = ClusterConfig::default().strategy(kind);
+            let c = Arc::new(ClusterInvoker::new(
+                directory.clone(),
+                Arc::new(HttpInvoker::new()),
+                config,
+            ));
+            let before: u64 = providers.iter().map(|p| p.server.hits()).sum();
+            let (answered, empty, mut lat) =
+                drive(&c, args.compare_calls, args.concurrency, &bar).await;
+            let after: u64 = providers.iter().map(|p| p.server.hits()).sum();
+            lat.sort();
+            report.strategies.push(StrategyRow {
+                cluster: kind.to_string(),
+                calls: args.compare_calls,
+                answered,
+                empty,
+                errors: args.compare_calls - answered - empty,
+                attempts_per_call: (after - before) as f64 / args.compare_calls as f64,
+                latency_p99_ms: percentile(&lat, 99.0),
+            });
+        }
+        bar.finish_and_clear();
+    }
+    report.elapsed_ms = started.elapsed().as_millis() as u64;
     Ok(report)
 }
 
@@ -333,6 +400,29 @@ fn print_table(r: &Report) {
         "  shares are of attempts; p1's weight went from 100 to {} half-way, through the registry",
         r.providers[0].weight_after
     );
+    if !r.strategies.is_empty() {
+        println!();
+        println!(
+            "every strategy on the same fleet ({} calls each; empty = a null answer instead of an error):",
+            r.strategies[0].calls
+        );
+        println!();
+        println!(
+            "  {:<11} {:>9} {:>7} {:>7} {:>14} {:>10}",
+            "cluster", "answered", "empty", "errors", "attempts/call", "p99 ms"
+        );
+        for s in &r.strategies {
+            println!(
+                "  {:<11} {:>8.1}% {:>7} {:>7} {:>14.3} {:>10.2}",
+                s.cluster,
+                s.answered as f64 * 100.0 / s.calls.max(1) as f64,
+                s.empty,
+                s.errors,
+                s.attempts_per_call,
+                s.latency_p99_ms
+            );
+        }
+    }
 }
 
 pub(crate) fn run(args: DemoArgs) -> ExitCode {

@@ -38,11 +38,62 @@ fn demo_json_reports_failover_hiding_the_flaky_provider_and_the_weight_change() 
     assert!((p1_before - 0.2).abs() < 0.05, "p1 before {p1_before}");
     assert!((p1_after - 0.5).abs() < 0.06, "p1 after {p1_after}");
     assert!(r["latency_p99_ms"].as_f64().unwrap() >= r["latency_p50_ms"].as_f64().unwrap());
+
+    // Plain demo ends with every strategy on the same fleet.
+    let rows = r["strategies"].as_array().unwrap();
+    let row = |name: &str| {
+        rows.iter()
+            .find(|s| s["cluster"] == name)
+            .unwrap_or_else(|| panic!("{name} missing: {r}"))
+    };
+    assert_eq!(rows.len(), 9);
+    assert_eq!(
+        row("failover")["errors"],
+        0,
+        "failover hides the flaky provider"
+    );
+    assert!(
+        row("failfast")["errors"].as_u64().unwrap() > 0,
+        "failfast shows its 503s"
+    );
+    assert_eq!(
+        row("failsafe")["errors"],
+        0,
+        "failsafe turns failures into empty answers"
+    );
+    assert!(row("failsafe")["empty"].as_u64().unwrap() > 0);
+    assert_eq!(
+        row("broadcast")["attempts_per_call"],
+        5.0,
+        "broadcast calls every provider"
+    );
+    assert!(
+        row("broadcast")["errors"].as_u64().unwrap() > 0,
+        "a broadcast fails when any provider fails"
+    );
+    let forking = row("forking")["attempts_per_call"].as_f64().unwrap();
+    assert!(
+        forking > 1.5 && forking <= 2.0,
+        "forks=2 (a cancelled attempt may never reach its provider): {forking}"
+    );
+}
+
+#[test]
+fn demo_with_one_cluster_runs_only_that_strategy() {
+    let (code, stdout, stderr) = demo(&["--calls", "300", "--cluster", "failfast", "--json"]);
+    assert_eq!(code, 0, "stderr: {stderr}");
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(r["cluster"], "failfast");
+    assert!(r["strategies"].as_array().unwrap().is_empty());
+    assert!(
+        r["failed"].as_u64().unwrap() > 0,
+        "failfast does not retry the flaky provider"
+    );
 }
 
 #[test]
 fn demo_table_and_bad_arguments() {
-    let (code, stdout, _) = demo(&["--calls", "200"]);
+    let (code, stdout, _) = demo(&["--calls", "200", "--compare-calls", "30"]);
     assert_eq!(code, 0);
     assert!(
         stdout.contains("share before") && stdout.contains("attempts per call"),
