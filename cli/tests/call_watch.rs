@@ -38,29 +38,58 @@ async fn call_round_robin_over_a_static_file_and_watch_once() {
     let file_s = file.to_str().unwrap().to_string();
     let out = tokio::task::spawn_blocking(move || {
         bin()
-            .args(["call", &file_s, "demo.Echo", "--method", "echo", "--args", "[\"hi\"]", "--count", "20"])
+            .args([
+                "call",
+                &file_s,
+                "demo.Echo",
+                "--method",
+                "echo",
+                "--args",
+                "[\"hi\"]",
+                "--count",
+                "20",
+            ])
             .args(["--loadbalance", "roundrobin", "--json"])
             .output()
             .unwrap()
     })
     .await
     .unwrap();
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["succeeded"], 20);
-    let counts: Vec<u64> = r["instances"].as_array().unwrap().iter().map(|i| i["succeeded"].as_u64().unwrap()).collect();
+    let counts: Vec<u64> = r["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["succeeded"].as_u64().unwrap())
+        .collect();
     assert_eq!(counts, vec![10, 10], "round robin alternates: {r}");
     assert_eq!(r["last_result"]["args"], json!(["hi"]));
     assert_eq!(a.hits() + b.hits(), 20);
 
     let file_s = file.to_str().unwrap().to_string();
-    let out = tokio::task::spawn_blocking(move || bin().args(["watch", &file_s, "demo.Echo", "--once"]).output().unwrap())
-        .await
-        .unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        bin()
+            .args(["watch", &file_s, "demo.Echo", "--once"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
     assert!(out.status.success());
     let line: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(line["epoch"], 1);
-    let addrs: Vec<&str> = line["instances"].as_array().unwrap().iter().map(|i| i["address"].as_str().unwrap()).collect();
+    let addrs: Vec<&str> = line["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["address"].as_str().unwrap())
+        .collect();
     let mut want = vec![a.addr().to_string(), b.addr().to_string()];
     want.sort();
     assert_eq!(addrs, want, "sorted by address");
@@ -69,13 +98,30 @@ async fn call_round_robin_over_a_static_file_and_watch_once() {
 
 #[test]
 fn bad_inputs_exit_2_with_a_message() {
-    let out = bin().args(["call", "/nonexistent/providers.yaml", "x", "--method", "m"]).output().unwrap();
+    let out = bin()
+        .args(["call", "/nonexistent/providers.yaml", "x", "--method", "m"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/providers.yaml"));
-    let out = bin().args(["call", "bogus://h:1", "x", "--method", "m"]).output().unwrap();
+    let out = bin()
+        .args(["call", "bogus://h:1", "x", "--method", "m"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"));
-    let out = bin().args(["call", "/tmp/x.yaml", "x", "--method", "m", "--loadbalance", "fastest"]).output().unwrap();
+    let out = bin()
+        .args([
+            "call",
+            "/tmp/x.yaml",
+            "x",
+            "--method",
+            "m",
+            "--loadbalance",
+            "fastest",
+        ])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("fastest"));
 }
