@@ -120,6 +120,33 @@ struct Shared {
     current: ArcSwap<Snapshot>,
 }
 
+/// Feeds [`Update`]s to a [`RegistryDirectory`] from anywhere (see
+/// [`RegistryDirectory::updater`]).
+#[derive(Clone)]
+pub struct DirectoryUpdater {
+    control: mpsc::UnboundedSender<Control>,
+}
+
+impl std::fmt::Debug for DirectoryUpdater {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectoryUpdater")
+            .field("closed", &self.control.is_closed())
+            .finish()
+    }
+}
+
+impl DirectoryUpdater {
+    /// Sends an update (ignored once the directory is gone).
+    pub fn apply(&self, update: Update) {
+        let _ = self.control.send(Control::Update(update));
+    }
+
+    /// Whether the directory is gone.
+    pub fn is_closed(&self) -> bool {
+        self.control.is_closed()
+    }
+}
+
 /// The always-current view of one service's providers.
 ///
 /// One task owns the state: it applies registry [`Update`]s, the empty-list policy, rule and
@@ -205,6 +232,14 @@ impl RegistryDirectory {
     /// Feeds an update directly (besides the registry's).
     pub fn apply(&self, update: Update) {
         let _ = self.control.send(Control::Update(update));
+    }
+
+    /// A cloneable handle that feeds updates to this directory from other tasks (rule
+    /// watchers, your own sources). Updates sent after the directory is dropped are ignored.
+    pub fn updater(&self) -> DirectoryUpdater {
+        DirectoryUpdater {
+            control: self.control.clone(),
+        }
     }
 
     /// Replaces the routing rules; a new snapshot is published.
@@ -506,6 +541,12 @@ impl State {
             protected,
             now: SystemTime::now(),
         }));
+        let label = service.to_string();
+        metrics::gauge!("switchman_directory_instances", "service" => label.clone())
+            .set(snap.instances().len() as f64);
+        metrics::gauge!("switchman_directory_routable", "service" => label.clone())
+            .set(snap.endpoints().len() as f64);
+        metrics::counter!("switchman_directory_snapshots_total", "service" => label).increment(1);
         if added + removed + changed > 0 || self.epoch == 1 {
             info!(service = %service, epoch = self.epoch, instances = snap.instances().len(),
                 available = snap.endpoints().len(), added, removed, changed, "directory updated");
@@ -735,6 +776,57 @@ mod tests {
             Instance::builder("h", 1).protocol(Protocol::Dubbo).build(),
         ]));
         assert_eq!(settle(&all, 1).await.endpoints().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_watched_rules_file_routes_and_a_broken_edit_keeps_the_rules() {
+        let path =
+            std::env::temp_dir().join(format!("switchman-rules-{}.yaml", std::process::id()));
+        std::fs::write(&path, "method = m => port = 2\n").unwrap();
+        let dir = RegistryDirectory::spawn(cfg(), None);
+        dir.apply(Update::Reset(vec![inst(1, 100), inst(2, 100)]));
+        crate::watch_rules_file(dir.updater(), &path, Duration::from_millis(20)).unwrap();
+        let mut rng = fastrand::Rng::with_seed(2);
+        let only = |s: &Snapshot, rng: &mut fastrand::Rng| -> std::collections::BTreeSet<u16> {
+            (0..100)
+                .map(|_| {
+                    s.endpoints()[s.select(&Invocation::new("m"), &[], rng).unwrap()]
+                        .instance
+                        .port()
+                })
+                .collect()
+        };
+        let s = dir
+            .wait_until(Duration::from_secs(5), |s| s.subset_count() > 1)
+            .await
+            .unwrap();
+        assert_eq!(only(&s, &mut rng), [2].into());
+        std::fs::write(&path, "method = m => port = 1\n").unwrap();
+        let e = s.epoch();
+        let s = dir
+            .wait_until(Duration::from_secs(5), |s| s.epoch() > e)
+            .await
+            .unwrap();
+        assert_eq!(only(&s, &mut rng), [1].into());
+        std::fs::write(&path, "method = m && host = x => port = 2\n").unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            only(&dir.load(), &mut rng),
+            [1].into(),
+            "a broken file keeps the rules in force"
+        );
+        std::fs::write(&path, "").unwrap();
+        let e = dir.load().epoch();
+        let s = dir
+            .wait_until(Duration::from_secs(5), |s| s.epoch() > e)
+            .await
+            .unwrap();
+        assert_eq!(
+            only(&s, &mut rng),
+            [1, 2].into(),
+            "removing the rule restores all providers"
+        );
+        std::fs::remove_file(&path).ok();
     }
 
     #[tokio::test]

@@ -26,6 +26,7 @@ mod directory;
 #[cfg(feature = "nacos")]
 pub mod nacos;
 mod registry;
+mod rules_file;
 mod snapshot;
 pub mod static_registry;
 #[cfg(feature = "zookeeper")]
@@ -33,7 +34,8 @@ pub mod zookeeper;
 
 pub use configurator::Configurator;
 pub use connect::{registrar_from_url, registry_from_url};
-pub use directory::{DirectoryConfig, EmptyPolicy, RegistryDirectory};
+pub use directory::{DirectoryConfig, DirectoryUpdater, EmptyPolicy, RegistryDirectory};
 pub use registry::{Registrar, Registry, Update, UpdateReceiver};
+pub use rules_file::watch_rules_file;
 pub use snapshot::Snapshot;
 pub use static_registry::StaticRegistry;
