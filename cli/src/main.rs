@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod call;
 mod demo;
 mod lb;
+mod provider;
 mod route;
 mod watch;
 
@@ -29,6 +30,8 @@ enum Command {
     /// Load-balancer tools (`lb simulate`: print the picks a balancer makes).
     #[command(subcommand)]
     Lb(lb::LbCommand),
+    /// Serve an in-process HTTP provider and register it until Ctrl-C or SIGTERM.
+    Provider(provider::ProviderArgs),
     /// Dry-run a routing rule: print the provider URLs it keeps for a call.
     Route(route::RouteArgs),
     /// Print one JSON line per snapshot a registry subscription publishes.
@@ -39,8 +42,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("warn,zookeeper_client=error")
+            }),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -48,6 +52,7 @@ fn main() -> ExitCode {
         Command::Call(args) => call::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Lb(cmd) => lb::run(cmd),
+        Command::Provider(args) => provider::run(args),
         Command::Route(args) => route::run(args),
         Command::Watch(args) => watch::run(args),
     }

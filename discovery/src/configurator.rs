@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use switchman_core::{Error, Instance, Result};
+use switchman_core::{Error, Instance, Result, ServiceKey};
 
 /// One override rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +17,10 @@ pub struct Configurator {
     pub address: Option<String>,
     /// Limit to providers of these applications (empty: any).
     pub applications: Vec<String>,
+    /// Limit to providers of these services, matched with [`ServiceKey::accepts`] (so `*`
+    /// parts match anything); empty: any service. Dubbo checks the rule's service key
+    /// against the provider's.
+    pub services: Vec<ServiceKey>,
     /// Disabled rules are kept but not applied.
     pub enabled: bool,
     /// Parameters set on matching providers. Typed ones: `weight` (integer), `disabled`
@@ -30,6 +34,7 @@ impl Configurator {
         Configurator {
             address: None,
             applications: Vec::new(),
+            services: Vec::new(),
             enabled: true,
             parameters: BTreeMap::new(),
         }
@@ -102,7 +107,9 @@ impl Configurator {
             || instance
                 .application()
                 .is_some_and(|app| self.applications.iter().any(|a| a == app));
-        addr_ok && app_ok
+        let service_ok =
+            self.services.is_empty() || self.services.iter().any(|s| s.accepts(instance.service()));
+        addr_ok && app_ok && service_ok
     }
 
     fn apply_to(&self, instance: Instance) -> Instance {

@@ -44,6 +44,10 @@ pub fn registry_from_url(address: &str) -> Result<Arc<dyn Registry>> {
 /// Opens the provider side of a registry from its URL (`zookeeper://...`, `nacos://...`).
 /// Must be called inside a tokio runtime.
 pub fn registrar_from_url(address: &str) -> Result<Arc<dyn Registrar>> {
+    #[cfg(feature = "zookeeper")]
+    if let Some(r) = zookeeper_server_list(address.trim())? {
+        return Ok(Arc::new(r));
+    }
     let url = Url::parse(address.trim()).map_err(|e| Error::bad_config(e.to_string()))?;
     match url.protocol() {
         #[cfg(feature = "zookeeper")]
@@ -57,4 +61,19 @@ pub fn registrar_from_url(address: &str) -> Result<Arc<dyn Registrar>> {
             url.redacted()
         ))),
     }
+}
+
+/// `zookeeper://h1:2181,h2:2181[/chroot]`: a server list is not a single URL authority, so it
+/// goes to the adapter's own parser.
+#[cfg(feature = "zookeeper")]
+fn zookeeper_server_list(address: &str) -> Result<Option<crate::zookeeper::ZookeeperRegistry>> {
+    let rest = match address.strip_prefix("zookeeper://").or_else(|| address.strip_prefix("zk://")) {
+        Some(r) => r,
+        None => return Ok(None),
+    };
+    let servers = rest.split(['/', '?']).next().unwrap_or("");
+    if !servers.contains(',') {
+        return Ok(None);
+    }
+    crate::zookeeper::ZookeeperRegistry::from_address(address).map(Some)
 }

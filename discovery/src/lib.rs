@@ -25,6 +25,7 @@ mod connect;
 mod directory;
 #[cfg(feature = "nacos")]
 pub mod nacos;
+pub mod override_parse;
 mod registry;
 mod rules_file;
 mod snapshot;

@@ -18,7 +18,10 @@ use crate::{DirectoryUpdater, Update};
 fn read_rules(path: &PathBuf) -> Result<BTreeMap<String, String>> {
     // An empty file (or only comments) means "no rules", not an error.
     if let Ok(text) = std::fs::read_to_string(path) {
-        if text.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
+        if text
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+        {
             return Ok(BTreeMap::new());
         }
     }

@@ -8,6 +8,8 @@
     unreachable_pub
 )]
 
+pub mod zk_server;
+
 /// The address (`127.0.0.1:port`) in environment variable `var`, set by `scripts/test`.
 ///
 /// # Panics

@@ -1,53 +1,534 @@
-//! The Zookeeper adapter (feature `zookeeper`).
+//! The ZooKeeper adapter (feature `zookeeper`): Dubbo's interface-level layout, the config
+//! centre, Dubbo 3 application-level instances, and provider registration.
+//!
+//! # Address
+//!
+//! `zookeeper://[user:password@]host[:port][/chroot]?backup=h2:p2,h3:p3&...` (Dubbo writes
+//! extra servers as `backup`; `zk://` works too). Parameters:
+//!
+//! | parameter | default | meaning |
+//! |---|---|---|
+//! | `backup` | | more servers, comma-separated `host[:port]` |
+//! | `session` | 60000 | session timeout (ms), Dubbo's default |
+//! | `timeout` | 5000 | the timeout of each ZooKeeper call and connect attempt (ms) |
+//! | `group` | `dubbo` | the registry root (`/dubbo`), as in Dubbo |
+//! | `application` | | the consumer's application: its config-centre keys are watched too |
+//! | `protocol` | any | the protocols this consumer accepts, e.g. `tri,http` |
+//! | `provided-by` | | applications to read app-level instances from, besides the mapping |
+//! | `app-level` | `true` | also read application-level instances |
+//! | `watch` | `auto` | `persistent` (recursive watches, ZooKeeper 3.6+), `oneshot` (re-armed one-shot watches), `auto` (persistent, one-shot when the server has none) |
+//!
+//! A user and password authenticate the session with the `digest` scheme; nodes we create
+//! (provider nodes and their parents, the chroot) then get the creator-all ACL (only this
+//! identity can change them), otherwise anyone-all, as Dubbo's Curator client does.
+//!
+//! # Subscribing
+//!
+//! [`Registry::subscribe`] returns at once and works in a background task: it watches
+//! `/dubbo/{interface}` (persistent recursive watches, ZooKeeper 3.6+) and the config centre,
+//! sends a [`Update::Reset`](crate::Update::Reset) after every list, the override rules of
+//! `/dubbo/{interface}/configurators` and of the `*.configurators` config-centre keys as
+//! [`Update::Configurators`](crate::Update::Configurators), and the routing rules
+//! (`*.condition-router`, `*.tag-router`) as [`Update::Rule`](crate::Update::Rule). After a
+//! reconnect it re-lists; after a session expiry it builds a new session, re-creates the
+//! registered providers, re-adds its watches and re-lists. Bad nodes are logged with their path
+//! and skipped; the last good rules stay.
+//!
+//! # Registering
+//!
+//! [`Registrar::register`] creates the ephemeral `/dubbo/{interface}/providers/{encoded URL}`
+//! node Java Dubbo writes (parameters in key order, `side=provider`, `dynamic=true`,
+//! `timestamp`), with persistent parents, keeps re-creating it on every new session, and
+//! removes it on [`Registrar::unregister`] or when the last handle of the registry is dropped.
 
-use switchman_core::{BoxFuture, Error, Result, ServiceKey, Url};
+mod app;
+mod nodes;
+mod reader;
+mod session;
+mod subscription;
 
-use crate::{Registry, UpdateReceiver};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-/// A Zookeeper registry.
+use switchman_core::{BoxFuture, Error, Instance, Result, ServiceKey, Url};
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+use zookeeper_client as zk;
+
+use crate::{Registrar, Registry, UpdateReceiver};
+use nodes::ProviderFilter;
+use session::{CallError, Session, call, ensure_ephemeral};
+
+/// Where Dubbo keeps the config centre, mapping and metadata (whatever the registry `group`).
+pub(crate) const DUBBO_ROOT: &str = "/dubbo";
+/// Dubbo's default ZooKeeper session timeout.
+const DEFAULT_SESSION: Duration = Duration::from_secs(60);
+/// Default timeout of one ZooKeeper call.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How subscriptions watch nodes (`watch=` parameter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WatchMode {
+    /// Persistent recursive watches; one-shot watches when the server is older than 3.6.
+    Auto,
+    /// Persistent recursive watches only.
+    Persistent,
+    /// One-shot watches re-armed after every read (what a 3.4/3.5 server needs).
+    Oneshot,
+}
+
+/// Parsed registry address.
+pub(crate) struct ZkConfig {
+    /// `host:port,host:port` for the client.
+    pub(crate) servers: String,
+    /// `/chroot`, if any.
+    pub(crate) chroot: Option<String>,
+    /// `user:password` for digest authentication.
+    pub(crate) auth: Option<String>,
+    pub(crate) session_timeout: Duration,
+    /// Timeout of each call and connect attempt.
+    pub(crate) timeout: Duration,
+    /// Registry root, `/dubbo` unless `group` says otherwise.
+    pub(crate) root: String,
+    /// The consumer's application.
+    pub(crate) application: Option<String>,
+    pub(crate) protocols: Vec<String>,
+    pub(crate) provided_by: Vec<String>,
+    pub(crate) app_level: bool,
+    pub(crate) watch: WatchMode,
+    /// The address for logs (password masked).
+    pub(crate) redacted: String,
+}
+
+impl fmt::Debug for ZkConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkConfig")
+            .field("address", &self.redacted)
+            .field("servers", &self.servers)
+            .field("chroot", &self.chroot)
+            .field("authenticated", &self.auth.is_some())
+            .field("session_timeout", &self.session_timeout)
+            .field("timeout", &self.timeout)
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+fn ms_param(url: &Url, key: &str, default: Duration) -> Result<Duration> {
+    match url.param(key) {
+        None | Some("") => Ok(default),
+        Some(v) => match v.trim().parse::<u64>() {
+            Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+            _ => Err(Error::bad_config(format!(
+                "registry {}: {key}={v:?} is not a positive number of milliseconds",
+                url.redacted()
+            ))),
+        },
+    }
+}
+
+fn list_param(url: &Url, key: &str) -> Vec<String> {
+    url.param(key)
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl ZkConfig {
+    fn from_url(url: &Url) -> Result<Self> {
+        let bad = |msg: String| Error::bad_config(format!("registry {}: {msg}", url.redacted()));
+        if !matches!(url.protocol(), "zookeeper" | "zk") {
+            return Err(bad(format!("{:?} is not zookeeper://", url.protocol())));
+        }
+        let mut servers = vec![format!(
+            "{}:{}",
+            if url.host().contains(':') {
+                format!("[{}]", url.host())
+            } else {
+                url.host().to_string()
+            },
+            url.port().unwrap_or(2181)
+        )];
+        for b in list_param(url, "backup") {
+            if b.contains('/') || b.contains('@') {
+                return Err(bad(format!("backup server {b:?} is not host[:port]")));
+            }
+            servers.push(if b.contains(':') && !b.ends_with(']') {
+                b
+            } else {
+                format!("{b}:2181")
+            });
+        }
+        let path = url.path().trim_matches('/');
+        let chroot = if path.is_empty() || path == "org.apache.dubbo.registry.RegistryService" {
+            None
+        } else {
+            if path
+                .split('/')
+                .any(|p| p.is_empty() || p == "." || p == "..")
+            {
+                return Err(bad(format!("chroot /{path} is not a valid ZooKeeper path")));
+            }
+            Some(format!("/{path}"))
+        };
+        let auth = match (url.username(), url.password()) {
+            (None, _) => None,
+            (Some(u), p) if !u.is_empty() => Some(format!("{u}:{}", p.unwrap_or(""))),
+            _ => return Err(bad("empty user name".into())),
+        };
+        let group = url.param("group").unwrap_or("dubbo").trim_matches('/');
+        if group.is_empty() || group.contains('/') {
+            return Err(bad(format!("group {group:?} is not a single path segment")));
+        }
+        let app_level = match url.param("app-level") {
+            None | Some("true") => true,
+            Some("false") => false,
+            Some(v) => return Err(bad(format!("app-level={v:?} is neither true nor false"))),
+        };
+        let watch = match url.param("watch") {
+            None | Some("auto") => WatchMode::Auto,
+            Some("persistent") => WatchMode::Persistent,
+            Some("oneshot") => WatchMode::Oneshot,
+            Some(v) => {
+                return Err(bad(format!(
+                    "watch={v:?} is not auto, persistent or oneshot"
+                )));
+            }
+        };
+        let mut redacted_url = url.clone();
+        if url.password().is_some() {
+            redacted_url.set_credentials(url.username(), Some("***"));
+        }
+        Ok(ZkConfig {
+            servers: servers.join(","),
+            chroot,
+            auth,
+            session_timeout: ms_param(url, "session", DEFAULT_SESSION)?,
+            timeout: ms_param(url, "timeout", DEFAULT_TIMEOUT)?,
+            root: format!("/{group}"),
+            application: url
+                .param("application")
+                .filter(|a| !a.is_empty())
+                .map(str::to_string),
+            protocols: list_param(url, "protocol"),
+            provided_by: list_param(url, "provided-by"),
+            app_level,
+            watch,
+            redacted: redacted_url.redacted(),
+        })
+    }
+}
+
+/// A ZooKeeper registry: subscribe to providers, register providers. Cheap to clone (clones
+/// share one session). The session starts on first use and ends when the last handle and the
+/// last subscription are gone.
 #[derive(Debug, Clone)]
 pub struct ZookeeperRegistry {
-    url: Url,
+    inner: Arc<Handle>,
+}
+
+#[derive(Debug)]
+struct Handle {
+    session: Arc<Session>,
+    /// Registered providers: (service, address) → node path.
+    mine: Mutex<BTreeMap<(String, String), String>>,
 }
 
 impl ZookeeperRegistry {
-    /// Validates the registry URL; connects lazily, in the background.
+    /// Validates the registry URL; connects lazily, in the background, on first use.
     pub fn from_url(url: &Url) -> Result<Self> {
-        Ok(ZookeeperRegistry { url: url.clone() })
+        let config = ZkConfig::from_url(url)?;
+        Ok(ZookeeperRegistry {
+            inner: Arc::new(Handle {
+                session: Arc::new(Session::new(config)),
+                mine: Mutex::new(BTreeMap::new()),
+            }),
+        })
+    }
+
+    /// Like [`ZookeeperRegistry::from_url`] for an address that lists servers with commas
+    /// (`zookeeper://h1:2181,h2:2181/chroot?...`, the Java connect-string form), which is not a
+    /// single Dubbo URL.
+    pub fn from_address(address: &str) -> Result<Self> {
+        let address = address.trim();
+        let (scheme, rest) = address.split_once("://").ok_or_else(|| {
+            Error::bad_config(format!("registry {address:?}: missing zookeeper://"))
+        })?;
+        let (authority_end, _) = rest
+            .char_indices()
+            .find(|(_, c)| *c == '/' || *c == '?')
+            .unwrap_or((rest.len(), ' '));
+        let (authority, tail) = rest.split_at(authority_end);
+        let (creds, hosts) = match authority.rsplit_once('@') {
+            Some((c, h)) => (format!("{c}@"), h),
+            None => (String::new(), authority),
+        };
+        let mut hosts = hosts.split(',');
+        let first = hosts.next().unwrap_or_default();
+        let backups: Vec<&str> = hosts.filter(|h| !h.is_empty()).collect();
+        let mut url = Url::parse(&format!("{scheme}://{creds}{first}{tail}"))
+            .map_err(|e| Error::bad_config(e.to_string()))?;
+        if !backups.is_empty() {
+            let mut all = backups.join(",");
+            if let Some(b) = url.param("backup") {
+                all = format!("{all},{b}");
+            }
+            url.set_param("backup", &all);
+        }
+        Self::from_url(&url)
+    }
+
+    fn config(&self) -> &ZkConfig {
+        &self.inner.session.config
+    }
+
+    fn provider_path(&self, instance: &Instance) -> Result<String> {
+        let iface = instance.service().interface.as_ref();
+        if iface.is_empty() || iface == "*" || iface.contains('/') {
+            return Err(Error::bad_config(format!(
+                "cannot register {}: its service interface {iface:?} cannot name a ZooKeeper node",
+                instance.address()
+            )));
+        }
+        let url = nodes::registration_url(instance);
+        Ok(format!(
+            "{}/{iface}/providers/{}",
+            self.config().root,
+            url.to_encoded()
+        ))
     }
 }
 
 impl Registry for ZookeeperRegistry {
     fn subscribe<'a>(&'a self, service: &'a ServiceKey) -> BoxFuture<'a, Result<UpdateReceiver>> {
         Box::pin(async move {
-            Err(Error::new(
-                switchman_core::ErrorKind::Unsupported,
-                format!(
-                    "{}: subscribing to {service} is not implemented yet",
-                    self.url.redacted()
-                ),
-            ))
+            let iface = service.interface.as_ref();
+            if iface.is_empty() || iface.contains('/') {
+                return Err(Error::bad_config(format!(
+                    "registry {}: cannot subscribe to {service:?}: the interface must be a non-empty name without '/'",
+                    self.config().redacted
+                )));
+            }
+            let (tx, rx) = mpsc::channel(64);
+            let session = self.inner.session.clone();
+            session.ensure_started();
+            subscription::spawn(
+                session,
+                ProviderFilter {
+                    key: service.clone(),
+                    protocols: self.config().protocols.clone(),
+                },
+                tx,
+            );
+            Ok(rx)
         })
     }
 }
 
-impl crate::Registrar for ZookeeperRegistry {
-    fn register<'a>(&'a self, instance: &'a switchman_core::Instance) -> BoxFuture<'a, Result<()>> {
+impl Registrar for ZookeeperRegistry {
+    fn register<'a>(&'a self, instance: &'a Instance) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            Err(Error::new(
-                switchman_core::ErrorKind::Unsupported,
-                format!(
-                    "{}: registering {} is not implemented yet",
-                    self.url.redacted(),
-                    instance.address()
-                ),
-            ))
+            let path = self.provider_path(instance)?;
+            let key = (
+                instance.service().to_string(),
+                instance.address().to_string(),
+            );
+            let previous = {
+                let mut mine = self.inner.mine.lock().unwrap_or_else(|p| p.into_inner());
+                mine.insert(key, path.clone())
+            };
+            let session = &self.inner.session;
+            if let Some(old) = previous.filter(|old| *old != path) {
+                session.forget(&old);
+                delete_node(session, &old).await;
+            }
+            // Kept first: whatever happens below, every new session re-creates it.
+            session.keep(&path, instance.host().as_bytes());
+            let cfg = &session.config;
+            let deadline = tokio::time::Instant::now() + cfg.timeout * 2;
+            loop {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let attempt = match session.client(left).await {
+                    Ok(conn) => {
+                        ensure_ephemeral(&conn.client, cfg, &path, instance.host().as_bytes()).await
+                    }
+                    Err(e) => Err(e),
+                };
+                match attempt {
+                    Ok(()) => {
+                        info!(registry = %cfg.redacted, service = %instance.service(), address = instance.address(), "provider registered");
+                        return Ok(());
+                    }
+                    Err(CallError::Zk(
+                        e @ (zk::Error::NoAuth | zk::Error::InvalidAcl | zk::Error::AuthFailed),
+                    )) => {
+                        return Err(Error::bad_config(format!(
+                            "registry {}: cannot create {path}: {e}",
+                            cfg.redacted
+                        )));
+                    }
+                    Err(e) if tokio::time::Instant::now() >= deadline => {
+                        // Keep trying in the background until created or unregistered (a new
+                        // session would re-create it too, but the session may survive).
+                        let session = session.clone();
+                        let path = path.clone();
+                        let data = instance.host().as_bytes().to_vec();
+                        tokio::spawn(async move {
+                            while session.is_kept(&path) {
+                                let t = session.config.timeout;
+                                if let Ok(conn) = session.client(t).await {
+                                    if ensure_ephemeral(&conn.client, &session.config, &path, &data)
+                                        .await
+                                        .is_ok()
+                                    {
+                                        info!(path, "provider registered after a retry");
+                                        return;
+                                    }
+                                }
+                                tokio::time::sleep(Duration::from_millis(500)).await;
+                            }
+                        });
+                        return Err(Error::transport(format!(
+                            "registry {}: provider {} not registered yet ({e}); it will be created when ZooKeeper answers",
+                            cfg.redacted,
+                            instance.address()
+                        )));
+                    }
+                    Err(e) => {
+                        debug!(path, "registration attempt failed, retrying: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
         })
     }
-    fn unregister<'a>(
-        &'a self,
-        instance: &'a switchman_core::Instance,
-    ) -> BoxFuture<'a, Result<()>> {
-        self.register(instance)
+
+    fn unregister<'a>(&'a self, instance: &'a Instance) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let key = (
+                instance.service().to_string(),
+                instance.address().to_string(),
+            );
+            let path = self
+                .inner
+                .mine
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&key);
+            let Some(path) = path else {
+                return Ok(());
+            };
+            let session = &self.inner.session;
+            session.forget(&path);
+            if delete_node(session, &path).await {
+                info!(registry = %session.config.redacted, service = %instance.service(), address = instance.address(), "provider unregistered");
+                Ok(())
+            } else {
+                Err(Error::transport(format!(
+                    "registry {}: could not delete {path} now; it goes when the session ends",
+                    session.config.redacted
+                )))
+            }
+        })
+    }
+}
+
+/// Deletes a node we created; whether it is gone.
+async fn delete_node(session: &Session, path: &str) -> bool {
+    let t = session.config.timeout;
+    let Ok(conn) = session.client(t).await else {
+        return false;
+    };
+    match call(t, conn.client.delete(path, None)).await {
+        Ok(()) | Err(CallError::Zk(zk::Error::NoNode)) => true,
+        Err(e) => {
+            warn!(path, "cannot delete provider node: {e}");
+            false
+        }
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        let paths: Vec<String> =
+            std::mem::take(&mut *self.mine.lock().unwrap_or_else(|p| p.into_inner()))
+                .into_values()
+                .collect();
+        if paths.is_empty() {
+            return;
+        }
+        for p in &paths {
+            self.session.forget(p);
+        }
+        // The session may outlive this handle (subscriptions share it): delete the nodes now.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let session = self.session.clone();
+            rt.spawn(async move {
+                for p in paths {
+                    delete_node(&session, &p).await;
+                }
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(s: &str) -> Result<ZkConfig> {
+        ZkConfig::from_url(&Url::parse(s).unwrap())
+    }
+
+    #[test]
+    fn addresses_dubbo_writes() {
+        let c = cfg("zookeeper://u:p@10.0.0.1:2181/apps/x?backup=10.0.0.2:2182,10.0.0.3&session=4000&timeout=700&protocol=tri,http&application=shop").unwrap();
+        assert_eq!(c.servers, "10.0.0.1:2181,10.0.0.2:2182,10.0.0.3:2181");
+        assert_eq!(c.chroot.as_deref(), Some("/apps/x"));
+        assert_eq!(c.auth.as_deref(), Some("u:p"));
+        assert_eq!(c.session_timeout, Duration::from_millis(4000));
+        assert_eq!(c.timeout, Duration::from_millis(700));
+        assert_eq!(c.protocols, vec!["tri", "http"]);
+        assert_eq!(c.application.as_deref(), Some("shop"));
+        assert_eq!(c.root, "/dubbo");
+        assert!(!format!("{c:?}").contains(":p@"), "password never in Debug");
+        assert!(!c.redacted.contains(":p@"));
+        let d =
+            cfg("zk://127.0.0.1/org.apache.dubbo.registry.RegistryService?group=other").unwrap();
+        assert_eq!(
+            (d.chroot, d.root.as_str(), d.servers.as_str()),
+            (None, "/other", "127.0.0.1:2181")
+        );
+    }
+
+    #[test]
+    fn bad_addresses_are_rejected_with_reasons() {
+        for (s, want) in [
+            ("zookeeper://h:1?session=abc", "session"),
+            ("zookeeper://h:1?timeout=0", "timeout"),
+            ("zookeeper://h:1/a//b", "chroot"),
+            ("zookeeper://h:1?backup=x/y", "backup"),
+            ("zookeeper://h:1?app-level=maybe", "app-level"),
+            ("zookeeper://h:1?watch=sometimes", "watch"),
+            ("nacos://h:1", "zookeeper"),
+        ] {
+            let e = cfg(s).unwrap_err();
+            assert!(e.to_string().contains(want), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn comma_connect_string_form() {
+        let r =
+            ZookeeperRegistry::from_address("zookeeper://a:1,b:2,c:3/root?session=5000").unwrap();
+        assert_eq!(r.config().servers, "a:1,b:2,c:3");
+        assert_eq!(r.config().chroot.as_deref(), Some("/root"));
     }
 }

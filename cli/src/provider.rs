@@ -1,0 +1,186 @@
+//! `switchman provider`: serves an in-process HTTP provider and registers it in a registry
+//! (ZooKeeper or Nacos) until Ctrl-C or SIGTERM, then unregisters it. For tests, the demo and
+//! docker-compose.
+//!
+//! The provider answers `POST /{service}/{method}` with
+//! `{"from": NAME, "method": METHOD, "echo": ARGS}`; `--fail-percent` answers that share of
+//! calls with 503 (a retryable failure for consumers) and `--delay-ms` delays every answer.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::json;
+use switchman_cluster::provider::{HttpProvider, ProviderReply};
+use switchman_core::{Instance, Protocol, ServiceKey};
+use switchman_discovery::registrar_from_url;
+
+/// Arguments of `switchman provider`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ProviderArgs {
+    /// Registry address: zookeeper://h:p[?backup=..] or nacos://h:p?namespace=..
+    /// Repeat it to register in several registries.
+    #[arg(long, required = true)]
+    registry: Vec<String>,
+    /// Service (Dubbo interface) to provide.
+    #[arg(long)]
+    service: String,
+    /// Dubbo group.
+    #[arg(long, default_value = "")]
+    group: String,
+    /// Dubbo version.
+    #[arg(long, default_value = "")]
+    version: String,
+    /// Port to listen on (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: String,
+    /// Host to register (default: the bind address; set it when binding 0.0.0.0).
+    #[arg(long)]
+    advertise: Option<String>,
+    /// Weight registered (Dubbo's `weight`).
+    #[arg(long, default_value_t = 100)]
+    weight: u32,
+    /// Warm-up registered, in ms (Dubbo's `warmup`; 0 turns warm-up off).
+    #[arg(long, default_value_t = 0)]
+    warmup_ms: u64,
+    /// Name in the answers (default: the listen address).
+    #[arg(long)]
+    name: Option<String>,
+    /// Application name registered.
+    #[arg(long, default_value = "switchman-provider")]
+    application: String,
+    /// Share of calls answered with 503, in percent (0 to 100).
+    #[arg(long, default_value_t = 0.0)]
+    fail_percent: f64,
+    /// Delay before every answer, in ms.
+    #[arg(long, default_value_t = 0)]
+    delay_ms: u64,
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn run_provider(args: ProviderArgs) -> Result<(), String> {
+    if !(0.0..=100.0).contains(&args.fail_percent) {
+        return Err(format!(
+            "--fail-percent {} is not between 0 and 100",
+            args.fail_percent
+        ));
+    }
+    let bind: SocketAddr = format!("{}:{}", args.bind, args.port)
+        .parse()
+        .or_else(|_| format!("[{}]:{}", args.bind, args.port).parse())
+        .map_err(|_| format!("--bind {:?} is not an IP address", args.bind))?;
+    let mut registrars = Vec::new();
+    for r in &args.registry {
+        registrars.push(registrar_from_url(r).map_err(|e| e.to_string())?);
+    }
+    let fail = args.fail_percent / 100.0;
+    let delay = Duration::from_millis(args.delay_ms);
+    let name_slot = std::sync::Arc::new(std::sync::OnceLock::<String>::new());
+    let handler_name = name_slot.clone();
+    let server = HttpProvider::serve(bind, move |req| {
+        let name = handler_name.get().cloned().unwrap_or_default();
+        let failing = fail > 0.0 && fastrand::f64() < fail;
+        Box::pin(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            if failing {
+                ProviderReply::Status(503, format!("{name} is failing on purpose"))
+            } else {
+                ProviderReply::Ok(
+                    json!({"from": name, "method": req.method, "echo": req.arguments}),
+                )
+            }
+        })
+    })
+    .await
+    .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+    let addr = server.addr();
+    let name = args.name.clone().unwrap_or_else(|| addr.to_string());
+    let _ = name_slot.set(name.clone());
+    let host = args
+        .advertise
+        .clone()
+        .unwrap_or_else(|| addr.ip().to_string());
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let instance = Instance::builder(host, addr.port())
+        .protocol(Protocol::Http)
+        .service(ServiceKey::with(&args.service, &args.group, &args.version))
+        .weight(args.weight)
+        .warmup(Duration::from_millis(args.warmup_ms))
+        .timestamp_ms(now_ms)
+        .application(&args.application)
+        .param("name", &name)
+        .build();
+    for registrar in &registrars {
+        match registrar.register(&instance).await {
+            Ok(()) => {}
+            // The registrar keeps retrying in the background; serve meanwhile.
+            Err(e) => eprintln!("switchman provider: {e}"),
+        }
+    }
+    println!(
+        "{}",
+        json!({"event": "serving", "name": name, "address": instance.address(), "service": instance.service().to_string(), "weight": args.weight})
+    );
+    shutdown_signal().await;
+    for registrar in &registrars {
+        match tokio::time::timeout(Duration::from_secs(5), registrar.unregister(&instance)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("switchman provider: {e}"),
+            Err(_) => eprintln!("switchman provider: unregistering timed out"),
+        }
+    }
+    drop(registrars);
+    drop(server);
+    println!("{}", json!({"event": "stopped", "name": name}));
+    Ok(())
+}
+
+pub(crate) fn run(args: ProviderArgs) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("switchman provider: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run_provider(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("switchman provider: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

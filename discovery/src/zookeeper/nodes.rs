@@ -1,0 +1,386 @@
+//! What ZooKeeper nodes mean: provider children, override children, config-centre keys and the
+//! node a provider registers. Pure functions, unit-tested without a server.
+
+use std::collections::BTreeSet;
+
+use switchman_core::{ErrorKind, Instance, ServiceKey, Url};
+use tracing::{debug, warn};
+
+use crate::Configurator;
+use crate::override_parse;
+
+/// Longest child name read (a URL-encoded provider URL); longer ones are skipped.
+pub(crate) const MAX_NODE_NAME: usize = 16 * 1024;
+/// Largest node payload read (rules, instance JSON, metadata); larger ones are skipped.
+pub(crate) const MAX_NODE_DATA: usize = 256 * 1024;
+
+/// The keys Dubbo's URL matching (`UrlUtils.isMatch`) and the directory's protocol filter
+/// use on the consumer side.
+#[derive(Debug, Clone)]
+pub(crate) struct ProviderFilter {
+    /// The subscribed key (`*` and comma lists allowed for group and version, `*` for the
+    /// interface).
+    pub(crate) key: ServiceKey,
+    /// Accepted protocols (`protocol=tri,http` on the registry URL); empty: any.
+    pub(crate) protocols: Vec<String>,
+}
+
+fn category_ok(url: &Url, want: &str) -> bool {
+    match url.param("category") {
+        None | Some("") => want == "providers",
+        Some(c) => c.split(',').any(|c| c.trim() == want || c.trim() == "*"),
+    }
+}
+
+/// The service key a Dubbo URL names: `interface` (else `service`, else the path), `group`,
+/// `version`.
+pub(crate) fn url_service_key(url: &Url) -> ServiceKey {
+    let interface = url
+        .param("interface")
+        .or_else(|| url.param("service"))
+        .filter(|s| !s.is_empty())
+        .unwrap_or(url.path());
+    ServiceKey::with(
+        interface,
+        url.param("group").unwrap_or(""),
+        url.param("version").unwrap_or(""),
+    )
+}
+
+impl ProviderFilter {
+    /// One child of a `providers` node: `Ok(None)` when it is not for this consumer (another
+    /// group, version, category or protocol; Dubbo's `empty://` placeholder), `Err` when it
+    /// cannot be read.
+    pub(crate) fn parse_child(&self, name: &str) -> Result<Option<Instance>, String> {
+        if name.len() > MAX_NODE_NAME {
+            return Err(format!(
+                "node name of {} bytes is over the {MAX_NODE_NAME}-byte limit",
+                name.len()
+            ));
+        }
+        let url = Url::from_encoded(name).map_err(|e| e.to_string())?;
+        self.accept_url(&url)
+    }
+
+    /// A provider URL (decoded): `Ok(None)` when it is not for this consumer, `Err` when it
+    /// cannot be turned into an instance.
+    pub(crate) fn accept_url(&self, url: &Url) -> Result<Option<Instance>, String> {
+        let url = url.clone();
+        if url.protocol() == "empty" || !category_ok(&url, "providers") {
+            return Ok(None);
+        }
+        let key = url_service_key(&url);
+        let interface_ok = self.key.interface.as_ref() == "*"
+            || key.interface.as_ref() == "*"
+            || key.interface == self.key.interface;
+        // Group and version with Dubbo's rules (`*`, comma lists); the interface was checked.
+        let mut probe = key;
+        probe.interface = self.key.interface.clone();
+        if !interface_ok || !self.key.accepts(&probe) {
+            return Ok(None);
+        }
+        if !self.protocols.is_empty() && !self.protocols.iter().any(|p| p == url.protocol()) {
+            return Ok(None);
+        }
+        Instance::from_url(&url)
+            .map(Some)
+            .map_err(|e| e.message().to_string())
+    }
+
+    /// Every usable provider among `children` of `path`; bad ones are logged and skipped.
+    pub(crate) fn providers(&self, path: &str, children: &[String]) -> Vec<Instance> {
+        let mut out = Vec::with_capacity(children.len());
+        for name in children {
+            match self.parse_child(name) {
+                Ok(Some(i)) => out.push(i),
+                Ok(None) => {}
+                Err(e) => warn!(path, node = %shorten(name), "skipping provider node: {e}"),
+            }
+        }
+        out
+    }
+
+    /// The override rules among the `children` of a `configurators` node, with Dubbo's list
+    /// semantics (`empty://` clears every rule; rules of other services are ignored). Bad and
+    /// unsupported rules are logged and skipped.
+    pub(crate) fn configurators(&self, path: &str, children: &[String]) -> Vec<Configurator> {
+        let mut out = Vec::new();
+        for name in children {
+            if name.len() > MAX_NODE_NAME {
+                warn!(path, node = %shorten(name), "skipping override node over the size limit");
+                continue;
+            }
+            let url = match Url::from_encoded(name) {
+                Ok(u) => u,
+                Err(e) => {
+                    warn!(path, node = %shorten(name), "skipping override node: {e}");
+                    continue;
+                }
+            };
+            if override_parse::is_clear_marker(&url) {
+                out.clear();
+                break;
+            }
+            let key = url_service_key(&url);
+            if key.interface.as_ref() != "*" && self.key.interface.as_ref() != "*" {
+                let mut probe = key.clone();
+                probe.interface = self.key.interface.clone();
+                if key.interface != self.key.interface || !self.key.accepts(&probe) {
+                    continue;
+                }
+            }
+            match override_parse::from_override_url_all(&url) {
+                Ok(rules) => out.extend(rules),
+                Err(e) if e.kind() == ErrorKind::Unsupported => {
+                    debug!(path, url = %url.redacted(), "override not applied: {e}")
+                }
+                Err(e) => warn!(path, url = %url.redacted(), "skipping override: {e}"),
+            }
+        }
+        out
+    }
+}
+
+/// A node name cut for logs.
+pub(crate) fn shorten(name: &str) -> String {
+    if name.len() <= 200 {
+        return name.to_string();
+    }
+    let mut end = 200;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &name[..end])
+}
+
+/// What a config-centre key under `/dubbo/config/dubbo/` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RuleKind {
+    /// Override YAML (`.configurators`).
+    Configurators,
+    /// A routing rule (`.condition-router`, `.tag-router`).
+    Router,
+}
+
+/// The config-centre keys that concern `key` and the applications `apps` (the providers'
+/// and the consumer's): Dubbo's `{interface}:{version}:{group}` (and the older
+/// `{interface}[:{version}]` form), plus `{app}`, each with `.configurators` and
+/// `.condition-router`, and `{app}.tag-router`.
+pub(crate) fn rule_keys(key: &ServiceKey, apps: &BTreeSet<String>) -> Vec<(String, RuleKind)> {
+    let mut out = Vec::new();
+    if key.interface.as_ref() != "*" {
+        let mut bases = vec![format!("{}:{}:{}", key.interface, key.version, key.group)];
+        let mut compat = key.interface.to_string();
+        for part in [&key.version, &key.group] {
+            if !part.is_empty() {
+                compat.push(':');
+                compat.push_str(part);
+            }
+        }
+        if !bases.contains(&compat) {
+            bases.push(compat);
+        }
+        for b in bases {
+            out.push((format!("{b}.configurators"), RuleKind::Configurators));
+            out.push((format!("{b}.condition-router"), RuleKind::Router));
+        }
+    }
+    for app in apps {
+        if app.is_empty() || app.contains('/') {
+            continue;
+        }
+        out.push((format!("{app}.configurators"), RuleKind::Configurators));
+        out.push((format!("{app}.condition-router"), RuleKind::Router));
+        out.push((format!("{app}.tag-router"), RuleKind::Router));
+    }
+    out
+}
+
+/// The provider URL registered for `instance`, as Java Dubbo writes it: the instance's URL
+/// with `side=provider`, `dynamic=true`, `timestamp`, and the parameters in key order (Java's
+/// `URL.toFullString` sorts them).
+pub(crate) fn registration_url(instance: &Instance) -> Url {
+    let mut u = instance.to_url();
+    u.set_param("side", "provider");
+    if u.param("dynamic").is_none() {
+        u.set_param("dynamic", "true");
+    }
+    if u.param("timestamp").is_none() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        u.set_param("timestamp", &now.to_string());
+    }
+    let mut params: Vec<(String, String)> = u.params().to_vec();
+    params.sort();
+    let mut sorted = Url::new(u.protocol(), u.host(), u.port(), u.path());
+    for (k, v) in params {
+        sorted.set_param(&k, &v);
+    }
+    sorted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchman_core::url::encode_component;
+
+    fn filter(key: ServiceKey) -> ProviderFilter {
+        ProviderFilter {
+            key,
+            protocols: Vec::new(),
+        }
+    }
+
+    fn enc(s: &str) -> String {
+        encode_component(s)
+    }
+
+    #[test]
+    fn filters_like_dubbo() {
+        let f = filter(ServiceKey::with("com.foo.Bar", "", "1.0"));
+        let ok = enc(
+            "dubbo://10.0.0.1:20880/com.foo.Bar?interface=com.foo.Bar&version=1.0&side=provider&weight=30",
+        );
+        let i = f.parse_child(&ok).unwrap().unwrap();
+        assert_eq!((i.address(), i.weight()), ("10.0.0.1:20880", 30));
+        let other_version =
+            enc("dubbo://10.0.0.1:20881/com.foo.Bar?interface=com.foo.Bar&version=2.0");
+        assert!(f.parse_child(&other_version).unwrap().is_none());
+        let grouped =
+            enc("dubbo://10.0.0.1:20882/com.foo.Bar?interface=com.foo.Bar&version=1.0&group=g");
+        assert!(f.parse_child(&grouped).unwrap().is_none());
+        let wrong_category =
+            enc("override://10.0.0.1:20883/com.foo.Bar?version=1.0&category=configurators");
+        assert!(f.parse_child(&wrong_category).unwrap().is_none());
+        assert!(
+            f.parse_child(&enc("empty://0.0.0.0/com.foo.Bar?version=1.0"))
+                .unwrap()
+                .is_none()
+        );
+        // Disabled providers are kept, marked unavailable (Instance reads `enabled`).
+        let off = enc("dubbo://10.0.0.1:20884/com.foo.Bar?version=1.0&enabled=false");
+        assert!(!f.parse_child(&off).unwrap().unwrap().is_available());
+        // Wildcards and lists.
+        let any = filter(ServiceKey::with("com.foo.Bar", "*", "*"));
+        assert!(any.parse_child(&grouped).unwrap().is_some());
+        let list = filter(ServiceKey::with("com.foo.Bar", "a,g", "1.0"));
+        assert!(list.parse_child(&grouped).unwrap().is_some());
+        let all = filter(ServiceKey::with("*", "*", "*"));
+        assert!(all.parse_child(&other_version).unwrap().is_some());
+        // Another interface under the same node is not ours.
+        let alien = enc("dubbo://10.0.0.1:1/com.foo.Baz?version=1.0");
+        assert!(f.parse_child(&alien).unwrap().is_none());
+    }
+
+    #[test]
+    fn protocol_list_and_bad_nodes() {
+        let f = ProviderFilter {
+            key: ServiceKey::new("svc"),
+            protocols: vec!["tri".into(), "http".into()],
+        };
+        assert!(
+            f.parse_child(&enc("tri://127.0.0.1:50051?service=svc"))
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            f.parse_child(&enc("dubbo://127.0.0.1:20880/svc"))
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            f.parse_child("tri%3A%2F%2Fbad%ZZ")
+                .unwrap_err()
+                .contains("hex")
+        );
+        assert!(
+            f.parse_child(&enc("http://127.0.0.1/svc"))
+                .unwrap_err()
+                .contains("port")
+        );
+        assert!(
+            f.parse_child(&"a".repeat(MAX_NODE_NAME + 1))
+                .unwrap_err()
+                .contains("limit")
+        );
+        let children = vec![
+            enc("http://127.0.0.1:1/svc?weight=5"),
+            "garbage%".to_string(),
+            enc("http://127.0.0.1:2/svc?weight=-1"),
+        ];
+        let list = f.providers("/dubbo/svc/providers", &children);
+        assert_eq!(list.len(), 1, "only the good node survives");
+        assert_eq!(list[0].weight(), 5);
+    }
+
+    #[test]
+    fn override_children_follow_dubbo_list_rules() {
+        let f = filter(ServiceKey::new("com.foo.Bar"));
+        let rules = f.configurators(
+            "/dubbo/com.foo.Bar/configurators",
+            &[
+                enc("override://0.0.0.0/com.foo.Bar?category=configurators&weight=10"),
+                enc("override://10.0.0.1:1/com.foo.Bar?category=configurators&weight=bad"),
+                enc("override://0.0.0.0/com.foo.Bar?group=other&weight=3"),
+                enc("override://10.0.0.5/com.foo.Bar?timeout=1"),
+            ],
+        );
+        assert_eq!(rules.len(), 1, "{rules:?}");
+        assert_eq!(
+            rules[0].parameters.get("weight").map(String::as_str),
+            Some("10")
+        );
+        let cleared = f.configurators(
+            "p",
+            &[
+                enc("override://0.0.0.0/com.foo.Bar?weight=10"),
+                enc("empty://0.0.0.0/com.foo.Bar?category=configurators"),
+            ],
+        );
+        assert!(cleared.is_empty());
+    }
+
+    #[test]
+    fn rule_keys_and_registration_form() {
+        let apps: BTreeSet<String> = ["shop".to_string()].into();
+        let keys = rule_keys(&ServiceKey::with("com.foo.Bar", "g", "1.0"), &apps);
+        let names: Vec<_> = keys.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                "com.foo.Bar:1.0:g.configurators",
+                "com.foo.Bar:1.0:g.condition-router",
+                "shop.configurators",
+                "shop.condition-router",
+                "shop.tag-router"
+            ]
+        );
+        let plain = rule_keys(&ServiceKey::new("com.foo.Bar"), &BTreeSet::new());
+        assert_eq!(plain[0].0, "com.foo.Bar::.configurators");
+        assert_eq!(plain[2].0, "com.foo.Bar.configurators");
+
+        let i = Instance::builder("10.0.0.1", 8080)
+            .service(ServiceKey::with("com.foo.Bar", "g", "1.0"))
+            .application("shop")
+            .weight(50)
+            .build();
+        let u = registration_url(&i);
+        let keys: Vec<_> = u.params().iter().map(|(k, _)| k.as_str()).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted, "Java writes parameters in key order");
+        assert_eq!(u.param("side"), Some("provider"));
+        assert_eq!(u.param("dynamic"), Some("true"));
+        assert!(u.param("timestamp").is_some());
+        let back = filter(ServiceKey::with("com.foo.Bar", "g", "1.0"))
+            .parse_child(&u.to_encoded())
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (back.address(), back.weight(), back.application()),
+            ("10.0.0.1:8080", 50, Some("shop"))
+        );
+    }
+}

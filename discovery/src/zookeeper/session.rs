@@ -1,0 +1,308 @@
+//! One ZooKeeper session shared by a registry's subscriptions and registrations, kept alive by a
+//! background task: connect (with retries and backoff), re-create the registered ephemeral
+//! nodes, publish the client, and on a terminal state (expiry, auth failure, close) start
+//! over with a new session.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+use zookeeper_client as zk;
+
+use super::ZkConfig;
+
+/// A live client and the number of the session it belongs to (1 for the first, +1 after each
+/// new session). Subscriptions re-list when the number changes.
+#[derive(Debug, Clone)]
+pub(crate) struct Conn {
+    pub(crate) client: zk::Client,
+    pub(crate) generation: u64,
+}
+
+/// Why a ZooKeeper call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CallError {
+    /// The server's (or client's) error.
+    Zk(zk::Error),
+    /// No answer within the call's timeout (typically while disconnected).
+    Timeout(Duration),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Zk(e) => write!(f, "{e}"),
+            CallError::Timeout(t) => write!(f, "no answer within {t:?}"),
+        }
+    }
+}
+
+/// Runs one ZooKeeper call with its own timeout.
+pub(crate) async fn call<T>(
+    timeout: Duration,
+    fut: impl Future<Output = Result<T, zk::Error>>,
+) -> Result<T, CallError> {
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(CallError::Zk(e)),
+        Err(_) => Err(CallError::Timeout(timeout)),
+    }
+}
+
+/// The shared session of one registry.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub(crate) config: Arc<ZkConfig>,
+    clients: Arc<watch::Sender<Option<Conn>>>,
+    /// Ephemeral nodes to keep: path → data. Re-created on every new session.
+    registered: Arc<Mutex<BTreeMap<String, Vec<u8>>>>,
+    started: Mutex<bool>,
+    /// Set when the server turned out to have no persistent watches.
+    oneshot: std::sync::atomic::AtomicBool,
+    /// Dropped with the session: the background task then ends and drops its client, which
+    /// closes the ZooKeeper session (and removes its ephemeral nodes at once).
+    stop: watch::Sender<()>,
+}
+
+impl Session {
+    pub(crate) fn new(config: ZkConfig) -> Self {
+        let (clients, _) = watch::channel(None);
+        let (stop, _) = watch::channel(());
+        Session {
+            config: Arc::new(config),
+            clients: Arc::new(clients),
+            registered: Arc::new(Mutex::new(BTreeMap::new())),
+            started: Mutex::new(false),
+            oneshot: std::sync::atomic::AtomicBool::new(false),
+            stop,
+        }
+    }
+
+    /// Starts the background task on first use (inside a tokio runtime).
+    pub(crate) fn ensure_started(&self) {
+        let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        if *started {
+            return;
+        }
+        *started = true;
+        tokio::spawn(run(
+            self.config.clone(),
+            self.clients.clone(),
+            self.registered.clone(),
+            self.stop.subscribe(),
+        ));
+    }
+
+    /// Observes the current client (`None` while there is no session).
+    pub(crate) fn clients(&self) -> watch::Receiver<Option<Conn>> {
+        self.clients.subscribe()
+    }
+
+    /// The current client, waiting up to `wait` for a session.
+    pub(crate) async fn client(&self, wait: Duration) -> Result<Conn, CallError> {
+        self.ensure_started();
+        let mut rx = self.clients.subscribe();
+        let fut = async {
+            loop {
+                if let Some(c) = rx.borrow_and_update().clone() {
+                    return Some(c);
+                }
+                if rx.changed().await.is_err() {
+                    return None;
+                }
+            }
+        };
+        match tokio::time::timeout(wait, fut).await {
+            Ok(Some(c)) => Ok(c),
+            Ok(None) => Err(CallError::Zk(zk::Error::ClientClosed)),
+            Err(_) => Err(CallError::Timeout(wait)),
+        }
+    }
+
+    /// Whether subscriptions fall back to one-shot watches (an old server).
+    pub(crate) fn oneshot_fallback(&self) -> bool {
+        self.oneshot.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Records that the server has no persistent watches.
+    pub(crate) fn set_oneshot_fallback(&self) {
+        self.oneshot
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Remembers an ephemeral node so every new session re-creates it.
+    pub(crate) fn keep(&self, path: &str, data: &[u8]) {
+        self.registered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(path.to_string(), data.to_vec());
+    }
+
+    /// Whether `path` is still to be kept.
+    pub(crate) fn is_kept(&self, path: &str) -> bool {
+        self.registered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(path)
+    }
+
+    /// Forgets an ephemeral node; whether it was kept.
+    pub(crate) fn forget(&self, path: &str) -> bool {
+        self.registered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(path)
+            .is_some()
+    }
+}
+
+/// The ACLs of every node we create: creator-all when the session authenticates (digest),
+/// anyone-all otherwise (what Dubbo's Curator client does).
+pub(crate) fn acls(config: &ZkConfig) -> zk::Acls<'static> {
+    if config.auth.is_some() {
+        zk::Acls::creator_all()
+    } else {
+        zk::Acls::anyone_all()
+    }
+}
+
+/// Creates (or takes over) the ephemeral node `path` with persistent parents.
+pub(crate) async fn ensure_ephemeral(
+    client: &zk::Client,
+    config: &ZkConfig,
+    path: &str,
+    data: &[u8],
+) -> Result<(), CallError> {
+    let t = config.timeout;
+    let acls = acls(config);
+    if let Some((parent, _)) = path.rsplit_once('/') {
+        if !parent.is_empty() {
+            call(
+                t,
+                client.mkdir(parent, &zk::CreateMode::Persistent.with_acls(acls)),
+            )
+            .await?;
+        }
+    }
+    let mode = zk::CreateMode::Ephemeral.with_acls(acls);
+    for _ in 0..3 {
+        match call(t, client.create(path, data, &mode)).await {
+            Ok(_) => return Ok(()),
+            Err(CallError::Zk(zk::Error::NodeExists)) => {
+                // Ours already (a retried create), or a node left by an older session of this
+                // provider that the server has not expired yet: delete and re-create, as Dubbo
+                // does.
+                match call(t, client.check_stat(path)).await? {
+                    Some(stat) if stat.ephemeral_owner == client.session_id().0 => return Ok(()),
+                    Some(_) => match call(t, client.delete(path, None)).await {
+                        Ok(()) | Err(CallError::Zk(zk::Error::NoNode)) => {}
+                        Err(e) => return Err(e),
+                    },
+                    None => {}
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(CallError::Zk(zk::Error::NodeExists))
+}
+
+async fn connect(config: &ZkConfig) -> Result<zk::Client, String> {
+    let mut connector = zk::Client::connector()
+        .with_session_timeout(config.session_timeout)
+        .with_fail_eagerly();
+    if let Some(auth) = &config.auth {
+        connector = connector.with_auth("digest", auth.as_bytes());
+    }
+    let client =
+        match tokio::time::timeout(config.timeout, connector.connect(&config.servers)).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err(format!("no session within {:?}", config.timeout)),
+        };
+    match &config.chroot {
+        None => Ok(client),
+        Some(root) => {
+            let opts = zk::CreateMode::Persistent.with_acls(acls(config));
+            call(config.timeout, client.mkdir(root, &opts))
+                .await
+                .map_err(|e| format!("cannot create chroot {root}: {e}"))?;
+            client
+                .chroot(root.clone())
+                .map_err(|_| format!("invalid chroot {root:?}"))
+        }
+    }
+}
+
+async fn run(
+    config: Arc<ZkConfig>,
+    clients: Arc<watch::Sender<Option<Conn>>>,
+    registered: Arc<Mutex<BTreeMap<String, Vec<u8>>>>,
+    mut stop: watch::Receiver<()>,
+) {
+    let mut backoff = Duration::from_millis(100);
+    let mut generation = 0u64;
+    let mut failing = false;
+    loop {
+        let connected = tokio::select! {
+            r = connect(&config) => r,
+            _ = stop.changed() => return,
+        };
+        let client = match connected {
+            Ok(c) => c,
+            Err(e) => {
+                if failing {
+                    debug!(registry = %config.redacted, "still cannot reach ZooKeeper: {e}");
+                } else {
+                    warn!(registry = %config.redacted, "cannot reach ZooKeeper, retrying in the background: {e}");
+                }
+                failing = true;
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = stop.changed() => return,
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+                continue;
+            }
+        };
+        failing = false;
+        backoff = Duration::from_millis(100);
+        generation += 1;
+        info!(registry = %config.redacted, session = %client.session_id(), generation, "ZooKeeper session established");
+        let nodes: Vec<(String, Vec<u8>)> = registered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (path, data) in nodes {
+            match ensure_ephemeral(&client, &config, &path, &data).await {
+                Ok(()) => debug!(path, "provider node (re-)created"),
+                Err(e) => warn!(path, "cannot re-create provider node: {e}"),
+            }
+        }
+        let mut states = client.state_watcher();
+        clients.send_replace(Some(Conn {
+            client: client.clone(),
+            generation,
+        }));
+        let mut state = client.state();
+        while !state.is_terminated() {
+            tokio::select! {
+                s = states.changed() => {
+                    state = s;
+                    debug!(registry = %config.redacted, state = %s, "ZooKeeper session state");
+                }
+                _ = stop.changed() => {
+                    clients.send_replace(None);
+                    return;
+                }
+            }
+        }
+        warn!(registry = %config.redacted, state = %state, "ZooKeeper session ended; starting a new one");
+        clients.send_replace(None);
+    }
+}

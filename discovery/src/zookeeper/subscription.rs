@@ -1,0 +1,610 @@
+//! One subscription: a task that watches a service's nodes and sends [`Update`]s.
+//!
+//! Per session it adds persistent recursive watches on `/dubbo/{interface}` (providers and
+//! configurators), on the config-centre root `/dubbo/config/dubbo`, and, for the
+//! application-level layout, on `/dubbo/mapping/{interface}`, `/services` and
+//! `/dubbo/metadata`. Then it lists everything once and re-reads only what events mark dirty.
+//! After every reconnect (`SyncConnected`) everything is re-listed, since persistent watches
+//! can lose events across a reconnect (ZOOKEEPER-4698); after a session ends it waits for the
+//! next session and starts over. Every ZooKeeper call has its own timeout; a failed read keeps
+//! its part dirty and is retried.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use switchman_core::Instance;
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, warn};
+use zookeeper_client as zk;
+
+use super::WatchMode;
+use super::app;
+use super::nodes::{self, MAX_NODE_DATA, ProviderFilter, RuleKind};
+use super::reader::{Arms, Reader, Watches};
+use super::session::{CallError, Conn, Session, call};
+use crate::{Configurator, Update, override_parse};
+
+/// Nodes under `/dubbo` that are not interfaces.
+const NOT_INTERFACES: &[&str] = &["config", "mapping", "metadata"];
+
+/// What must be read again.
+#[derive(Debug, Default)]
+struct Dirty {
+    providers: bool,
+    configurators: bool,
+    app_level: bool,
+    rules: BTreeSet<String>,
+    all_rules: bool,
+}
+
+impl Dirty {
+    fn everything() -> Self {
+        Dirty {
+            providers: true,
+            configurators: true,
+            app_level: true,
+            rules: BTreeSet::new(),
+            all_rules: true,
+        }
+    }
+
+    fn any(&self) -> bool {
+        self.providers
+            || self.configurators
+            || self.app_level
+            || self.all_rules
+            || !self.rules.is_empty()
+    }
+}
+
+/// What was last sent, so only changes are sent again.
+#[derive(Debug, Default)]
+struct Sent {
+    interface_level: Vec<Instance>,
+    app_level: Vec<Instance>,
+    reset: Option<Vec<Instance>>,
+    configurators: BTreeMap<String, Vec<Configurator>>,
+    rules: BTreeMap<String, Option<String>>,
+    apps: BTreeSet<String>,
+    no_auth_reported: bool,
+}
+
+enum Ended {
+    /// The receiver was dropped or the registry shut down.
+    Closed,
+    /// The session ended; wait for the next one.
+    Session,
+}
+
+pub(crate) fn spawn(session: Arc<Session>, filter: ProviderFilter, tx: mpsc::Sender<Update>) {
+    tokio::spawn(async move {
+        let mut clients = session.clients();
+        let mut sent = Sent::default();
+        if let Some(app) = &session.config.application {
+            sent.apps.insert(app.clone());
+        }
+        let mut served = 0u64;
+        loop {
+            // The next session's client (never the one that just ended).
+            let conn = loop {
+                if let Some(c) = clients
+                    .borrow_and_update()
+                    .clone()
+                    .filter(|c| c.generation > served)
+                {
+                    break c;
+                }
+                tokio::select! {
+                    r = clients.changed() => if r.is_err() { return },
+                    _ = tx.closed() => return,
+                }
+            };
+            served = conn.generation;
+            match serve(&session, conn, &filter, &tx, &mut sent, &mut clients).await {
+                Ended::Closed => return,
+                Ended::Session => continue,
+            }
+        }
+    });
+}
+
+fn config_root(_session: &Session) -> String {
+    // Dubbo's config centre (namespace `dubbo`, group `dubbo`), whatever the registry root.
+    format!("{}/config/dubbo", super::DUBBO_ROOT)
+}
+
+async fn add_watch(
+    client: &zk::Client,
+    timeout: Duration,
+    path: &str,
+) -> Result<zk::PersistentWatcher, CallError> {
+    call(
+        timeout,
+        client.watch(path, zk::AddWatchMode::PersistentRecursive),
+    )
+    .await
+}
+
+async fn serve(
+    session: &Session,
+    conn: Conn,
+    filter: &ProviderFilter,
+    tx: &mpsc::Sender<Update>,
+    sent: &mut Sent,
+    clients: &mut watch::Receiver<Option<Conn>>,
+) -> Ended {
+    let cfg = &session.config;
+    let client = conn.client.clone();
+    let iface = filter.key.interface.to_string();
+    let base = if iface == "*" {
+        cfg.root.clone()
+    } else {
+        format!("{}/{iface}", cfg.root)
+    };
+    let croot = config_root(session);
+    let mut watch_paths = vec![base.clone(), croot.clone()];
+    if cfg.app_level {
+        watch_paths.push(format!("{}/mapping", super::DUBBO_ROOT));
+        watch_paths.push("/services".to_string());
+        watch_paths.push(format!("{}/metadata", super::DUBBO_ROOT));
+    }
+    // Persistent recursive watches unless the server lacks them (< 3.6) or `watch=oneshot`.
+    let oneshot_mode = || Watches::Oneshot {
+        arms: Arms::new(),
+        states: client.state_watcher(),
+    };
+    let mut watches = if cfg.watch == WatchMode::Oneshot || session.oneshot_fallback() {
+        oneshot_mode()
+    } else {
+        loop {
+            match add_watches(&client, cfg.timeout, &watch_paths).await {
+                Ok(w) => break Watches::Persistent(w),
+                Err(CallError::Zk(zk::Error::Unimplemented)) if cfg.watch == WatchMode::Auto => {
+                    warn!(registry = %cfg.redacted, "ZooKeeper has no persistent watches (before 3.6): using one-shot watches");
+                    session.set_oneshot_fallback();
+                    break oneshot_mode();
+                }
+                Err(e) => {
+                    debug!(service = %filter.key, "cannot add watches yet: {e}");
+                    if session_over(&client, &e) {
+                        return Ended::Session;
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                        _ = tx.closed() => return Ended::Closed,
+                    }
+                }
+            }
+        }
+    };
+    // zookeeper-client 0.11.2 does not restore persistent watches after a reconnect (its
+    // `resend_watches` sends only the one-shot kinds), so they are added again after every
+    // reconnect, before the re-list. One-shot watches are restored by the client and re-armed
+    // by the re-list.
+    let mut rewatch = false;
+    let mut dirty = Dirty::everything();
+    let mut connected = true;
+    loop {
+        if connected && rewatch {
+            if matches!(watches, Watches::Persistent(_)) {
+                match add_watches(&client, cfg.timeout, &watch_paths).await {
+                    Ok(w) => {
+                        // The old watchers go after the new ones exist: no gap on the server.
+                        watches = Watches::Persistent(w);
+                        rewatch = false;
+                        dirty = Dirty::everything();
+                    }
+                    Err(e) => {
+                        debug!(service = %filter.key, "cannot re-add watches yet: {e}");
+                        if session_over(&client, &e) {
+                            return Ended::Session;
+                        }
+                    }
+                }
+            } else {
+                rewatch = false;
+            }
+        }
+        if connected && !rewatch && dirty.any() {
+            let mut reader = Reader {
+                client: &client,
+                timeout: cfg.timeout,
+                arms: watches.arms(),
+            };
+            match relist(session, &mut reader, filter, tx, sent, &mut dirty).await {
+                Ok(()) => {}
+                Err(Stop) => return Ended::Closed,
+            }
+        }
+        let retry = if (dirty.any() || rewatch) && connected {
+            Duration::from_millis(500)
+        } else {
+            Duration::from_secs(3600)
+        };
+        // Wait for the next event (or a retry), then take whatever else is queued.
+        let mut events = Vec::new();
+        // Biased: a dropped receiver or a replaced session is noticed before the watchers are
+        // polled again (a watcher whose session task is gone must not be polled).
+        tokio::select! {
+            biased;
+            _ = tx.closed() => return Ended::Closed,
+            r = clients.changed() => {
+                let same = r.is_ok() && clients.borrow().as_ref().is_some_and(|c| c.generation == conn.generation);
+                if !same {
+                    return Ended::Session;
+                }
+            }
+            ev = watches.next() => events.push(ev),
+            _ = tokio::time::sleep(retry) => {}
+        }
+        // A watcher must never be polled after a terminal session event (its channel closes).
+        let terminal = |evs: &[zk::WatchedEvent]| {
+            evs.iter()
+                .any(|e| e.event_type == zk::EventType::Session && e.session_state.is_terminated())
+        };
+        while !terminal(&events) && events.len() < 10_000 && !tx.is_closed() {
+            tokio::select! {
+                biased;
+                ev = watches.next() => events.push(ev),
+                _ = std::future::ready(()) => break,
+            }
+        }
+        for ev in events {
+            match ev.event_type {
+                zk::EventType::Session => match ev.session_state {
+                    zk::SessionState::Disconnected => {
+                        connected = false;
+                        debug!(service = %filter.key, "ZooKeeper disconnected; serving the last lists");
+                    }
+                    zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
+                        if !connected {
+                            debug!(service = %filter.key, "ZooKeeper reconnected; re-listing");
+                        }
+                        if !connected {
+                            rewatch = true;
+                        }
+                        connected = true;
+                        // Events may have been lost while disconnected.
+                        dirty = Dirty::everything();
+                    }
+                    // Terminal: the watchers must not be polled again.
+                    _ => return Ended::Session,
+                },
+                _ => classify(&ev.path, &base, &croot, cfg, filter, &mut dirty),
+            }
+        }
+    }
+}
+
+async fn add_watches(
+    client: &zk::Client,
+    timeout: Duration,
+    paths: &[String],
+) -> Result<Vec<zk::PersistentWatcher>, CallError> {
+    let mut out = Vec::with_capacity(paths.len());
+    for p in paths {
+        out.push(add_watch(client, timeout, p).await?);
+    }
+    Ok(out)
+}
+
+/// Whether `e` means this client's session is over (a new one is coming).
+fn session_over(client: &zk::Client, e: &CallError) -> bool {
+    client.state().is_terminated()
+        || matches!(
+            e,
+            CallError::Zk(
+                zk::Error::SessionExpired
+                    | zk::Error::ClientClosed
+                    | zk::Error::AuthFailed
+                    | zk::Error::SessionMoved
+            )
+        )
+}
+
+fn classify(
+    path: &str,
+    base: &str,
+    croot: &str,
+    cfg: &super::ZkConfig,
+    filter: &ProviderFilter,
+    dirty: &mut Dirty,
+) {
+    if let Some(key) = path.strip_prefix(croot).and_then(|r| r.strip_prefix('/')) {
+        dirty.rules.insert(key.to_string());
+        return;
+    }
+    let rest = path
+        .strip_prefix(base)
+        .filter(|r| r.is_empty() || r.starts_with('/'));
+    if let Some(rest) = rest {
+        let mut parts = rest.split('/').filter(|s| !s.is_empty());
+        let wildcard = filter.key.interface.as_ref() == "*";
+        let first = parts.next();
+        let category = if wildcard {
+            match first {
+                Some(f) if NOT_INTERFACES.contains(&f) => Some("-"),
+                Some(_) => parts.next(),
+                None => None,
+            }
+        } else {
+            first
+        };
+        match category {
+            Some("providers") => dirty.providers = true,
+            Some("configurators") => dirty.configurators = true,
+            // The interface node itself (or, for `*`, a new interface) appeared or went.
+            None => {
+                dirty.providers = true;
+                dirty.configurators = true;
+            }
+            _ => {}
+        }
+    }
+    if cfg.app_level
+        && (path.starts_with("/services")
+            || path.starts_with(&format!("{}/mapping", super::DUBBO_ROOT))
+            || path.starts_with(&format!("{}/metadata", super::DUBBO_ROOT)))
+    {
+        dirty.app_level = true;
+    }
+}
+
+/// The receiver is gone.
+struct Stop;
+
+async fn send(tx: &mpsc::Sender<Update>, u: Update) -> Result<(), Stop> {
+    tx.send(u).await.map_err(|_| Stop)
+}
+
+/// Re-reads what is dirty and sends what changed. A read that fails leaves its part dirty.
+async fn relist(
+    session: &Session,
+    reader: &mut Reader<'_>,
+    filter: &ProviderFilter,
+    tx: &mpsc::Sender<Update>,
+    sent: &mut Sent,
+    dirty: &mut Dirty,
+) -> Result<(), Stop> {
+    let cfg = &session.config;
+    let iface = filter.key.interface.to_string();
+    let mut list_changed = false;
+    if dirty.providers {
+        match read_providers(reader, cfg, filter, &iface).await {
+            Ok(list) => {
+                dirty.providers = false;
+                sent.interface_level = list;
+                list_changed = true;
+            }
+            Err(CallError::Zk(zk::Error::NoAuth)) => {
+                if !sent.no_auth_reported {
+                    warn!(service = %filter.key, "not allowed to list providers (ACL): check the registry's user and password");
+                    sent.no_auth_reported = true;
+                }
+            }
+            Err(e) => debug!(service = %filter.key, "cannot list providers yet: {e}"),
+        }
+    }
+    if cfg.app_level && dirty.app_level && iface != "*" {
+        match app::read_instances(reader, cfg, filter).await {
+            Ok(list) => {
+                dirty.app_level = false;
+                sent.app_level = list;
+                list_changed = true;
+            }
+            Err(e) => {
+                debug!(service = %filter.key, "cannot read application-level instances yet: {e}")
+            }
+        }
+    } else {
+        dirty.app_level = false;
+    }
+    if list_changed {
+        let mut merged = sent.interface_level.clone();
+        let known: BTreeSet<String> = merged.iter().map(|i| i.address().to_string()).collect();
+        merged.extend(
+            sent.app_level
+                .iter()
+                .filter(|i| !known.contains(i.address()))
+                .cloned(),
+        );
+        // New applications bring their config-centre keys.
+        let before = sent.apps.len();
+        sent.apps.extend(
+            merged
+                .iter()
+                .filter_map(|i| i.application().map(str::to_string)),
+        );
+        if sent.apps.len() != before {
+            dirty.all_rules = true;
+        }
+        // Always send after a (re)list: the directory ignores an identical list.
+        send(tx, Update::Reset(merged.clone())).await?;
+        sent.reset = Some(merged);
+    }
+    if dirty.configurators {
+        let result = if iface == "*" {
+            Ok(Vec::new())
+        } else {
+            let path = format!("{}/{iface}/configurators", cfg.root);
+            match reader.children(&path).await {
+                Ok(Some(children)) => Ok((path.clone(), filter.configurators(&path, &children))),
+                Ok(None) => Ok((path, Vec::new())),
+                Err(e) => Err(e),
+            }
+            .map(|(p, r)| vec![(p, r)])
+        };
+        match result {
+            Ok(sources) => {
+                dirty.configurators = false;
+                for (source, rules) in sources {
+                    let unchanged = match sent.configurators.get(&source) {
+                        Some(prev) => *prev == rules,
+                        None => rules.is_empty(),
+                    };
+                    if !unchanged {
+                        sent.configurators.insert(source.clone(), rules.clone());
+                        send(tx, Update::Configurators { source, rules }).await?;
+                    }
+                }
+            }
+            Err(e) => debug!(service = %filter.key, "cannot list configurators yet: {e}"),
+        }
+    }
+    let keys = nodes::rule_keys(&filter.key, &sent.apps);
+    let croot = config_root(session);
+    let mut failed = BTreeSet::new();
+    for (key, kind) in keys {
+        if !dirty.all_rules && !dirty.rules.contains(&key) {
+            continue;
+        }
+        let path = format!("{croot}/{key}");
+        let text = match reader.data(&path).await {
+            Ok(Some(data)) if data.len() > MAX_NODE_DATA => {
+                warn!(
+                    path,
+                    bytes = data.len(),
+                    "rule node over the {MAX_NODE_DATA}-byte limit skipped; the last good rule stays"
+                );
+                continue;
+            }
+            Ok(Some(data)) => match String::from_utf8(data) {
+                Ok(s) if s.trim().is_empty() => None,
+                Ok(s) => Some(s),
+                Err(_) => {
+                    warn!(
+                        path,
+                        "rule node is not UTF-8; skipped, the last good rule stays"
+                    );
+                    continue;
+                }
+            },
+            Ok(None) => None,
+            Err(e) => {
+                debug!(path, "cannot read rule yet: {e}");
+                failed.insert(key.clone());
+                continue;
+            }
+        };
+        match sent.rules.get(&key) {
+            Some(prev) if *prev == text => continue,
+            // A key that never existed: nothing to tell.
+            None if text.is_none() => {
+                sent.rules.insert(key, None);
+                continue;
+            }
+            _ => {}
+        }
+        match kind {
+            RuleKind::Router => {
+                sent.rules.insert(key.clone(), text.clone());
+                send(tx, Update::Rule { key, text }).await?;
+            }
+            RuleKind::Configurators => {
+                let rules = match &text {
+                    None => Vec::new(),
+                    Some(t) => match override_parse::from_yaml(t, &path) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            warn!(
+                                path,
+                                "bad configurator rule skipped; the last good rules stay: {e}"
+                            );
+                            continue;
+                        }
+                    },
+                };
+                sent.rules.insert(key.clone(), text.clone());
+                sent.configurators.insert(path.clone(), rules.clone());
+                send(
+                    tx,
+                    Update::Configurators {
+                        source: path,
+                        rules,
+                    },
+                )
+                .await?;
+            }
+        }
+    }
+    // Keys of events for nodes we do not use are dropped; failed reads stay dirty.
+    dirty.rules = failed;
+    dirty.all_rules = false;
+    Ok(())
+}
+
+async fn read_providers(
+    reader: &mut Reader<'_>,
+    cfg: &super::ZkConfig,
+    filter: &ProviderFilter,
+    iface: &str,
+) -> Result<Vec<Instance>, CallError> {
+    let interfaces: Vec<String> = if iface == "*" {
+        reader
+            .children(&cfg.root)
+            .await?
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| !NOT_INTERFACES.contains(&c.as_str()))
+            .collect()
+    } else {
+        vec![iface.to_string()]
+    };
+    let mut out = Vec::new();
+    for i in interfaces {
+        let path = format!("{}/{i}/providers", cfg.root);
+        if let Some(children) = reader.children(&path).await? {
+            out.extend(filter.providers(&path, &children));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchman_core::{ServiceKey, Url};
+
+    fn dirty_for(key: ServiceKey, path: &str) -> Dirty {
+        let cfg =
+            super::super::ZkConfig::from_url(&Url::parse("zookeeper://h:1").unwrap()).unwrap();
+        let filter = ProviderFilter {
+            key,
+            protocols: Vec::new(),
+        };
+        let base = if filter.key.interface.as_ref() == "*" {
+            "/dubbo".to_string()
+        } else {
+            format!("/dubbo/{}", filter.key.interface)
+        };
+        let mut d = Dirty::default();
+        classify(path, &base, "/dubbo/config/dubbo", &cfg, &filter, &mut d);
+        d
+    }
+
+    #[test]
+    fn events_mark_only_their_part_dirty() {
+        let k = ServiceKey::new("a.B");
+        let d = dirty_for(k.clone(), "/dubbo/a.B/providers/dubbo%3A%2F%2Fx");
+        assert!(d.providers && !d.configurators && !d.app_level && d.rules.is_empty());
+        let d = dirty_for(k.clone(), "/dubbo/a.B/configurators/override%3A%2F%2Fx");
+        assert!(d.configurators && !d.providers);
+        let d = dirty_for(k.clone(), "/dubbo/a.B/consumers/c");
+        assert!(!d.any(), "consumer nodes change nothing");
+        let d = dirty_for(k.clone(), "/dubbo/a.BExtra/providers/p");
+        assert!(!d.any(), "another interface sharing the prefix");
+        let d = dirty_for(k.clone(), "/dubbo/config/dubbo/a.B::.condition-router");
+        assert_eq!(
+            d.rules.iter().collect::<Vec<_>>(),
+            vec!["a.B::.condition-router"]
+        );
+        let d = dirty_for(k.clone(), "/services/shop/10.0.0.1:20880");
+        assert!(d.app_level && !d.providers);
+        let all = ServiceKey::new("*");
+        let d = dirty_for(all.clone(), "/dubbo/x.Y/providers/p");
+        assert!(d.providers);
+        let d = dirty_for(all, "/dubbo/mapping/x.Y");
+        assert!(d.app_level && !d.providers, "mapping is not an interface");
+    }
+}

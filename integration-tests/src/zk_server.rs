@@ -1,0 +1,252 @@
+//! Private ZooKeeper servers for tests that stop, pause, kill or restart them (never the shared
+//! server of `SWITCHMAN_ZK`): a standalone server or an ensemble on free 127.0.0.1 ports,
+//! started with `java -cp $SWITCHMAN_ZK_CLASSPATH org.apache.zookeeper.server.quorum.QuorumPeerMain`.
+//! Every process is killed and every file removed when the [`ZkServer`] is dropped.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One server process of a [`ZkServer`].
+#[derive(Debug)]
+struct Node {
+    client_port: u16,
+    config: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+/// A private ZooKeeper (standalone or ensemble).
+#[derive(Debug)]
+pub struct ZkServer {
+    dir: PathBuf,
+    nodes: Vec<Node>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}
+
+fn classpath() -> String {
+    std::env::var("SWITCHMAN_ZK_CLASSPATH").unwrap_or_else(|_| {
+        panic!("SWITCHMAN_ZK_CLASSPATH is not set: run the tests with scripts/test (or source scripts/services.sh and call services_start)")
+    })
+}
+
+/// Sends a four-letter command and returns the reply (empty on any error).
+pub fn four_letter(port: u16, cmd: &str) -> String {
+    let Ok(mut s) = TcpStream::connect_timeout(
+        &format!("127.0.0.1:{port}")
+            .parse()
+            .expect("literal address"),
+        Duration::from_millis(500),
+    ) else {
+        return String::new();
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(1000)));
+    if s.write_all(cmd.as_bytes()).is_err() {
+        return String::new();
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+impl ZkServer {
+    /// Starts a standalone server and waits until it serves.
+    pub fn standalone() -> ZkServer {
+        Self::start(1)
+    }
+
+    /// Starts an ensemble of `n` servers (quorum and election ports on 127.0.0.1) and waits
+    /// until every member serves.
+    pub fn ensemble(n: usize) -> ZkServer {
+        Self::start(n)
+    }
+
+    fn start(n: usize) -> ZkServer {
+        let dir = std::env::temp_dir().join(crate::unique("switchman-zk"));
+        std::fs::create_dir_all(&dir).expect("create the server directory");
+        let ports: Vec<(u16, u16, u16)> = (0..n)
+            .map(|_| (free_port(), free_port(), free_port()))
+            .collect();
+        let mut nodes = Vec::new();
+        for (i, (client, quorum, election)) in ports.iter().enumerate() {
+            let data = dir.join(format!("data{}", i + 1));
+            std::fs::create_dir_all(&data).expect("create a data directory");
+            let mut cfg = format!(
+                "tickTime=500\ninitLimit=10\nsyncLimit=5\nminSessionTimeout=1000\nmaxSessionTimeout=60000\n\
+                 dataDir={}\nclientPort={client}\nclientPortAddress=127.0.0.1\n\
+                 admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok,stat\n",
+                data.display()
+            );
+            if n > 1 {
+                std::fs::write(data.join("myid"), format!("{}\n", i + 1)).expect("write myid");
+                for (j, (_, q, e)) in ports.iter().enumerate() {
+                    cfg.push_str(&format!("server.{}=127.0.0.1:{q}:{e}\n", j + 1));
+                }
+            }
+            let _ = (quorum, election);
+            let config = dir.join(format!("zoo{}.cfg", i + 1));
+            std::fs::write(&config, cfg).expect("write zoo.cfg");
+            nodes.push(Node {
+                client_port: *client,
+                config,
+                log: dir.join(format!("zk{}.log", i + 1)),
+                child: None,
+            });
+        }
+        let mut server = ZkServer { dir, nodes };
+        for i in 0..n {
+            server.spawn(i);
+        }
+        for i in 0..n {
+            server.wait_serving(i, Duration::from_secs(30));
+        }
+        server
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&node.log)
+            .expect("open the server log");
+        let child = Command::new("java")
+            .args(["-Xmx128m", "-XX:+UseSerialGC", "-cp", &classpath()])
+            .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
+            .arg(&node.config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .expect("start java (ZooKeeper)");
+        node.child = Some(child);
+    }
+
+    /// Waits until member `i` answers `srvr` with a mode (it serves clients).
+    pub fn wait_serving(&self, i: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let port = self.nodes[i].client_port;
+        while Instant::now() < deadline {
+            if four_letter(port, "srvr").contains("Mode:") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let log = std::fs::read_to_string(&self.nodes[i].log).unwrap_or_default();
+        let tail: String = log
+            .lines()
+            .rev()
+            .take(30)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n");
+        panic!("ZooKeeper member {i} on port {port} not serving after {timeout:?}; log:\n{tail}");
+    }
+
+    /// `127.0.0.1:p1,127.0.0.1:p2,...`
+    pub fn connect_string(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.client_port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// A `zookeeper://` registry address for every member (Dubbo's `backup` form) plus
+    /// `extra` parameters (`session=2000&...`).
+    pub fn registry_url(&self, extra: &str) -> String {
+        let first = format!("127.0.0.1:{}", self.nodes[0].client_port);
+        let backups: Vec<String> = self.nodes[1..]
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.client_port))
+            .collect();
+        let mut params = Vec::new();
+        if !backups.is_empty() {
+            params.push(format!("backup={}", backups.join(",")));
+        }
+        if !extra.is_empty() {
+            params.push(extra.to_string());
+        }
+        if params.is_empty() {
+            format!("zookeeper://{first}")
+        } else {
+            format!("zookeeper://{first}?{}", params.join("&"))
+        }
+    }
+
+    /// Member `i`'s client port.
+    pub fn port(&self, i: usize) -> u16 {
+        self.nodes[i].client_port
+    }
+
+    /// The index of the current leader, if any member says it leads.
+    pub fn leader(&self) -> Option<usize> {
+        (0..self.nodes.len()).find(|&i| {
+            self.nodes[i].child.is_some()
+                && four_letter(self.nodes[i].client_port, "srvr").contains("Mode: leader")
+        })
+    }
+
+    /// Kills member `i` (SIGKILL) and waits for the process to end.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.nodes[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts member `i` again with its data and waits until it serves.
+    pub fn restart(&mut self, i: usize) {
+        self.kill(i);
+        self.spawn(i);
+        self.wait_serving(i, Duration::from_secs(30));
+    }
+
+    /// Freezes (`SIGSTOP`) or resumes (`SIGCONT`) member `i`: a frozen server keeps its TCP
+    /// port open but answers nothing, so clients time out and their sessions expire.
+    pub fn signal(&self, i: usize, signal: &str) {
+        let pid = self.nodes[i]
+            .child
+            .as_ref()
+            .expect("member is running")
+            .id();
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {pid} failed");
+    }
+}
+
+impl Drop for ZkServer {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].child.is_some() {
+                // A frozen process ignores nothing but SIGKILL; resume it anyway for tidiness.
+                let _ = Command::new("kill")
+                    .args([
+                        "-CONT".to_string(),
+                        self.nodes[i]
+                            .child
+                            .as_ref()
+                            .map(|c| c.id())
+                            .unwrap_or(0)
+                            .to_string(),
+                    ])
+                    .status();
+            }
+            self.kill(i);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
