@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use switchman_cluster::{ClusterConfig, ClusterInvoker, HttpInvoker, Strategy};
+use switchman_cluster::triple::{Payload, TripleInvoker};
+use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker, Strategy};
 use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, Result, ServiceKey};
 use switchman_discovery::{DirectoryConfig, RegistryDirectory, registry_from_url};
 
@@ -24,6 +25,12 @@ pub(crate) struct CallArgs {
     /// Arguments as a JSON array (a single non-array value is wrapped).
     #[arg(long, default_value = "[]")]
     args: String,
+    /// Triple payload codec: `json` (default) or `raw` (bytes; see --data).
+    #[arg(long, default_value = "json")]
+    payload: String,
+    /// With `--payload raw`: the request bytes, as text (replaces --args).
+    #[arg(long)]
+    data: Option<String>,
     /// Number of calls.
     #[arg(long, default_value_t = 1)]
     count: usize,
@@ -56,6 +63,8 @@ pub(crate) struct CallArgs {
     json: bool,
 }
 
+type Outcome = std::result::Result<Value, String>;
+
 /// Counts attempts per instance around the real invoker.
 #[derive(Debug)]
 struct Counting<I> {
@@ -81,7 +90,19 @@ impl<I: Invoker> Invoker for Counting<I> {
     }
 }
 
-fn parse_args(args: &CallArgs) -> std::result::Result<(Vec<Value>, Vec<(String, String)>), String> {
+type Parsed = (Vec<Value>, Vec<(String, String)>);
+
+fn parse_args(args: &CallArgs) -> std::result::Result<Parsed, String> {
+    if let Some(data) = &args.data {
+        let mut att = Vec::new();
+        for a in &args.attachments {
+            let (k, v) = a
+                .split_once('=')
+                .ok_or_else(|| format!("--attachment {a:?}: expected key=value"))?;
+            att.push((k.to_string(), v.to_string()));
+        }
+        return Ok((vec![Value::String(data.clone())], att));
+    }
     let v: Value = serde_json::from_str(&args.args)
         .map_err(|e| format!("--args {:?} is not JSON: {e}", args.args))?;
     let list = match v {
@@ -118,8 +139,14 @@ async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
         })
         .await
         .map_err(|e| e.to_string())?;
+    let payload: Payload = args.payload.parse().map_err(|e: switchman_core::Error| {
+        format!("--payload {:?}: {}", args.payload, e.message())
+    })?;
+    let transport = ProtocolInvoker::new().triple(TripleInvoker::new().payload(payload));
+    // Drop Triple connections of providers that leave the directory.
+    let _tracker = transport.track(&directory);
     let counting = Arc::new(Counting {
-        inner: HttpInvoker::new(),
+        inner: transport,
         per_instance: Mutex::new(BTreeMap::new()),
     });
     let config = ClusterConfig::default()
@@ -138,7 +165,7 @@ async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
         let count = args.count;
         workers.push(tokio::spawn(async move {
             let mut ok = 0usize;
-            let mut last: Option<std::result::Result<Value, String>> = None;
+            let mut last: Option<Outcome> = None;
             while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < count {
                 let r = cluster.invoke(&inv).await;
                 if r.is_ok() {
@@ -214,7 +241,10 @@ pub(crate) fn run(args: CallArgs) -> ExitCode {
                         i["failed"]
                     );
                 }
-                println!("last result: {}", report["last_result"]);
+                match &report["last_result"] {
+                    Value::String(text) => println!("last result: {text}"),
+                    other => println!("last result: {other}"),
+                }
             }
             if report["succeeded"] == report["calls"] {
                 ExitCode::SUCCESS

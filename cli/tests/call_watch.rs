@@ -125,3 +125,51 @@ fn bad_inputs_exit_2_with_a_message() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("fastest"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_a_triple_provider_with_a_raw_payload() {
+    use switchman_cluster::triple::{TripleRequest, TripleServer};
+    let server = TripleServer::serve("127.0.0.1:0".parse().unwrap(), |req: TripleRequest| {
+        Box::pin(async move {
+            let mut out = b"hello, ".to_vec();
+            out.extend_from_slice(&req.message);
+            Ok(bytes::Bytes::from(out))
+        })
+    })
+    .await
+    .unwrap();
+    let file = std::env::temp_dir().join(format!("switchman-cli-tri-{}.yaml", std::process::id()));
+    std::fs::write(
+        &file,
+        format!(
+            "- tri://{}?service=org.apache.dubbo.samples.HelloWorld\n",
+            server.addr()
+        ),
+    )
+    .unwrap();
+    let file_s = file.to_str().unwrap().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        bin()
+            .args([
+                "call",
+                &file_s,
+                "org.apache.dubbo.samples.HelloWorld",
+                "--method",
+                "sayHello",
+            ])
+            .args(["--payload", "raw", "--data", "world"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("last result: hello, world"), "{stdout}");
+    assert_eq!(server.hits(), 1);
+    std::fs::remove_file(&file).ok();
+}

@@ -26,11 +26,13 @@ mod call;
 mod config;
 mod http_invoker;
 mod invoker;
+mod protocol;
 #[cfg(feature = "provider")]
 pub mod provider;
 mod strategy;
 #[cfg(test)]
 mod tests;
+pub mod triple;
 
 pub use budget::{BudgetConfig, RetryBudget};
 pub use call::{Attempter, Call, DEADLINE_FLOOR};
@@ -39,6 +41,7 @@ pub use config::{
 };
 pub use http_invoker::{HttpInvoker, RestRoute};
 pub use invoker::{ClusterInvoker, ClusterStrategy, MergerFn};
+pub use protocol::ProtocolInvoker;
 
 /// Merges JSON results the way the `mergeable` strategy does by default.
 pub fn merge_results(values: Vec<serde_json::Value>) -> switchman_core::Result<serde_json::Value> {

@@ -8,6 +8,7 @@
     unreachable_pub
 )]
 
+pub mod python_peer;
 pub mod zk_server;
 
 /// The address (`127.0.0.1:port`) in environment variable `var`, set by `scripts/test`.

@@ -1,0 +1,147 @@
+//! Chooses the transport per instance from its protocol.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use switchman_core::{
+    BoxFuture, Error, ErrorKind, Instance, Invocation, Invoker, Protocol, Result,
+};
+use switchman_discovery::RegistryDirectory;
+use tokio::task::JoinHandle;
+
+use crate::http_invoker::HttpInvoker;
+use crate::triple::TripleInvoker;
+
+/// The invoker for mixed fleets: `tri` instances through a [`TripleInvoker`], `http` and
+/// `rest` instances through an [`HttpInvoker`], anything else (`dubbo://` Hessian2, ...) fails
+/// with an [`ErrorKind::Unsupported`] error naming the protocol and the address (not retried).
+///
+/// The directory's [`DirectoryConfig::protocols`](switchman_discovery::DirectoryConfig)
+/// already keeps such instances out of routing, so that error only shows when a directory was
+/// told to route every protocol.
+#[derive(Debug, Clone, Default)]
+pub struct ProtocolInvoker {
+    triple: TripleInvoker,
+    http: HttpInvoker,
+}
+
+impl ProtocolInvoker {
+    /// Default Triple and HTTP invokers.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Both invokers, configured by you.
+    pub fn with(triple: TripleInvoker, http: HttpInvoker) -> Self {
+        ProtocolInvoker { triple, http }
+    }
+
+    /// Replaces the Triple invoker.
+    pub fn triple(mut self, triple: TripleInvoker) -> Self {
+        self.triple = triple;
+        self
+    }
+
+    /// Replaces the HTTP invoker.
+    pub fn http(mut self, http: HttpInvoker) -> Self {
+        self.http = http;
+        self
+    }
+
+    /// The Triple invoker (to [`TripleInvoker::retain`] connections, or inspect them).
+    pub fn triple_invoker(&self) -> &TripleInvoker {
+        &self.triple
+    }
+
+    /// Drops Triple connections to addresses that leave `directory` (see
+    /// [`TripleInvoker::track`]).
+    pub fn track(&self, directory: &Arc<RegistryDirectory>) -> JoinHandle<()> {
+        self.triple.track(directory)
+    }
+}
+
+impl Invoker for ProtocolInvoker {
+    fn invoke<'a>(
+        &'a self,
+        target: &'a Instance,
+        invocation: &'a Invocation,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value>> {
+        match target.protocol() {
+            Protocol::Tri => self.triple.invoke(target, invocation, timeout),
+            Protocol::Http | Protocol::Rest => self.http.invoke(target, invocation, timeout),
+            other => {
+                let e = Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "{} speaks {other}://, which Switchman cannot call (supported: tri, http, rest)",
+                        target.address()
+                    ),
+                );
+                Box::pin(async move { Err(e) })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::{HttpProvider, ProviderReply};
+    use crate::triple::{Payload, TripleServer};
+    use serde_json::json;
+    use switchman_core::ServiceKey;
+
+    #[tokio::test]
+    async fn each_instance_is_called_over_its_own_protocol() {
+        let local = "127.0.0.1:0".parse().unwrap();
+        let http = HttpProvider::serve(local, |req| {
+            Box::pin(async move { ProviderReply::Ok(json!({"http": req.arguments})) })
+        })
+        .await
+        .unwrap();
+        let tri = TripleServer::serve(local, |req| {
+            Box::pin(async move {
+                Ok(bytes::Bytes::from(
+                    [b"tri: ".as_slice(), &req.message].concat(),
+                ))
+            })
+        })
+        .await
+        .unwrap();
+        let invoker = ProtocolInvoker::new().triple(TripleInvoker::new().payload(Payload::Raw));
+        let call = Invocation::new("hi").with_args(vec![json!("x")]);
+        let t = Duration::from_secs(5);
+        let http_target = Instance::builder("127.0.0.1", http.addr().port())
+            .protocol(Protocol::Http)
+            .service(ServiceKey::new("svc"))
+            .build();
+        let reply = invoker.invoke(&http_target, &call, t).await.unwrap();
+        assert_eq!(reply, json!({"http": ["x"]}));
+        let reply = invoker
+            .invoke(&tri.instance("svc"), &call, t)
+            .await
+            .unwrap();
+        assert_eq!(reply, json!("tri: x"));
+        assert_eq!((http.hits(), tri.hits()), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn unsupported_protocols_fail_with_a_clear_error() {
+        let inv = ProtocolInvoker::new();
+        let target = Instance::builder("10.0.0.9", 20880)
+            .protocol(Protocol::Dubbo)
+            .build();
+        let e = inv
+            .invoke(&target, &Invocation::new("hi"), Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        assert!(!e.is_retryable());
+        assert_eq!(
+            e.message(),
+            "10.0.0.9:20880 speaks dubbo://, which Switchman cannot call (supported: tri, http, rest)"
+        );
+    }
+}

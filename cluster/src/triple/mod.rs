@@ -1,0 +1,548 @@
+//! The Triple invoker: calls Dubbo 3 providers over Triple, which is gRPC framing on HTTP/2.
+//!
+//! A unary call is `POST /{service}/{method}` on cleartext HTTP/2 with prior knowledge (h2c,
+//! what Dubbo's Java, Go and Python providers accept), with `content-type: application/grpc`
+//! (or `+json`, `+proto`, as the [codec](MessageCodec) says), `te: trailers`, one
+//! length-prefixed message ([`framing`]), `grpc-timeout` carrying what is left of the
+//! attempt's timeout, the attachments as metadata headers ([`metadata`]), and
+//! `tri-service-group`/`tri-service-version` when the instance has them. The answer's
+//! `grpc-status`/`grpc-message` are read from the trailers, or from the headers of a
+//! trailers-only response.
+//!
+//! # Connections
+//!
+//! One HTTP/2 connection per provider address, multiplexed by every concurrent call and reused
+//! across calls, services and directory snapshots. A broken connection is replaced by the next
+//! call. Connections of addresses that left are dropped by [`TripleInvoker::retain`], or
+//! automatically for the directories passed to [`TripleInvoker::track`].
+//!
+//! # Errors
+//!
+//! Decided here, once (see [`status`] for the status table):
+//!
+//! - connect refused, handshake failure, a closed or reset connection, `UNAVAILABLE`:
+//!   retryable transport errors;
+//! - the attempt's timeout: a retryable timeout (the message says whether the request had been
+//!   sent); `DEADLINE_EXCEEDED` from the provider: a timeout that is not retried;
+//! - `UNIMPLEMENTED`, `INVALID_ARGUMENT`, `UNKNOWN` and every other status: business errors
+//!   with the provider's message kept;
+//! - a malformed answer (no `grpc-status`, compressed or truncated message): a transport error
+//!   that is not retried (the provider did receive the call);
+//! - arguments the codec cannot encode: a bad-config error.
+//!
+//! TLS (`h2` over TLS) is not implemented: instances are called over cleartext HTTP/2.
+
+pub mod codec;
+pub mod framing;
+pub mod metadata;
+mod pool;
+mod server;
+pub mod status;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, Uri, header};
+use http_body_util::{BodyExt, Full};
+use serde_json::Value;
+use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, Result};
+use switchman_discovery::RegistryDirectory;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::trace;
+
+#[cfg(feature = "prost")]
+pub use codec::ProstCodec;
+pub use codec::{JsonCodec, MessageCodec, Payload, RawCodec};
+pub use server::{TripleReply, TripleRequest, TripleServer};
+pub use status::{Code, Status};
+
+use framing::FrameDecoder;
+use pool::{ConnectSettings, Pool};
+
+const USER_AGENT: &str = concat!("switchman/", env!("CARGO_PKG_VERSION"));
+
+#[derive(Debug, Clone, Default)]
+struct ServiceCodecs {
+    service: Option<Arc<dyn MessageCodec>>,
+    methods: HashMap<String, Arc<dyn MessageCodec>>,
+}
+
+/// Calls `tri://` instances (Dubbo 3 Triple). Cheap to clone; clones share the connections.
+///
+/// The codec is chosen per call: the method's ([`TripleInvoker::method_codec`]), else the
+/// service's ([`TripleInvoker::service_codec`]), else the invoker's default
+/// ([`TripleInvoker::codec`], [`JsonCodec`] unless set).
+///
+/// ```no_run
+/// # async fn demo(instance: switchman_core::Instance) -> switchman_core::Result<()> {
+/// use std::time::Duration;
+/// use switchman_cluster::triple::{Payload, TripleInvoker};
+/// use switchman_core::{Invocation, Invoker};
+///
+/// // The Python and Go Dubbo samples take and return raw bytes.
+/// let triple = TripleInvoker::new().payload(Payload::Raw);
+/// let hello = Invocation::new("sayHello").with_args(vec!["world".into()]);
+/// let reply = triple.invoke(&instance, &hello, Duration::from_secs(3)).await?;
+/// println!("{reply}"); // a JSON string when the reply bytes are UTF-8
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct TripleInvoker {
+    pool: Arc<Pool>,
+    tracked: Arc<Mutex<Vec<Weak<RegistryDirectory>>>>,
+    default_codec: Arc<dyn MessageCodec>,
+    codecs: HashMap<String, ServiceCodecs>,
+    max_message: usize,
+}
+
+impl fmt::Debug for TripleInvoker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TripleInvoker")
+            .field("default_codec", &self.default_codec)
+            .field("codecs", &self.codecs)
+            .field("max_message", &self.max_message)
+            .field("pool", &self.pool)
+            .finish()
+    }
+}
+
+impl Default for TripleInvoker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TripleInvoker {
+    /// An invoker with the JSON codec, 16 MiB messages, and HTTP/2 keep-alive pings every 30 s
+    /// (a connection whose ping is not answered in 10 s is closed and replaced).
+    pub fn new() -> Self {
+        TripleInvoker {
+            pool: Arc::new(Pool::new(ConnectSettings {
+                keep_alive_interval: Some(Duration::from_secs(30)),
+                keep_alive_timeout: Duration::from_secs(10),
+            })),
+            tracked: Arc::new(Mutex::new(Vec::new())),
+            default_codec: Arc::new(JsonCodec),
+            codecs: HashMap::new(),
+            max_message: framing::DEFAULT_MAX_MESSAGE,
+        }
+    }
+
+    /// Sets HTTP/2 keep-alive (`None`: no pings). Starts a new, empty connection pool: set it
+    /// before the first call.
+    pub fn keep_alive(mut self, interval: Option<Duration>, timeout: Duration) -> Self {
+        self.pool = Arc::new(Pool::new(ConnectSettings {
+            keep_alive_interval: interval,
+            keep_alive_timeout: timeout,
+        }));
+        self
+    }
+
+    /// Sets the largest reply message accepted (default 16 MiB).
+    pub fn max_message_size(mut self, bytes: usize) -> Self {
+        self.max_message = bytes;
+        self
+    }
+
+    /// Sets the default codec.
+    pub fn codec(mut self, codec: Arc<dyn MessageCodec>) -> Self {
+        self.default_codec = codec;
+        self
+    }
+
+    /// Sets the default codec to a built-in one.
+    pub fn payload(self, payload: Payload) -> Self {
+        self.codec(payload.codec())
+    }
+
+    /// Sets the codec of every method of `service` (interface name).
+    pub fn service_codec(mut self, service: &str, codec: Arc<dyn MessageCodec>) -> Self {
+        self.codecs.entry(service.to_string()).or_default().service = Some(codec);
+        self
+    }
+
+    /// Sets the codec of one method of `service`.
+    pub fn method_codec(
+        mut self,
+        service: &str,
+        method: &str,
+        codec: Arc<dyn MessageCodec>,
+    ) -> Self {
+        self.codecs
+            .entry(service.to_string())
+            .or_default()
+            .methods
+            .insert(method.to_string(), codec);
+        self
+    }
+
+    fn codec_for(&self, service: &str, method: &str) -> &Arc<dyn MessageCodec> {
+        match self.codecs.get(service) {
+            Some(s) => s
+                .methods
+                .get(method)
+                .or(s.service.as_ref())
+                .unwrap_or(&self.default_codec),
+            None => &self.default_codec,
+        }
+    }
+
+    /// Drops the connections of the addresses for which `keep` is false. Call it with the
+    /// addresses of every directory this invoker serves when they change (or let
+    /// [`TripleInvoker::track`] do it). In-flight calls on dropped connections finish.
+    pub fn retain(&self, keep: impl FnMut(&str) -> bool) {
+        self.pool.retain(keep);
+    }
+
+    /// The addresses with an open connection, sorted.
+    pub fn connected(&self) -> Vec<String> {
+        self.pool.connected()
+    }
+
+    /// Keeps the pool in step with `directory`: whenever it publishes a snapshot, connections
+    /// to addresses that are in none of the tracked directories are dropped. Track every
+    /// directory this invoker serves (one call each), or none and call
+    /// [`TripleInvoker::retain`] yourself. The task ends when the directory is dropped.
+    pub fn track(&self, directory: &Arc<RegistryDirectory>) -> JoinHandle<()> {
+        self.tracked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::downgrade(directory));
+        let mut epochs = directory.epochs();
+        let this = self.clone();
+        tokio::spawn(async move {
+            while epochs.changed().await.is_ok() {
+                this.prune();
+            }
+            this.prune();
+        })
+    }
+
+    /// Retains the addresses of the tracked directories that are still alive.
+    fn prune(&self) {
+        let dirs: Vec<Arc<RegistryDirectory>> = {
+            let mut tracked = self.tracked.lock().unwrap_or_else(PoisonError::into_inner);
+            tracked.retain(|w| w.strong_count() > 0);
+            tracked.iter().filter_map(Weak::upgrade).collect()
+        };
+        let snaps: Vec<_> = dirs.iter().map(|d| d.load()).collect();
+        self.pool.retain(|addr| {
+            snaps
+                .iter()
+                .any(|s| s.instances().iter().any(|i| i.address() == addr))
+        });
+    }
+
+    /// One unary call with an already-encoded message: `POST /{service}/{method}` on `target`
+    /// with `call.content_type`. Returns the reply message. This is what [`Invoker::invoke`]
+    /// does after encoding; use it for payloads outside the codecs.
+    pub async fn unary(
+        &self,
+        target: &Instance,
+        call: Unary<'_>,
+        timeout: Duration,
+    ) -> Result<Bytes> {
+        let address = target.address();
+        let method = call.method;
+        let deadline = Instant::now() + timeout;
+        let mut sent = false;
+        let outcome =
+            tokio::time::timeout_at(deadline, self.send(target, call, deadline, &mut sent)).await;
+        match outcome {
+            Ok(r) => r,
+            Err(_) if sent => Err(Error::timeout(format!(
+                "{address} did not answer {method} within {timeout:?}"
+            ))),
+            Err(_) => Err(Error::timeout(format!(
+                "{method} on {address}: not sent within {timeout:?} (connecting, or waiting for a stream)"
+            ))),
+        }
+    }
+
+    /// The typed call for prost users (feature `prost`): `request` encoded, the reply decoded
+    /// as `Resp`.
+    #[cfg(feature = "prost")]
+    pub async fn call_proto<Req: prost::Message, Resp: prost::Message + Default>(
+        &self,
+        target: &Instance,
+        method: &str,
+        request: &Req,
+        attachments: &[(String, String)],
+        timeout: Duration,
+    ) -> Result<Resp> {
+        let message = request.encode_to_vec();
+        let call = Unary {
+            service: service_name(target),
+            method,
+            content_type: "application/grpc+proto",
+            message: &message,
+            attachments,
+        };
+        let reply = self.unary(target, call, timeout).await?;
+        Resp::decode(reply).map_err(|e| {
+            Error::business(format!(
+                "the reply of {} to {method} is not a valid {}: {e}",
+                target.address(),
+                std::any::type_name::<Resp>()
+            ))
+        })
+    }
+
+    async fn send(
+        &self,
+        target: &Instance,
+        call: Unary<'_>,
+        deadline: Instant,
+        sent: &mut bool,
+    ) -> Result<Bytes> {
+        let address = target.address();
+        let method = call.method;
+        let mut request = build_request(target, &call, deadline)?;
+        let mut sender = self.pool.get(address).await?;
+        if let Err(e) = sender.ready().await {
+            self.pool.discard(address);
+            return Err(Error::transport(format!(
+                "the connection to {address} closed before {method} was sent"
+            ))
+            .with_source(e));
+        }
+        // Refresh the deadline header: connecting may have taken part of the budget.
+        request.headers_mut().insert(
+            "grpc-timeout",
+            timeout_header(deadline.saturating_duration_since(Instant::now())),
+        );
+        *sent = true;
+        let response = match sender.send_request(request).await {
+            Ok(r) => r,
+            Err(e) => {
+                self.pool.discard(address);
+                let what = if e.is_canceled() {
+                    "the connection closed before the request was sent"
+                } else {
+                    "the request failed"
+                };
+                return Err(
+                    Error::transport(format!("{method} on {address}: {what}")).with_source(e)
+                );
+            }
+        };
+        read_response(response, address, method, self.max_message).await
+    }
+}
+
+/// One encoded unary request, for [`TripleInvoker::unary`].
+#[derive(Debug, Clone, Copy)]
+pub struct Unary<'a> {
+    /// The service (interface) name: the first path segment.
+    pub service: &'a str,
+    /// The method: the second path segment.
+    pub method: &'a str,
+    /// `application/grpc`, `application/grpc+proto`, `application/grpc+json`...
+    pub content_type: &'a str,
+    /// The message, without its length prefix.
+    pub message: &'a [u8],
+    /// Sent as metadata headers.
+    pub attachments: &'a [(String, String)],
+}
+
+/// The interface the instance serves (Dubbo's `interface`/`service` parameter, else its path).
+fn service_name(target: &Instance) -> &str {
+    let i = target.service().interface.as_ref();
+    if i.is_empty() { target.path() } else { i }
+}
+
+fn timeout_header(left: Duration) -> HeaderValue {
+    HeaderValue::try_from(metadata::encode_timeout(left)).unwrap_or(HeaderValue::from_static("0n"))
+}
+
+fn build_request(
+    target: &Instance,
+    call: &Unary<'_>,
+    deadline: Instant,
+) -> Result<Request<Full<Bytes>>> {
+    let address = target.address();
+    let Unary {
+        service,
+        method,
+        content_type,
+        message,
+        attachments,
+    } = *call;
+    let uri = Uri::builder()
+        .scheme("http")
+        .authority(address)
+        .path_and_query(format!("/{service}/{method}"))
+        .build()
+        .map_err(|e| {
+            Error::bad_config(format!(
+                "cannot call {service}/{method} on {address}: not a valid request path ({e})"
+            ))
+        })?;
+    let mut headers = HeaderMap::with_capacity(8 + attachments.len());
+    metadata::add_attachments(&mut headers, attachments);
+    let ct = HeaderValue::try_from(content_type)
+        .map_err(|_| Error::bad_config(format!("invalid content-type {content_type:?}")))?;
+    headers.insert(header::CONTENT_TYPE, ct);
+    headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    headers.insert(header::USER_AGENT, HeaderValue::from_static(USER_AGENT));
+    headers.insert(
+        "grpc-timeout",
+        timeout_header(deadline.saturating_duration_since(Instant::now())),
+    );
+    let key = target.service();
+    for (name, value) in [
+        ("tri-service-group", key.group.as_ref()),
+        ("tri-service-version", key.version.as_ref()),
+    ] {
+        if !value.is_empty() {
+            if let Ok(v) = HeaderValue::try_from(value) {
+                headers.insert(name, v);
+            }
+        }
+    }
+    let mut req = Request::new(Full::new(framing::encode_message(message)));
+    *req.method_mut() = Method::POST;
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
+    Ok(req)
+}
+
+fn invalid(address: &str, method: &str, what: impl fmt::Display) -> Error {
+    Error::transport(format!(
+        "{address} answered {method} with an invalid Triple response: {what}"
+    ))
+    .with_retryable(false)
+}
+
+/// The status carried by `headers`, if any.
+fn status_in(headers: &HeaderMap) -> Option<std::result::Result<Status, ()>> {
+    let raw = headers.get("grpc-status")?;
+    Some(
+        Status::from_header_values(
+            raw.as_bytes(),
+            headers.get("grpc-message").map(HeaderValue::as_bytes),
+        )
+        .ok_or(()),
+    )
+}
+
+async fn read_response(
+    response: http::Response<hyper::body::Incoming>,
+    address: &str,
+    method: &str,
+    max_message: usize,
+) -> Result<Bytes> {
+    let (parts, mut body) = response.into_parts();
+    // Trailers-only: the status is in the headers and there is no body worth reading.
+    match status_in(&parts.headers) {
+        Some(Ok(s)) if s.code == Code::Ok => {
+            return Err(invalid(address, method, "OK without a message"));
+        }
+        Some(Ok(s)) => return Err(s.into_error(address, method)),
+        Some(Err(())) => return Err(invalid(address, method, "unparsable grpc-status")),
+        None => {}
+    }
+    if parts.status != http::StatusCode::OK {
+        let code = Code::from_http(parts.status.as_u16());
+        return Err(
+            Status::new(code, format!("HTTP status {}", parts.status.as_u16()))
+                .into_error(address, method),
+        );
+    }
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    match content_type {
+        Some(ct) if ct.starts_with("application/grpc") => {}
+        other => {
+            let what = other.map_or("no content-type".to_string(), |ct| {
+                format!("content-type {ct:?}")
+            });
+            return Err(Status::new(Code::Unknown, format!("{what} is not gRPC"))
+                .into_error(address, method));
+        }
+    }
+    let mut decoder = FrameDecoder::new(max_message);
+    let mut message: Option<Bytes> = None;
+    let mut trailers: Option<HeaderMap> = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            Error::transport(format!("{address} broke off its answer to {method}")).with_source(e)
+        })?;
+        match frame.into_data() {
+            Ok(data) => {
+                decoder.push(&data);
+                while let Some(m) = decoder
+                    .next_message()
+                    .map_err(|e| invalid(address, method, e))?
+                {
+                    if message.is_some() {
+                        return Err(invalid(
+                            address,
+                            method,
+                            "more than one message for a unary call",
+                        ));
+                    }
+                    message = Some(m);
+                }
+            }
+            Err(frame) => {
+                if let Ok(t) = frame.into_trailers() {
+                    trailers = Some(t);
+                }
+            }
+        }
+    }
+    // A non-OK status wins over whatever came before it (a provider may fail mid-message).
+    let status = match trailers.as_ref().and_then(status_in) {
+        Some(Ok(s)) if s.code != Code::Ok => return Err(s.into_error(address, method)),
+        Some(Ok(s)) => s,
+        Some(Err(())) => return Err(invalid(address, method, "unparsable grpc-status")),
+        None => {
+            return Err(invalid(
+                address,
+                method,
+                "the stream ended without grpc-status",
+            ));
+        }
+    };
+    decoder.finish().map_err(|e| invalid(address, method, e))?;
+    trace!(address, method, status = %status.code, "Triple call answered");
+    message.ok_or_else(|| invalid(address, method, "OK without a message"))
+}
+
+impl Invoker for TripleInvoker {
+    fn invoke<'a>(
+        &'a self,
+        target: &'a Instance,
+        invocation: &'a Invocation,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value>> {
+        Box::pin(async move {
+            let service = service_name(target);
+            let codec = self.codec_for(service, &invocation.method);
+            let message = codec.encode(invocation)?;
+            let call = Unary {
+                service,
+                method: &invocation.method,
+                content_type: codec.content_type(),
+                message: &message,
+                attachments: &invocation.attachments,
+            };
+            let reply = self.unary(target, call, timeout).await?;
+            codec.decode(invocation, reply)
+        })
+    }
+}
+
+/// This module's README (folded into the workspace README), compiled as doctests.
+#[doc = include_str!("README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

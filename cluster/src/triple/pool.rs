@@ -1,0 +1,168 @@
+//! One HTTP/2 connection per provider address, multiplexed and shared by every call.
+//!
+//! The pool is keyed by `host:port`, so the same connection serves every service an address
+//! provides and survives directory snapshots. A connection that closed (peer gone, GOAWAY,
+//! keep-alive timeout) is replaced on the next call; concurrent callers wait for one connect
+//! instead of each opening their own. Entries for addresses that left are dropped by
+//! [`Pool::retain`]; in-flight calls on a dropped connection finish normally.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use switchman_core::{Error, Result};
+use tokio::net::TcpStream;
+use tracing::{debug, info};
+
+use bytes::Bytes;
+
+pub(crate) type Sender = http2::SendRequest<Full<Bytes>>;
+
+/// Connection settings.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnectSettings {
+    pub(crate) keep_alive_interval: Option<Duration>,
+    pub(crate) keep_alive_timeout: Duration,
+}
+
+#[derive(Default)]
+struct Entry {
+    /// The live connection, if any. A plain mutex: held only to clone or replace the handle.
+    current: Mutex<Option<Sender>>,
+    /// Serializes connects to this address.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+impl Entry {
+    fn live(&self) -> Option<Sender> {
+        let guard = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        guard.as_ref().filter(|s| !s.is_closed()).cloned()
+    }
+}
+
+/// The connections of one [`super::TripleInvoker`].
+pub(crate) struct Pool {
+    entries: Mutex<HashMap<String, Arc<Entry>>>,
+    settings: ConnectSettings,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("addresses", &self.addresses())
+            .finish()
+    }
+}
+
+impl Pool {
+    pub(crate) fn new(settings: ConnectSettings) -> Self {
+        Pool {
+            entries: Mutex::new(HashMap::new()),
+            settings,
+        }
+    }
+
+    fn entry(&self, address: &str) -> Arc<Entry> {
+        let mut map = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(e) = map.get(address) {
+            return e.clone();
+        }
+        let e = Arc::new(Entry::default());
+        map.insert(address.to_string(), e.clone());
+        e
+    }
+
+    /// A sender on the live connection to `address`, connecting when there is none. Errors
+    /// are retryable transport errors (nothing was sent).
+    pub(crate) async fn get(&self, address: &str) -> Result<Sender> {
+        let entry = self.entry(address);
+        if let Some(s) = entry.live() {
+            return Ok(s);
+        }
+        let _connecting = entry.connecting.lock().await;
+        if let Some(s) = entry.live() {
+            return Ok(s);
+        }
+        let sender = self.connect(address).await?;
+        *entry.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(sender.clone());
+        Ok(sender)
+    }
+
+    /// Forgets the connection to `address` if it is still `broken` (after a connection-level
+    /// failure), so the next call reconnects.
+    pub(crate) fn discard(&self, address: &str) {
+        let entry = {
+            let map = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+            map.get(address).cloned()
+        };
+        if let Some(e) = entry {
+            let mut cur = e.current.lock().unwrap_or_else(PoisonError::into_inner);
+            if cur.as_ref().is_some_and(|s| s.is_closed()) {
+                *cur = None;
+            }
+        }
+    }
+
+    async fn connect(&self, address: &str) -> Result<Sender> {
+        let tcp = TcpStream::connect(address)
+            .await
+            .map_err(|e| Error::transport(format!("cannot connect to {address}")).with_source(e))?;
+        let _ = tcp.set_nodelay(true);
+        let mut builder = http2::Builder::new(TokioExecutor::new());
+        builder.timer(TokioTimer::new());
+        if let Some(interval) = self.settings.keep_alive_interval {
+            builder
+                .keep_alive_interval(interval)
+                .keep_alive_timeout(self.settings.keep_alive_timeout)
+                .keep_alive_while_idle(true);
+        }
+        let (sender, conn) = builder.handshake(TokioIo::new(tcp)).await.map_err(|e| {
+            Error::transport(format!("HTTP/2 handshake with {address} failed")).with_source(e)
+        })?;
+        let addr = address.to_string();
+        tokio::spawn(async move {
+            match conn.await {
+                Ok(()) => debug!(address = %addr, "Triple connection closed"),
+                Err(e) => debug!(address = %addr, error = %e, "Triple connection ended"),
+            }
+        });
+        info!(address, "Triple connection established");
+        Ok(sender)
+    }
+
+    /// Keeps the entries whose address satisfies `keep`; drops the others (their connections
+    /// close once their in-flight calls finish).
+    pub(crate) fn retain(&self, mut keep: impl FnMut(&str) -> bool) {
+        let mut map = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|addr, _| {
+            let k = keep(addr);
+            if !k {
+                info!(address = %addr, "dropping the Triple connection of an address that left");
+            }
+            k
+        });
+    }
+
+    /// The addresses with an entry, sorted.
+    pub(crate) fn addresses(&self) -> Vec<String> {
+        let map = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut v: Vec<String> = map.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// The addresses with a live (open) connection, sorted.
+    pub(crate) fn connected(&self) -> Vec<String> {
+        let map = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut v: Vec<String> = map
+            .iter()
+            .filter(|(_, e)| e.live().is_some())
+            .map(|(a, _)| a.clone())
+            .collect();
+        v.sort();
+        v
+    }
+}

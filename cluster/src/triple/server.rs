@@ -1,0 +1,247 @@
+//! A minimal Triple provider for tests, the demo and docker-compose: unary methods served by
+//! one handler closure over cleartext HTTP/2 (prior knowledge), as Dubbo's providers do.
+//!
+//! Registering it is the caller's job, through a
+//! [`Registrar`](switchman_discovery::Registrar): [`TripleServer::instance`] gives the
+//! instance Dubbo would register, `tri://127.0.0.1:{port}/{service}?interface={service}`.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use switchman_core::{BoxFuture, Instance, Protocol, ServiceKey};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::debug;
+
+use super::framing::{self, FrameDecoder};
+use super::metadata::decode_timeout;
+use super::status::{Code, Status, percent_encode};
+
+/// One unary request as the handler sees it.
+#[derive(Debug, Clone)]
+pub struct TripleRequest {
+    /// Service (first path segment).
+    pub service: String,
+    /// Method (second path segment).
+    pub method: String,
+    /// The request message (without its length prefix).
+    pub message: Bytes,
+    /// The request headers (attachments arrive here, lower-cased).
+    pub headers: HeaderMap,
+    /// The caller's deadline from `grpc-timeout`, if it sent one.
+    pub timeout: Option<Duration>,
+}
+
+/// What the handler answers: the reply message, or a status sent trailers-only.
+pub type TripleReply = std::result::Result<Bytes, Status>;
+
+type Handler = Arc<dyn Fn(TripleRequest) -> BoxFuture<'static, TripleReply> + Send + Sync>;
+type ResBody = BoxBody<Bytes, Infallible>;
+
+/// A running Triple provider. [`TripleServer::stop`] (or dropping it) closes the listener and
+/// every connection at once, like a killed process.
+#[derive(Debug)]
+pub struct TripleServer {
+    addr: SocketAddr,
+    hits: Arc<AtomicU64>,
+    connections: Arc<AtomicU64>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl TripleServer {
+    /// Serves `handler` on `bind` (`127.0.0.1:0` for an ephemeral port).
+    pub async fn serve<F>(bind: SocketAddr, handler: F) -> std::io::Result<TripleServer>
+    where
+        F: Fn(TripleRequest) -> BoxFuture<'static, TripleReply> + Send + Sync + 'static,
+    {
+        let listener = TcpListener::bind(bind).await?;
+        let addr = listener.local_addr()?;
+        let hits = Arc::new(AtomicU64::new(0));
+        let connections = Arc::new(AtomicU64::new(0));
+        let (shutdown, mut stopped) = watch::channel(false);
+        let handler: Handler = Arc::new(handler);
+        let (h, c, stop_rx) = (hits.clone(), connections.clone(), shutdown.subscribe());
+        tokio::spawn(async move {
+            loop {
+                let stream = tokio::select! {
+                    _ = stopped.wait_for(|s| *s) => return,
+                    accepted = listener.accept() => match accepted {
+                        Ok((s, _)) => s,
+                        Err(e) => {
+                            debug!(error = %e, "Triple server: accept failed");
+                            continue;
+                        }
+                    },
+                };
+                let _ = stream.set_nodelay(true);
+                c.fetch_add(1, Ordering::Relaxed);
+                let (handler, hits, mut stop) = (handler.clone(), h.clone(), stop_rx.clone());
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req| {
+                        let (handler, hits) = (handler.clone(), hits.clone());
+                        async move { Ok::<_, Infallible>(handle(req, &handler, &hits).await) }
+                    });
+                    let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), svc);
+                    tokio::select! {
+                        _ = stop.wait_for(|s| *s) => {}
+                        r = conn => if let Err(e) = r {
+                            debug!(error = %e, "Triple server: connection ended");
+                        },
+                    }
+                });
+            }
+        });
+        Ok(TripleServer {
+            addr,
+            hits,
+            connections,
+            shutdown,
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Requests that reached the handler so far.
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    /// The instance to register for `service`: `tri://{addr}/{service}?interface={service}`.
+    pub fn instance(&self, service: &str) -> Instance {
+        Instance::builder(self.addr.ip().to_string(), self.addr.port())
+            .protocol(Protocol::Tri)
+            .path(service)
+            .service(ServiceKey::new(service))
+            .build()
+    }
+
+    /// Stops at once: no new connections, open ones are closed.
+    pub fn stop(&self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+impl Drop for TripleServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn empty(status: StatusCode) -> Response<ResBody> {
+    let mut r = Response::new(Empty::new().boxed());
+    *r.status_mut() = status;
+    r
+}
+
+fn grpc_headers(content_type: &HeaderValue) -> Response<ResBody> {
+    let mut r = empty(StatusCode::OK);
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, content_type.clone());
+    r
+}
+
+/// A trailers-only response: the status travels in the headers.
+fn trailers_only(content_type: &HeaderValue, status: &Status) -> Response<ResBody> {
+    let mut r = grpc_headers(content_type);
+    let h = r.headers_mut();
+    h.insert("grpc-status", HeaderValue::from(status.code.as_u32()));
+    if let Ok(m) = HeaderValue::try_from(percent_encode(&status.message)) {
+        if !status.message.is_empty() {
+            h.insert("grpc-message", m);
+        }
+    }
+    r
+}
+
+async fn handle(req: Request<Incoming>, handler: &Handler, hits: &AtomicU64) -> Response<ResBody> {
+    if req.method() != Method::POST {
+        return empty(StatusCode::METHOD_NOT_ALLOWED);
+    }
+    let ct = match req.headers().get(header::CONTENT_TYPE) {
+        Some(ct) if ct.as_bytes().starts_with(b"application/grpc") => ct.clone(),
+        _ => return empty(StatusCode::UNSUPPORTED_MEDIA_TYPE),
+    };
+    let mut segments = req.uri().path().trim_start_matches('/').splitn(2, '/');
+    let (service, method) = match (segments.next(), segments.next()) {
+        (Some(s), Some(m)) if !s.is_empty() && !m.is_empty() && !m.contains('/') => {
+            (s.to_string(), m.to_string())
+        }
+        _ => {
+            let st = Status::new(
+                Code::Unimplemented,
+                format!("no method at {}", req.uri().path()),
+            );
+            return trailers_only(&ct, &st);
+        }
+    };
+    let timeout = req
+        .headers()
+        .get("grpc-timeout")
+        .and_then(|v| v.to_str().ok())
+        .and_then(decode_timeout);
+    let (parts, body) = req.into_parts();
+    let body = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            debug!(error = %e, "Triple server: request body broke off");
+            return trailers_only(&ct, &Status::new(Code::Cancelled, "request body broke off"));
+        }
+    };
+    let mut decoder = FrameDecoder::default();
+    decoder.push(&body);
+    let message = match (decoder.next_message(), decoder.next_message()) {
+        (Ok(Some(m)), Ok(None)) if decoder.finish().is_ok() => m,
+        (Err(e), _) | (_, Err(e)) => {
+            return trailers_only(&ct, &Status::new(Code::Internal, e.to_string()));
+        }
+        _ => {
+            let st = Status::new(
+                Code::Internal,
+                "a unary request carries exactly one message",
+            );
+            return trailers_only(&ct, &st);
+        }
+    };
+    hits.fetch_add(1, Ordering::Relaxed);
+    let reply = handler(TripleRequest {
+        service,
+        method,
+        message,
+        headers: parts.headers,
+        timeout,
+    })
+    .await;
+    match reply {
+        Err(status) => trailers_only(&ct, &status),
+        Ok(msg) => {
+            let mut trailers = HeaderMap::new();
+            trailers.insert("grpc-status", HeaderValue::from_static("0"));
+            let frames: Vec<Result<Frame<Bytes>, Infallible>> = vec![
+                Ok(Frame::data(framing::encode_message(&msg))),
+                Ok(Frame::trailers(trailers)),
+            ];
+            let mut r = Response::new(StreamBody::new(futures::stream::iter(frames)).boxed());
+            r.headers_mut().insert(header::CONTENT_TYPE, ct);
+            r
+        }
+    }
+}

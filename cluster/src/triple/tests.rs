@@ -1,0 +1,588 @@
+//! Rust-to-Rust tests: the provider helper and the invoker over real loopback HTTP/2.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::json;
+use switchman_core::{ErrorKind, Instance, Invocation, Invoker, Protocol, ServiceKey};
+
+use super::*;
+
+const SERVICE: &str = "org.apache.dubbo.samples.HelloWorld";
+const T: Duration = Duration::from_secs(5);
+
+fn local() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// A provider: `sayHello` echoes "hello, {msg}", `echoHeader` answers the header named by the
+/// message, `deadline` answers the received grpc-timeout in ms, `fail` answers
+/// INVALID_ARGUMENT, `busy` UNAVAILABLE, `hang` never answers; anything else UNIMPLEMENTED.
+async fn provider() -> TripleServer {
+    TripleServer::serve(local(), |req: TripleRequest| {
+        Box::pin(async move {
+            match req.method.as_str() {
+                "sayHello" => {
+                    let mut out = b"hello, ".to_vec();
+                    out.extend_from_slice(&req.message);
+                    Ok(Bytes::from(out))
+                }
+                "json" => {
+                    let v: serde_json::Value = serde_json::from_slice(&req.message).unwrap();
+                    Ok(Bytes::from(serde_json::to_vec(&json!({"got": v})).unwrap()))
+                }
+                "echoHeader" => {
+                    let name = String::from_utf8(req.message.to_vec()).unwrap();
+                    Ok(req
+                        .headers
+                        .get(name.as_str())
+                        .map(|v| Bytes::copy_from_slice(v.as_bytes()))
+                        .unwrap_or_default())
+                }
+                "deadline" => Ok(Bytes::from(
+                    req.timeout.map(|d| d.as_millis()).unwrap_or(0).to_string(),
+                )),
+                "fail" => Err(Status::new(
+                    Code::InvalidArgument,
+                    "name must not be empty ✗",
+                )),
+                "busy" => Err(Status::new(Code::Unavailable, "draining")),
+                "hang" => std::future::pending().await,
+                other => Err(Status::new(
+                    Code::Unimplemented,
+                    format!("no method {other}"),
+                )),
+            }
+        })
+    })
+    .await
+    .unwrap()
+}
+
+fn raw() -> TripleInvoker {
+    TripleInvoker::new().payload(Payload::Raw)
+}
+
+fn hello(name: &str) -> Invocation {
+    Invocation::new("sayHello").with_args(vec![json!(name)])
+}
+
+#[tokio::test]
+async fn raw_call_round_trips_bytes() {
+    let server = provider().await;
+    let target = server.instance(SERVICE);
+    let reply = raw().invoke(&target, &hello("world"), T).await.unwrap();
+    assert_eq!(reply, json!("hello, world"));
+    let bin = Invocation::new("sayHello").with_args(vec![json!({"base64": "/w=="})]);
+    let reply = raw().invoke(&target, &bin, T).await.unwrap();
+    assert_eq!(reply, json!({"base64": "aGVsbG8sIP8="}));
+    assert_eq!(server.hits(), 2);
+}
+
+#[tokio::test]
+async fn codecs_are_chosen_per_method_then_service_then_default() {
+    let server = provider().await;
+    let target = server.instance(SERVICE);
+    let inv = TripleInvoker::new()
+        .payload(Payload::Raw)
+        .service_codec("other.Service", Arc::new(JsonCodec))
+        .method_codec(SERVICE, "json", Arc::new(JsonCodec));
+    let reply = inv
+        .invoke(
+            &target,
+            &Invocation::new("json").with_args(vec![json!({"a": [1, 2]})]),
+            T,
+        )
+        .await
+        .unwrap();
+    assert_eq!(reply, json!({"got": {"a": [1, 2]}}));
+    // The content-type follows the codec: raw is plain application/grpc, JSON is +json.
+    let ct = inv
+        .invoke(
+            &target,
+            &Invocation::new("echoHeader").with_args(vec![json!("content-type")]),
+            T,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ct, json!("application/grpc"));
+    let json_inv = TripleInvoker::new();
+    let ct = json_inv
+        .unary(
+            &target,
+            Unary {
+                service: SERVICE,
+                method: "echoHeader",
+                content_type: JsonCodec.content_type(),
+                message: b"content-type",
+                attachments: &[],
+            },
+            T,
+        )
+        .await
+        .unwrap();
+    assert_eq!(&ct[..], b"application/grpc+json");
+}
+
+#[tokio::test]
+async fn attachments_service_key_and_te_arrive_as_headers() {
+    let server = provider().await;
+    let target = Instance::builder("127.0.0.1", server.addr().port())
+        .protocol(Protocol::Tri)
+        .service(ServiceKey::with(SERVICE, "blue", "1.0.0"))
+        .build();
+    let inv = raw();
+    let header = |name: &str| {
+        Invocation::new("echoHeader")
+            .with_args(vec![json!(name)])
+            .with_attachment("Dubbo.Tag", "gray")
+            .with_attachment("trace-bin", "\u{1}")
+    };
+    for (name, want) in [
+        ("dubbo.tag", "gray"),
+        ("trace-bin", "AQ"),
+        ("te", "trailers"),
+        ("tri-service-group", "blue"),
+        ("tri-service-version", "1.0.0"),
+    ] {
+        let got = inv.invoke(&target, &header(name), T).await.unwrap();
+        assert_eq!(got, json!(want), "header {name}");
+    }
+}
+
+#[tokio::test]
+async fn grpc_timeout_carries_the_remaining_deadline() {
+    let server = provider().await;
+    let target = server.instance(SERVICE);
+    let got = raw()
+        .invoke(
+            &target,
+            &Invocation::new("deadline"),
+            Duration::from_millis(2500),
+        )
+        .await
+        .unwrap();
+    let ms: u64 = got.as_str().unwrap().parse().unwrap();
+    assert!(ms <= 2500 && ms > 0, "provider saw {ms} ms");
+}
+
+#[tokio::test]
+async fn trailers_only_errors_keep_the_status_and_message() {
+    let server = provider().await;
+    let target = server.instance(SERVICE);
+    let inv = raw();
+
+    let e = inv
+        .invoke(&target, &Invocation::new("fail"), T)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Business);
+    assert!(!e.is_retryable());
+    assert!(
+        e.message()
+            .ends_with("with INVALID_ARGUMENT (3): name must not be empty ✗"),
+        "{e}"
+    );
+
+    let e = inv
+        .invoke(&target, &Invocation::new("nope"), T)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Business);
+    assert!(
+        e.message().contains("UNIMPLEMENTED (12): no method nope"),
+        "{e}"
+    );
+
+    let e = inv
+        .invoke(&target, &Invocation::new("busy"), T)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Transport);
+    assert!(e.is_retryable());
+}
+
+#[tokio::test]
+async fn bad_arguments_fail_before_anything_is_sent() {
+    let server = provider().await;
+    let target = server.instance(SERVICE);
+    let e = raw()
+        .invoke(
+            &target,
+            &Invocation::new("sayHello").with_args(vec![json!(1)]),
+            T,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::BadConfig);
+    assert_eq!(server.connections(), 0);
+}
+
+#[tokio::test]
+async fn many_concurrent_calls_share_one_connection() {
+    let server = provider().await;
+    let target = Arc::new(server.instance(SERVICE));
+    let inv = raw();
+    let calls = (0..200).map(|i| {
+        let (inv, target) = (inv.clone(), target.clone());
+        tokio::spawn(async move { inv.invoke(&target, &hello(&i.to_string()), T).await })
+    });
+    let results = futures::future::join_all(calls).await;
+    for (i, r) in results.into_iter().enumerate() {
+        assert_eq!(r.unwrap().unwrap(), json!(format!("hello, {i}")));
+    }
+    assert_eq!(server.hits(), 200);
+    assert_eq!(server.connections(), 1);
+    assert_eq!(inv.connected(), vec![target.address().to_string()]);
+}
+
+#[tokio::test]
+async fn connection_refused_is_a_retryable_transport_error() {
+    let server = provider().await;
+    let target = server.instance(SERVICE);
+    drop(server);
+    // The port is closed now (nothing else binds it in between on loopback in practice; the
+    // assertion below would fail loudly if something did and answered).
+    let e = raw().invoke(&target, &hello("x"), T).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
+    assert!(e.is_retryable());
+}
+
+#[tokio::test]
+async fn a_provider_that_never_answers_times_out_retryably() {
+    let server = provider().await;
+    let target = server.instance(SERVICE);
+    let e = raw()
+        .invoke(
+            &target,
+            &Invocation::new("hang"),
+            Duration::from_millis(200),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout);
+    assert!(e.is_retryable());
+    assert!(e.message().contains("did not answer hang within"), "{e}");
+}
+
+#[tokio::test]
+async fn a_killed_connection_is_replaced_and_retain_drops_addresses() {
+    let first = provider().await;
+    let target = first.instance(SERVICE);
+    let inv = raw();
+    inv.invoke(&target, &hello("a"), T).await.unwrap();
+    // A second provider on another port; the first one dies (connections reset).
+    let second = provider().await;
+    let other = second.instance(SERVICE);
+    inv.invoke(&other, &hello("b"), T).await.unwrap();
+    assert_eq!(inv.connected().len(), 2);
+    first.stop();
+    let e = inv.invoke(&target, &hello("c"), T).await.unwrap_err();
+    assert!(e.is_retryable(), "{e}");
+    // The directory says the first address left: its entry goes, the other stays.
+    inv.retain(|a| a == other.address());
+    assert_eq!(inv.connected(), vec![other.address().to_string()]);
+    assert_eq!(inv.pool.addresses(), vec![other.address().to_string()]);
+    inv.invoke(&other, &hello("d"), T).await.unwrap();
+    assert_eq!(second.connections(), 1);
+}
+
+#[tokio::test]
+async fn tracked_directories_prune_connections_of_addresses_that_left() {
+    use switchman_discovery::{DirectoryConfig, Update};
+    let a = provider().await;
+    let b = provider().await;
+    let dir = Arc::new(RegistryDirectory::spawn(
+        DirectoryConfig::new(ServiceKey::new(SERVICE)),
+        None,
+    ));
+    let inv = raw();
+    let task = inv.track(&dir);
+    dir.apply(Update::Reset(vec![
+        a.instance(SERVICE),
+        b.instance(SERVICE),
+    ]));
+    dir.wait_until(T, |s| s.instances().len() == 2)
+        .await
+        .unwrap();
+    inv.invoke(&a.instance(SERVICE), &hello("1"), T)
+        .await
+        .unwrap();
+    inv.invoke(&b.instance(SERVICE), &hello("2"), T)
+        .await
+        .unwrap();
+    assert_eq!(inv.connected().len(), 2);
+    dir.apply(Update::Remove(vec![
+        a.instance(SERVICE).address().to_string(),
+    ]));
+    dir.wait_until(T, |s| s.instances().len() == 1)
+        .await
+        .unwrap();
+    // The tracking task prunes on the epoch notification; let it run.
+    for _ in 0..1000 {
+        if inv.pool.addresses().len() == 1 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        inv.pool.addresses(),
+        vec![b.instance(SERVICE).address().to_string()]
+    );
+    drop(dir);
+    tokio::time::timeout(T, task).await.unwrap().unwrap();
+    assert!(inv.pool.addresses().is_empty());
+}
+
+#[cfg(feature = "prost")]
+mod prost_messages {
+    use super::*;
+    use prost::Message as _;
+
+    #[derive(Clone, PartialEq, prost::Message, serde::Serialize, serde::Deserialize)]
+    struct HelloRequest {
+        #[prost(string, tag = "1")]
+        name: String,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message, serde::Serialize, serde::Deserialize)]
+    struct HelloReply {
+        #[prost(string, tag = "1")]
+        message: String,
+        #[prost(string, tag = "2")]
+        content_type: String,
+    }
+
+    async fn proto_provider() -> TripleServer {
+        TripleServer::serve(local(), |req: TripleRequest| {
+            Box::pin(async move {
+                let hello = HelloRequest::decode(req.message)
+                    .map_err(|e| Status::new(Code::InvalidArgument, e.to_string()))?;
+                let ct = req.headers["content-type"].to_str().unwrap().to_string();
+                let reply = HelloReply {
+                    message: format!("hello, {}", hello.name),
+                    content_type: ct,
+                };
+                Ok(Bytes::from(reply.encode_to_vec()))
+            })
+        })
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn prost_codec_maps_json_arguments_to_protobuf_and_back() {
+        let server = proto_provider().await;
+        let target = server.instance(SERVICE);
+        let inv = TripleInvoker::new().method_codec(
+            SERVICE,
+            "sayHello",
+            Arc::new(ProstCodec::<HelloRequest, HelloReply>::new()),
+        );
+        let call = Invocation::new("sayHello").with_args(vec![json!({"name": "world"})]);
+        let reply = inv.invoke(&target, &call, T).await.unwrap();
+        assert_eq!(
+            reply,
+            json!({"message": "hello, world", "content_type": "application/grpc+proto"})
+        );
+        let typed: HelloReply = inv
+            .call_proto(
+                &target,
+                "sayHello",
+                &HelloRequest {
+                    name: "typed".into(),
+                },
+                &[],
+                T,
+            )
+            .await
+            .unwrap();
+        assert_eq!(typed.message, "hello, typed");
+    }
+}
+
+/// Hand-made answers the helper server never sends: a hyper HTTP/2 server answering every
+/// request with `respond()`.
+mod malformed {
+    use super::*;
+    use http::{HeaderMap, HeaderValue, Response, StatusCode};
+    use http_body_util::combinators::BoxBody;
+    use http_body_util::{BodyExt, Empty, StreamBody};
+    use hyper::body::Frame;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use std::convert::Infallible;
+
+    type Body = BoxBody<Bytes, Infallible>;
+
+    async fn raw_server(respond: fn() -> Response<Body>) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind(local()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |_req| async move {
+                        Ok::<_, Infallible>(respond())
+                    });
+                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        addr
+    }
+
+    fn grpc(frames: Vec<Frame<Bytes>>) -> Response<Body> {
+        let stream = futures::stream::iter(frames.into_iter().map(Ok));
+        let mut r = Response::new(StreamBody::new(stream).boxed());
+        r.headers_mut()
+            .insert("content-type", HeaderValue::from_static("application/grpc"));
+        r
+    }
+
+    fn trailers(status: &'static str) -> Frame<Bytes> {
+        let mut t = HeaderMap::new();
+        t.insert("grpc-status", HeaderValue::from_static(status));
+        Frame::trailers(t)
+    }
+
+    async fn call(respond: fn() -> Response<Body>) -> switchman_core::Result<serde_json::Value> {
+        let addr = raw_server(respond).await;
+        let target = Instance::builder("127.0.0.1", addr.port())
+            .protocol(Protocol::Tri)
+            .service(ServiceKey::new(SERVICE))
+            .build();
+        raw().invoke(&target, &hello("x"), T).await
+    }
+
+    #[tokio::test]
+    async fn messages_split_across_data_frames_are_reassembled() {
+        let v = call(|| {
+            let framed = framing::encode_message(b"split reply");
+            grpc(vec![
+                Frame::data(framed.slice(..3)),
+                Frame::data(framed.slice(3..9)),
+                Frame::data(framed.slice(9..)),
+                trailers("0"),
+            ])
+        })
+        .await
+        .unwrap();
+        assert_eq!(v, json!("split reply"));
+    }
+
+    #[tokio::test]
+    async fn trailers_only_status_in_headers_is_read() {
+        let e = call(|| {
+            let mut r = grpc(vec![]);
+            r.headers_mut()
+                .insert("grpc-status", HeaderValue::from_static("5"));
+            r.headers_mut()
+                .insert("grpc-message", HeaderValue::from_static("no%20such%20user"));
+            r
+        })
+        .await
+        .unwrap_err();
+        assert!(e.is_business());
+        assert!(e.message().ends_with("NOT_FOUND (5): no such user"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn http_errors_without_grpc_status_map_like_grpc() {
+        let e = call(|| {
+            let mut r = Response::new(Empty::new().boxed());
+            *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            r
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Transport);
+        assert!(e.is_retryable());
+        assert!(
+            e.message().contains("UNAVAILABLE (14): HTTP status 503"),
+            "{e}"
+        );
+
+        let e = call(|| {
+            let mut r = Response::new(Empty::new().boxed());
+            *r.status_mut() = StatusCode::NOT_FOUND;
+            r
+        })
+        .await
+        .unwrap_err();
+        assert!(e.is_business());
+        assert!(e.message().contains("UNIMPLEMENTED (12)"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn compressed_replies_are_rejected_without_retry() {
+        let e = call(|| {
+            grpc(vec![
+                Frame::data(Bytes::from_static(b"\x01\x00\x00\x00\x01z")),
+                trailers("0"),
+            ])
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Transport);
+        assert!(!e.is_retryable());
+        assert!(e.message().contains("compressed message"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn missing_status_truncated_and_extra_messages_are_invalid() {
+        for respond in [
+            (|| grpc(vec![Frame::data(framing::encode_message(b"no status"))]))
+                as fn() -> Response<Body>,
+            || {
+                grpc(vec![
+                    Frame::data(Bytes::from_static(b"\x00\x00\x00\x00\x09half")),
+                    trailers("0"),
+                ])
+            },
+            || {
+                grpc(vec![
+                    Frame::data(framing::encode_message(b"one")),
+                    Frame::data(framing::encode_message(b"two")),
+                    trailers("0"),
+                ])
+            },
+            || grpc(vec![trailers("0")]),
+        ] {
+            let e = call(respond).await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
+            assert!(!e.is_retryable(), "{e}");
+            assert!(e.message().contains("invalid Triple response"), "{e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_error_status_after_a_partial_message_wins() {
+        let e = call(|| {
+            grpc(vec![
+                Frame::data(Bytes::from_static(b"\x00\x00\x00\x00\x09half")),
+                trailers("13"),
+            ])
+        })
+        .await
+        .unwrap_err();
+        assert!(e.is_business(), "{e}");
+        assert!(e.message().contains("INTERNAL (13)"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn non_grpc_content_types_are_refused() {
+        let e = call(|| {
+            let mut r = Response::new(Empty::new().boxed());
+            r.headers_mut()
+                .insert("content-type", HeaderValue::from_static("text/html"));
+            r
+        })
+        .await
+        .unwrap_err();
+        assert!(e.is_business());
+        assert!(e.message().contains("is not gRPC"), "{e}");
+    }
+}
