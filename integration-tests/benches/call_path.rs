@@ -1,0 +1,352 @@
+//! The whole per-call path and the cost of a push, with tower 0.5's p2c in the same run.
+//!
+//! ```text
+//! cargo bench -p switchman-integration-tests --bench call_path -- --warm-up-time 1 --measurement-time 2
+//! python3 scripts/bench-table.py target      # Markdown tables for BENCHMARKS.md
+//! ```
+//!
+//! * `call_path/{lb}/{rule}/{N}`: what `ClusterInvoker` does per attempt before the network:
+//!   one `RegistryDirectory::load`, `Snapshot::select` (per-call routing + pick) and the
+//!   in-flight bookkeeping (`InstanceStats::begin` + `CallGuard::finish`). Rules: `none`, a
+//!   method condition rule (`method = find* => zone = z1`), a tag (`dubbo.tag=gray`, every
+//!   10th provider tagged).
+//! * `route_pick/{lb}/{rule}/{N}`: the same without the in-flight bookkeeping (load +
+//!   route + pick only).
+//! * `call_path_2threads/{lb}/none/{N}`: the same from two threads at once (time per call).
+//! * `tower_p2c/{N}`: tower 0.5 `balance::p2c::Balance` over N always-ready
+//!   `PendingRequests` services: `poll_ready` + `call` + one poll.
+//! * `apply_update/{N}/{full|1pct}`: a registry push of N instances (everything new) or of the
+//!   same list with 1% of the weights changed, until the new snapshot (route subsets and
+//!   balancer tables included) is published.
+//!
+//! Allocations per call and per push are counted by a counting global allocator and printed
+//! before the timings (`alloc: ...` lines).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::convert::Infallible;
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use switchman_core::{Instance, Invocation, ServiceKey};
+use switchman_discovery::{DirectoryConfig, RegistryDirectory, Update};
+use switchman_loadbalance::balancer_by_name;
+use switchman_router::RouterChain;
+use tower::Service;
+use tower::balance::p2c::Balance;
+use tower::discover::ServiceList;
+use tower::load::{CompleteOnResponse, PendingRequests};
+
+struct Counting;
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const SIZES: [usize; 5] = [10, 100, 1_000, 10_000, 100_000];
+const BALANCERS: [&str; 4] = ["random", "roundrobin", "leastactive", "p2c"];
+
+fn instances(n: usize, weight_bump: usize) -> Vec<Instance> {
+    (0..n)
+        .map(|i| {
+            let host = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
+            let mut b = Instance::builder(host, 20880)
+                .service(ServiceKey::new("com.foo.Bar"))
+                .weight(if weight_bump > 0 && i % 100 == 0 {
+                    100 + weight_bump as u32
+                } else {
+                    100
+                })
+                .timestamp_ms(0)
+                .zone(&format!("z{}", i % 4));
+            if i % 10 == 0 {
+                b = b.tag("gray");
+            }
+            b.build()
+        })
+        .collect()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn directory(rt: &tokio::runtime::Runtime, n: usize, lb: &str, rule: &str) -> RegistryDirectory {
+    rt.block_on(async {
+        let mut chain = RouterChain::new();
+        if rule == "method" {
+            chain = chain
+                .with_rule(
+                    "com.foo.Bar::.condition-router",
+                    "method = find* => zone = z1",
+                )
+                .unwrap();
+        }
+        let cfg = DirectoryConfig::new(ServiceKey::new("com.foo.Bar"))
+            .balancer(balancer_by_name(lb).unwrap())
+            .router(chain);
+        let dir = RegistryDirectory::spawn(cfg, None);
+        dir.apply(Update::Reset(instances(n, 0)));
+        dir.wait_until(Duration::from_secs(60), |s| s.endpoints().len() == n)
+            .await
+            .unwrap();
+        dir
+    })
+}
+
+fn invocation(rule: &str) -> Invocation {
+    match rule {
+        "tag" => Invocation::new("findUser").with_attachment("dubbo.tag", "gray"),
+        _ => Invocation::new("findUser"),
+    }
+}
+
+#[inline]
+fn route_pick(dir: &RegistryDirectory, inv: &Invocation, rng: &mut fastrand::Rng) -> usize {
+    let snap = dir.load();
+    snap.select(inv, &[], rng).unwrap()
+}
+
+#[inline]
+fn one_call(dir: &RegistryDirectory, inv: &Invocation, rng: &mut fastrand::Rng) -> usize {
+    let snap = dir.load();
+    let i = snap.select(inv, &[], rng).unwrap();
+    let guard = snap.endpoints()[i].stats.begin();
+    guard.finish(Duration::from_micros(300), true);
+    i
+}
+
+fn report_allocations(rt: &tokio::runtime::Runtime) {
+    for rule in ["none", "method", "tag"] {
+        let dir = directory(rt, 1000, "random", rule);
+        let inv = invocation(rule);
+        let mut rng = fastrand::Rng::with_seed(1);
+        for _ in 0..100 {
+            one_call(&dir, &inv, &mut rng);
+        }
+        let before = ALLOCS.load(Ordering::Relaxed);
+        for _ in 0..100_000 {
+            black_box(one_call(&dir, &inv, &mut rng));
+        }
+        let per_call = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / 100_000.0;
+        println!("alloc: call_path/random/{rule}/1000: {per_call} allocations per call");
+    }
+    for n in [1_000, 10_000] {
+        let dir = directory(rt, n, "random", "method");
+        // Empty the registry first (untimed); protection keeps the old list, marked protected.
+        rt.block_on(async {
+            dir.apply(Update::Reset(Vec::new()));
+            dir.wait_until(Duration::from_secs(60), |s| s.is_protected())
+                .await
+                .unwrap();
+        });
+        let push = |dir: &RegistryDirectory, list: Vec<Instance>| {
+            let epoch = dir.load().epoch();
+            let before = ALLOCS.load(Ordering::Relaxed);
+            rt.block_on(async {
+                dir.apply(Update::Reset(list));
+                dir.wait_until(Duration::from_secs(60), |s| s.epoch() > epoch)
+                    .await
+                    .unwrap();
+            });
+            ALLOCS.load(Ordering::Relaxed) - before
+        };
+        let full = push(&dir, instances(n, 0));
+        println!("alloc: apply_update/{n}/full: {full} allocations per push");
+        let churn = push(&dir, instances(n, 7));
+        println!("alloc: apply_update/{n}/1pct: {churn} allocations per push");
+    }
+}
+
+/// Relative standard deviation of hits over instances for equal weights (distribution
+/// quality), printed next to the timings.
+fn report_distribution(rt: &tokio::runtime::Runtime) {
+    for lb in BALANCERS {
+        let n = 1000;
+        let dir = directory(rt, n, lb, "none");
+        let inv = invocation("none");
+        let mut rng = fastrand::Rng::with_seed(3);
+        let mut hits = vec![0u64; n];
+        for _ in 0..n * 100 {
+            hits[one_call(&dir, &inv, &mut rng)] += 1;
+        }
+        let mean = hits.iter().sum::<u64>() as f64 / n as f64;
+        let var = hits.iter().map(|&h| (h as f64 - mean).powi(2)).sum::<f64>() / n as f64;
+        println!(
+            "quality: {lb}/1000 instances, 100 calls each: relative std-dev of hits {:.3}",
+            var.sqrt() / mean
+        );
+    }
+}
+
+fn bench_call_path(c: &mut Criterion) {
+    let rt = runtime();
+    report_allocations(&rt);
+    report_distribution(&rt);
+    for lb in BALANCERS {
+        for rule in ["none", "method", "tag"] {
+            if lb != "random" && rule != "none" {
+                continue;
+            }
+            let mut group = c.benchmark_group(format!("call_path/{lb}/{rule}"));
+            for &n in &SIZES {
+                let dir = directory(&rt, n, lb, rule);
+                let inv = invocation(rule);
+                let mut rng = fastrand::Rng::with_seed(7);
+                group.bench_function(BenchmarkId::from_parameter(n), |b| {
+                    b.iter(|| black_box(one_call(&dir, &inv, &mut rng)))
+                });
+            }
+            group.finish();
+            let mut group = c.benchmark_group(format!("route_pick/{lb}/{rule}"));
+            for &n in &SIZES {
+                let dir = directory(&rt, n, lb, rule);
+                let inv = invocation(rule);
+                let mut rng = fastrand::Rng::with_seed(7);
+                group.bench_function(BenchmarkId::from_parameter(n), |b| {
+                    b.iter(|| black_box(route_pick(&dir, &inv, &mut rng)))
+                });
+            }
+            group.finish();
+        }
+        let mut group = c.benchmark_group(format!("call_path_2threads/{lb}/none"));
+        for &n in &SIZES {
+            let dir = Arc::new(directory(&rt, n, lb, "none"));
+            group.bench_function(BenchmarkId::from_parameter(n), |b| {
+                b.iter_custom(|iters| {
+                    let half = iters / 2 + 1;
+                    let start = Instant::now();
+                    std::thread::scope(|s| {
+                        for seed in 0..2 {
+                            let dir = dir.clone();
+                            s.spawn(move || {
+                                let inv = invocation("none");
+                                let mut rng = fastrand::Rng::with_seed(seed);
+                                for _ in 0..half {
+                                    black_box(one_call(&dir, &inv, &mut rng));
+                                }
+                            });
+                        }
+                    });
+                    // Two threads did 2 × half calls: report wall time per call.
+                    start.elapsed() / 2
+                })
+            });
+        }
+        group.finish();
+    }
+
+    let waker = Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    let mut group = c.benchmark_group("tower_p2c");
+    for &n in &SIZES {
+        let services: Vec<_> = (0..n)
+            .map(|_| {
+                PendingRequests::new(
+                    tower::service_fn(|_: ()| std::future::ready(Ok::<(), Infallible>(()))),
+                    CompleteOnResponse::default(),
+                )
+            })
+            .collect();
+        let mut balance = Balance::new(ServiceList::new(services));
+        for _ in 0..4 {
+            let _ = balance.poll_ready(&mut cx);
+        }
+        group.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter(|| {
+                match balance.poll_ready(&mut cx) {
+                    Poll::Ready(Ok(())) => {}
+                    other => panic!("tower balance not ready: {other:?}"),
+                }
+                let fut = pin!(balance.call(()));
+                black_box(fut.poll(&mut cx).is_ready())
+            })
+        });
+    }
+    group.finish();
+}
+
+fn bench_apply_update(c: &mut Criterion) {
+    let rt = runtime();
+    for &n in &[1_000usize, 10_000, 100_000] {
+        let mut group = c.benchmark_group(format!("apply_update/{n}"));
+        group.sample_size(10);
+        let dir = directory(&rt, n, "random", "method");
+        let base = instances(n, 0);
+        let changed = instances(n, 7);
+        // Full push: the directory holds nothing of it (reset to empty in between, untimed).
+        group.bench_function("full", |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    rt.block_on(async {
+                        dir.apply(Update::Reset(Vec::new()));
+                        let e = dir.load().epoch();
+                        dir.wait_until(Duration::from_secs(60), |s| {
+                            s.epoch() > e || s.is_protected()
+                        })
+                        .await
+                        .unwrap();
+                        let list = base.clone();
+                        let e = dir.load().epoch();
+                        let t = Instant::now();
+                        dir.apply(Update::Reset(list));
+                        dir.wait_until(Duration::from_secs(60), |s| s.epoch() > e)
+                            .await
+                            .unwrap();
+                        total += t.elapsed();
+                    });
+                }
+                total
+            })
+        });
+        // 1% churn: alternate between the base list and one with 1% of the weights changed.
+        let mut flip = false;
+        group.bench_function("1pct", |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    flip = !flip;
+                    let list = if flip { changed.clone() } else { base.clone() };
+                    rt.block_on(async {
+                        let e = dir.load().epoch();
+                        let t = Instant::now();
+                        dir.apply(Update::Reset(list));
+                        dir.wait_until(Duration::from_secs(60), |s| s.epoch() > e)
+                            .await
+                            .unwrap();
+                        total += t.elapsed();
+                    });
+                }
+                total
+            })
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench_call_path, bench_apply_update);
+criterion_main!(benches);
