@@ -67,7 +67,10 @@ pub fn registrar_from_url(address: &str) -> Result<Arc<dyn Registrar>> {
 /// goes to the adapter's own parser.
 #[cfg(feature = "zookeeper")]
 fn zookeeper_server_list(address: &str) -> Result<Option<crate::zookeeper::ZookeeperRegistry>> {
-    let rest = match address.strip_prefix("zookeeper://").or_else(|| address.strip_prefix("zk://")) {
+    let rest = match address
+        .strip_prefix("zookeeper://")
+        .or_else(|| address.strip_prefix("zk://"))
+    {
         Some(r) => r,
         None => return Ok(None),
     };
