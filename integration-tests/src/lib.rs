@@ -8,6 +8,8 @@
     unreachable_pub
 )]
 
+pub mod nacos_api;
+pub mod nacos_server;
 pub mod python_peer;
 pub mod zk_server;
 

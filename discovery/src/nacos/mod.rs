@@ -1,53 +1,677 @@
-//! The Nacos adapter (feature `nacos`).
+//! The Nacos adapter (feature `nacos`), on the official `nacos-sdk` (gRPC, Nacos 2.x/3.x).
+//!
+//! ```text
+//! nacos://[user:pass@]127.0.0.1:8848?namespace=dev&group=DEFAULT_GROUP&naming=dubbo
+//!        &clusters=hz,sh&application=shop&cache_dir=/var/cache/switchman-nacos
+//! ```
+//!
+//! | parameter | default | meaning |
+//! |---|---|---|
+//! | `namespace` | empty (public) | Nacos namespace id |
+//! | `group` | `DEFAULT_GROUP` | Nacos group of the services |
+//! | `naming` | `dubbo` | `dubbo`: service `providers:{interface}:{version}:{group}` as Java Dubbo registers it; `plain`: the interface is the Nacos service name (Spring Cloud style) |
+//! | `clusters` | all | keep only instances of these Nacos clusters (comma list) |
+//! | `username`, `password` | none | Nacos auth (also as `user:pass@` in the address) |
+//! | `application` | none | the consumer application: also watch `{app}.condition-router` and `{app}.configurators` |
+//! | `rules` | `true` | `false`: do not watch the config centre |
+//! | `rule_group` | `dubbo` | config-centre group of the rules |
+//! | `cache_dir` | `$TMPDIR/switchman-nacos` | nacos-sdk's own disk cache (never `$HOME`) |
+//! | `grpc_port` | HTTP port + 1000 | Nacos gRPC port |
+//!
+//! Plain naming has no Dubbo group or version: subscribing a key that has either is an error
+//! (the Nacos group is the registry's `group`).
+//!
+//! The SDK clients are built in the background on first use, retried with backoff while Nacos is
+//! unreachable, so [`Registry::subscribe`] returns at once and the directory serves its snapshot
+//! cache meanwhile. Client settings that matter: `env_first(false)` (a stray `.env` or
+//! `NACOS_CLIENT_*` variable cannot override the URL) and `naming_push_empty_protection(false)`:
+//! the SDK's protection would silently drop a push that lists no instance (or only unhealthy or
+//! zero-weight ones), hiding "all instances gone" from the directory, whose
+//! [`EmptyPolicy`](crate::EmptyPolicy) decides instead.
+//!
+//! Instance mapping and the weight rule: see `mapping.rs` (documented in the README);
+//! config-centre rules: `rules.rs`.
 
-use switchman_core::{BoxFuture, Error, Result, ServiceKey, Url};
+mod mapping;
+mod rules;
+mod watch;
 
-use crate::{Registry, UpdateReceiver};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
-/// A Nacos registry.
-#[derive(Debug, Clone)]
+use nacos_sdk::api::config::{ConfigService, ConfigServiceBuilder};
+use nacos_sdk::api::naming::{NamingService, NamingServiceBuilder, ServiceInstance};
+use nacos_sdk::api::props::ClientProps;
+use switchman_core::{BoxFuture, Error, Instance, Result, ServiceKey, Url};
+use tokio::sync::{mpsc, watch as tokio_watch};
+use tracing::{info, warn};
+
+use crate::{Registrar, Registry, UpdateReceiver};
+
+/// Nacos's default group.
+const DEFAULT_GROUP: &str = "DEFAULT_GROUP";
+/// Dubbo's config-centre group for governance rules.
+const DEFAULT_RULE_GROUP: &str = "dubbo";
+/// How long `register`/`unregister` wait for the first connection.
+const REGISTER_WAIT: Duration = Duration::from_secs(15);
+/// Bound on one register/deregister request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Backoff between client build attempts while Nacos is unreachable.
+const BUILD_BACKOFF_MIN: Duration = Duration::from_millis(500);
+const BUILD_BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// Bound on one client build attempt.
+const BUILD_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How Nacos service names are formed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Naming {
+    /// `providers:{interface}:{version}:{group}`, URL parameters as metadata (Java Dubbo).
+    Dubbo,
+    /// The interface is the service name (Spring Cloud style).
+    Plain,
+}
+
+/// The validated settings of a `nacos://` registry URL. `Debug` masks the password.
+#[derive(Clone, PartialEq)]
+pub struct NacosOptions {
+    /// `host:port` of the Nacos HTTP endpoint.
+    pub server_addr: String,
+    /// Explicit gRPC port (default: the SDK's HTTP port + 1000).
+    pub grpc_port: Option<u16>,
+    /// Namespace id (empty: public).
+    pub namespace: String,
+    /// Nacos group of the services.
+    pub group: String,
+    /// Naming scheme.
+    pub naming: Naming,
+    /// Cluster filter (empty: all).
+    pub clusters: Vec<String>,
+    /// Auth user.
+    pub username: Option<String>,
+    /// Auth password.
+    pub password: Option<String>,
+    /// The consumer application (app-level rules).
+    pub application: Option<String>,
+    /// Config-centre group of the rules; `None`: rules not watched.
+    pub rule_group: Option<String>,
+    /// nacos-sdk's disk cache.
+    pub cache_dir: PathBuf,
+}
+
+impl std::fmt::Debug for NacosOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NacosOptions")
+            .field("server_addr", &self.server_addr)
+            .field("grpc_port", &self.grpc_port)
+            .field("namespace", &self.namespace)
+            .field("group", &self.group)
+            .field("naming", &self.naming)
+            .field("clusters", &self.clusters)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("application", &self.application)
+            .field("rule_group", &self.rule_group)
+            .field("cache_dir", &self.cache_dir)
+            .finish()
+    }
+}
+
+impl NacosOptions {
+    /// Parses and validates a `nacos://` URL.
+    pub fn from_url(url: &Url) -> Result<Self> {
+        let bad = |why: String| Error::bad_config(format!("registry {}: {why}", url.redacted()));
+        if url.protocol() != "nacos" {
+            return Err(bad(format!("expected nacos://, got {}://", url.protocol())));
+        }
+        if url.host().is_empty() {
+            return Err(bad("missing host".into()));
+        }
+        let port = url.port().unwrap_or(8848);
+        let host = url.host();
+        let server_addr = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let naming = match url.param("naming").map(str::trim) {
+            None | Some("") | Some("dubbo") => Naming::Dubbo,
+            Some("plain") => Naming::Plain,
+            Some(other) => {
+                return Err(bad(format!(
+                    "naming={other:?} is not one of \"dubbo\", \"plain\""
+                )));
+            }
+        };
+        let grpc_port = match url.param("grpc_port") {
+            None => None,
+            Some(p) => Some(
+                p.trim()
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| bad(format!("grpc_port={p:?} is not a port")))?,
+            ),
+        };
+        let rules = match url.param("rules").map(str::trim) {
+            None | Some("") | Some("true") => true,
+            Some("false") => false,
+            Some(other) => return Err(bad(format!("rules={other:?} is not true or false"))),
+        };
+        let non_empty = |k: &str| {
+            url.param(k)
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        let username = url
+            .username()
+            .map(str::to_string)
+            .or_else(|| non_empty("username"));
+        let password = url
+            .password()
+            .map(str::to_string)
+            .or_else(|| non_empty("password"));
+        if password.is_some() && username.is_none() {
+            return Err(bad("a password without a username".into()));
+        }
+        let clusters = url
+            .param("clusters")
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_string)
+            .collect();
+        Ok(NacosOptions {
+            server_addr,
+            grpc_port,
+            namespace: url.param("namespace").unwrap_or("").trim().to_string(),
+            group: non_empty("group").unwrap_or_else(|| DEFAULT_GROUP.to_string()),
+            naming,
+            clusters,
+            username,
+            password,
+            application: non_empty("application"),
+            rule_group: rules
+                .then(|| non_empty("rule_group").unwrap_or_else(|| DEFAULT_RULE_GROUP.into())),
+            cache_dir: non_empty("cache_dir")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| std::env::temp_dir().join("switchman-nacos")),
+        })
+    }
+
+    /// The Nacos service name of `key` under this naming scheme.
+    pub fn service_name(&self, key: &ServiceKey) -> Result<String> {
+        if key.interface.is_empty() {
+            return Err(Error::bad_config("nacos: empty service name"));
+        }
+        match self.naming {
+            Naming::Dubbo => Ok(key.nacos_service_name()),
+            Naming::Plain if key.group.is_empty() && key.version.is_empty() => {
+                Ok(key.interface.to_string())
+            }
+            Naming::Plain => Err(Error::bad_config(format!(
+                "nacos: plain naming has no Dubbo group or version ({key}); use naming=dubbo, or the registry's group= for the Nacos group"
+            ))),
+        }
+    }
+
+    fn client_props(&self) -> ClientProps {
+        let mut props = ClientProps::new()
+            .server_addr(self.server_addr.clone())
+            .namespace(self.namespace.clone())
+            .app_name(
+                self.application
+                    .clone()
+                    .unwrap_or_else(|| "switchman".into()),
+            )
+            // Explicit configuration wins over a stray .env file or NACOS_CLIENT_* variable.
+            .env_first(false)
+            // The directory's EmptyPolicy decides about empty lists, not the SDK.
+            .naming_push_empty_protection(false)
+            .load_cache_at_start(false)
+            .cache_dir(self.cache_dir.clone());
+        if let Some(p) = self.grpc_port {
+            props = props.remote_grpc_port(p);
+        }
+        if let (Some(u), Some(p)) = (&self.username, &self.password) {
+            props = props.auth_username(u.clone()).auth_password(p.clone());
+        }
+        props
+    }
+
+    /// Creates the SDK's cache directories up front: nacos-sdk creates them in a background
+    /// task that can lose the race with its first write (a warning and a retry).
+    fn prepare_cache_dir(&self) {
+        let ns = if self.namespace.is_empty() {
+            "public"
+        } else {
+            self.namespace.as_str()
+        };
+        for module in ["naming", "config"] {
+            let dir = self.cache_dir.join(module).join(ns);
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                warn!(dir = %dir.display(), "cannot create the nacos-sdk cache directory: {e}");
+            }
+        }
+    }
+
+    async fn build_naming(&self) -> Result<NamingService> {
+        self.prepare_cache_dir();
+        let mut b = NamingServiceBuilder::new(self.client_props());
+        if self.username.is_some() {
+            b = b.enable_auth_plugin_http();
+        }
+        match tokio::time::timeout(BUILD_TIMEOUT, b.build()).await {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(e)) => Err(Error::transport(format!("nacos {}: {e}", self.server_addr))),
+            Err(_) => Err(Error::timeout(format!(
+                "nacos {}: connecting timed out",
+                self.server_addr
+            ))),
+        }
+    }
+
+    async fn build_config(&self) -> Result<ConfigService> {
+        let mut b = ConfigServiceBuilder::new(self.client_props());
+        if self.username.is_some() {
+            b = b.enable_auth_plugin_http();
+        }
+        match tokio::time::timeout(BUILD_TIMEOUT, b.build()).await {
+            Ok(Ok(c)) => Ok(c),
+            Ok(Err(e)) => Err(Error::transport(format!(
+                "nacos config {}: {e}",
+                self.server_addr
+            ))),
+            Err(_) => Err(Error::timeout(format!(
+                "nacos config {}: connecting timed out",
+                self.server_addr
+            ))),
+        }
+    }
+}
+
+/// The SDK clients of one registry, once connected.
+#[derive(Clone)]
+pub(crate) struct Clients {
+    pub(crate) naming: NamingService,
+    pub(crate) config: Option<ConfigService>,
+}
+
+struct Inner {
+    opts: NacosOptions,
+    redacted: String,
+    clients: tokio_watch::Sender<Option<Clients>>,
+    started: AtomicBool,
+    /// What this registry registered, by Nacos service name and address (see
+    /// [`NacosRegistry::send_instance`]).
+    registered: tokio::sync::Mutex<BTreeMap<String, BTreeMap<String, ServiceInstance>>>,
+    /// Live subscriptions per service.
+    subscribers: watch::Subscribers,
+}
+
+/// A Nacos registry: subscribes (consumer side) and registers (provider side) through one pair
+/// of nacos-sdk clients (naming and config) built on first use.
+#[derive(Clone)]
 pub struct NacosRegistry {
-    url: Url,
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for NacosRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NacosRegistry")
+            .field("url", &self.inner.redacted)
+            .field("connected", &self.inner.clients.borrow().is_some())
+            .finish()
+    }
 }
 
 impl NacosRegistry {
-    /// Validates the registry URL; connects lazily, in the background.
+    /// Validates the registry URL; connects lazily, in the background, on the first
+    /// subscribe or register.
     pub fn from_url(url: &Url) -> Result<Self> {
-        Ok(NacosRegistry { url: url.clone() })
+        let opts = NacosOptions::from_url(url)?;
+        let (clients, _) = tokio_watch::channel(None);
+        Ok(NacosRegistry {
+            inner: Arc::new(Inner {
+                opts,
+                redacted: url.redacted(),
+                clients,
+                started: AtomicBool::new(false),
+                registered: tokio::sync::Mutex::new(BTreeMap::new()),
+                subscribers: watch::Subscribers::default(),
+            }),
+        })
+    }
+
+    /// The validated settings.
+    pub fn options(&self) -> &NacosOptions {
+        &self.inner.opts
+    }
+
+    /// Starts the background connector once; returns a receiver of the clients.
+    fn clients(&self) -> tokio_watch::Receiver<Option<Clients>> {
+        if !self.inner.started.swap(true, Ordering::AcqRel) {
+            tokio::spawn(connect(Arc::downgrade(&self.inner)));
+        }
+        self.inner.clients.subscribe()
+    }
+
+    async fn clients_within(&self, wait: Duration) -> Result<Clients> {
+        let mut rx = self.clients();
+        let found = tokio::time::timeout(wait, async {
+            loop {
+                if let Some(c) = rx.borrow_and_update().clone() {
+                    return Some(c);
+                }
+                if rx.changed().await.is_err() {
+                    return None;
+                }
+            }
+        })
+        .await;
+        match found {
+            Ok(Some(c)) => Ok(c),
+            _ => Err(Error::transport(format!(
+                "nacos {}: not connected after {wait:?}",
+                self.inner.redacted
+            ))),
+        }
+    }
+}
+
+/// Builds the clients, retrying with backoff, until built or the registry is dropped.
+///
+/// Every failed nacos-sdk 0.8.3 build leaves one idle SDK task behind (its redo scheduler),
+/// which is why the backoff grows to [`BUILD_BACKOFF_MAX`] rather than retrying fast forever.
+async fn connect(inner: Weak<Inner>) {
+    let mut delay = BUILD_BACKOFF_MIN;
+    let mut naming = None;
+    let mut config = None;
+    loop {
+        let Some(me) = inner.upgrade() else { return };
+        if naming.is_none() {
+            match me.opts.build_naming().await {
+                Ok(n) => naming = Some(n),
+                Err(e) => {
+                    warn!(registry = %me.redacted, "nacos naming client not ready, retrying in {delay:?}: {e}")
+                }
+            }
+        }
+        if naming.is_some() && config.is_none() && me.opts.rule_group.is_some() {
+            match me.opts.build_config().await {
+                Ok(c) => config = Some(c),
+                Err(e) => {
+                    warn!(registry = %me.redacted, "nacos config client not ready, retrying in {delay:?}: {e}")
+                }
+            }
+        }
+        if let Some(n) = &naming {
+            if config.is_some() || me.opts.rule_group.is_none() {
+                info!(registry = %me.redacted, "connected to nacos");
+                me.clients.send_replace(Some(Clients {
+                    naming: n.clone(),
+                    config: config.take(),
+                }));
+                return;
+            }
+        }
+        drop(me);
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(BUILD_BACKOFF_MAX);
     }
 }
 
 impl Registry for NacosRegistry {
     fn subscribe<'a>(&'a self, service: &'a ServiceKey) -> BoxFuture<'a, Result<UpdateReceiver>> {
         Box::pin(async move {
-            Err(Error::new(
-                switchman_core::ErrorKind::Unsupported,
-                format!(
-                    "{}: subscribing to {service} is not implemented yet",
-                    self.url.redacted()
-                ),
-            ))
+            let opts = &self.inner.opts;
+            let service_name = opts.service_name(service)?;
+            let w = watch::Watch {
+                key: service.clone(),
+                service_name,
+                group: opts.group.clone(),
+                clusters: opts.clusters.clone(),
+                dubbo_naming: opts.naming == Naming::Dubbo,
+                rule_group: opts.rule_group.clone(),
+                rule_ids: rules::service_data_ids(service, opts.application.as_deref()),
+                subscribers: self.inner.subscribers.clone(),
+            };
+            let (tx, rx) = mpsc::channel(64);
+            tokio::spawn(watch::run(w, self.clients(), tx));
+            Ok(rx)
         })
     }
 }
 
-impl crate::Registrar for NacosRegistry {
-    fn register<'a>(&'a self, instance: &'a switchman_core::Instance) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            Err(Error::new(
-                switchman_core::ErrorKind::Unsupported,
-                format!(
-                    "{}: registering {} is not implemented yet",
-                    self.url.redacted(),
-                    instance.address()
-                ),
-            ))
-        })
+impl NacosRegistry {
+    /// Registers or deregisters one instance.
+    ///
+    /// nacos-sdk 0.8.3 keeps one re-registration ("redo") task per service and request type,
+    /// so two instances of one service registered one by one would leave only the last to be
+    /// registered again after a reconnect. The registrar therefore registers a lone instance
+    /// with a plain register request and, from the second instance of a service on, the whole
+    /// set with one batch request, whose redo task then covers every instance. After a
+    /// deregistration the remaining set is sent again as a batch. Known SDK limitation: once
+    /// every instance of a batch-registered service is deregistered, the SDK's batch redo task
+    /// still holds the last set and would register it again after a reconnect of this client.
+    async fn send_instance(&self, instance: &Instance, register: bool) -> Result<()> {
+        let opts = &self.inner.opts;
+        let service_name = opts.service_name(instance.service())?;
+        let clients = self.clients_within(REGISTER_WAIT).await?;
+        let si = mapping::to_service_instance(instance);
+        let what = if register { "register" } else { "deregister" };
+        let group = Some(opts.group.clone());
+        let mut registered = self.inner.registered.lock().await;
+        let set = registered.entry(service_name.clone()).or_default();
+        let call = async {
+            if register {
+                set.insert(instance.address().to_string(), si.clone());
+                if set.len() == 1 {
+                    clients
+                        .naming
+                        .register_instance(service_name.clone(), group, si)
+                        .await
+                } else {
+                    clients
+                        .naming
+                        .batch_register_instance(
+                            service_name.clone(),
+                            group,
+                            set.values().cloned().collect(),
+                        )
+                        .await
+                }
+            } else {
+                set.remove(instance.address());
+                clients
+                    .naming
+                    .deregister_instance(service_name.clone(), group.clone(), si)
+                    .await?;
+                if set.is_empty() {
+                    Ok(())
+                } else {
+                    clients
+                        .naming
+                        .batch_register_instance(
+                            service_name.clone(),
+                            group,
+                            set.values().cloned().collect(),
+                        )
+                        .await
+                }
+            }
+        };
+        let result = tokio::time::timeout(REQUEST_TIMEOUT, call).await;
+        if registered.get(&service_name).is_some_and(|s| s.is_empty()) {
+            registered.remove(&service_name);
+        }
+        match result {
+            Ok(Ok(())) => {
+                info!(service = %service_name, address = instance.address(), weight = instance.weight(), "nacos {what}ed");
+                Ok(())
+            }
+            Ok(Err(e)) => Err(Error::transport(format!(
+                "nacos {}: {what} {} in {service_name}: {e}",
+                self.inner.redacted,
+                instance.address()
+            ))),
+            Err(_) => Err(Error::timeout(format!(
+                "nacos {}: {what} {} in {service_name} timed out",
+                self.inner.redacted,
+                instance.address()
+            ))),
+        }
     }
-    fn unregister<'a>(
-        &'a self,
-        instance: &'a switchman_core::Instance,
-    ) -> BoxFuture<'a, Result<()>> {
-        self.register(instance)
+}
+
+impl Registrar for NacosRegistry {
+    /// Registers `instance` as an ephemeral Nacos instance (the SDK registers it again after
+    /// every reconnect) with its weight (`weight / 100` in the Nacos field, the integer in
+    /// metadata) and its URL parameters as metadata.
+    fn register<'a>(&'a self, instance: &'a Instance) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.send_instance(instance, true))
+    }
+
+    fn unregister<'a>(&'a self, instance: &'a Instance) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.send_instance(instance, false))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(url: &str) -> Result<NacosOptions> {
+        NacosOptions::from_url(&Url::parse(url).unwrap())
+    }
+
+    #[test]
+    fn url_defaults() {
+        let o = opts("nacos://127.0.0.1:8848").unwrap();
+        assert_eq!(o.server_addr, "127.0.0.1:8848");
+        assert_eq!(
+            (o.namespace.as_str(), o.group.as_str()),
+            ("", DEFAULT_GROUP)
+        );
+        assert_eq!(o.naming, Naming::Dubbo);
+        assert!(o.clusters.is_empty());
+        assert_eq!((o.username.as_deref(), o.password.as_deref()), (None, None));
+        assert_eq!(o.rule_group.as_deref(), Some("dubbo"));
+        assert_eq!(o.cache_dir, std::env::temp_dir().join("switchman-nacos"));
+        assert_eq!(
+            opts("nacos://nacos.local").unwrap().server_addr,
+            "nacos.local:8848"
+        );
+    }
+
+    #[test]
+    fn url_parameters() {
+        let o = opts(
+            "nacos://127.0.0.1:18848?namespace=dev&group=G&naming=plain&clusters=hz,%20sh,&username=u&password=p&application=shop&cache_dir=/tmp/x&grpc_port=19848&rule_group=gov",
+        )
+        .unwrap();
+        assert_eq!(o.namespace, "dev");
+        assert_eq!(o.group, "G");
+        assert_eq!(o.naming, Naming::Plain);
+        assert_eq!(o.clusters.len(), 2);
+        assert_eq!(o.clusters[0], "hz");
+        assert_eq!(
+            (o.username.as_deref(), o.password.as_deref()),
+            (Some("u"), Some("p"))
+        );
+        assert_eq!(o.application.as_deref(), Some("shop"));
+        assert_eq!(o.cache_dir, PathBuf::from("/tmp/x"));
+        assert_eq!(o.grpc_port, Some(19848));
+        assert_eq!(o.rule_group.as_deref(), Some("gov"));
+        let o = opts("nacos://admin:secret@127.0.0.1:8848?rules=false").unwrap();
+        assert_eq!(
+            (o.username.as_deref(), o.password.as_deref()),
+            (Some("admin"), Some("secret"))
+        );
+        assert!(
+            !format!("{o:?}").contains("secret"),
+            "Debug masks the password"
+        );
+        assert_eq!(o.rule_group, None);
+    }
+
+    #[test]
+    fn bad_urls_name_the_problem() {
+        for (url, want) in [
+            ("nacos://127.0.0.1:8848?naming=spring", "naming=\"spring\""),
+            ("nacos://127.0.0.1:8848?grpc_port=x", "grpc_port=\"x\""),
+            ("nacos://127.0.0.1:8848?rules=maybe", "rules=\"maybe\""),
+            (
+                "nacos://127.0.0.1:8848?password=p",
+                "password without a username",
+            ),
+            ("zookeeper://127.0.0.1:2181", "expected nacos://"),
+        ] {
+            let e = opts(url).unwrap_err();
+            assert!(e.to_string().contains(want), "{url}: {e}");
+            assert_eq!(e.kind(), switchman_core::ErrorKind::BadConfig);
+        }
+        // The password never appears in messages.
+        let e = opts("nacos://u:hunter2@127.0.0.1:8848?naming=x").unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn service_names_per_naming_scheme() {
+        let dubbo = opts("nacos://127.0.0.1:8848").unwrap();
+        let plain = opts("nacos://127.0.0.1:8848?naming=plain").unwrap();
+        let k = ServiceKey::with("com.foo.Bar", "g", "1.0");
+        assert_eq!(
+            dubbo.service_name(&k).unwrap(),
+            "providers:com.foo.Bar:1.0:g"
+        );
+        assert_eq!(
+            dubbo.service_name(&ServiceKey::new("com.foo.Bar")).unwrap(),
+            "providers:com.foo.Bar::"
+        );
+        assert_eq!(
+            plain
+                .service_name(&ServiceKey::new("order-service"))
+                .unwrap(),
+            "order-service"
+        );
+        assert!(
+            plain
+                .service_name(&k)
+                .unwrap_err()
+                .to_string()
+                .contains("plain naming")
+        );
+        assert!(dubbo.service_name(&ServiceKey::new("")).is_err());
+    }
+
+    #[tokio::test]
+    async fn subscribe_returns_at_once_while_nacos_is_down() {
+        // Nothing listens on port 1: the receiver comes back immediately, and the bad key is
+        // still refused synchronously.
+        let dir = std::env::temp_dir().join(format!("switchman-nacos-unit-{}", std::process::id()));
+        let url = format!(
+            "nacos://127.0.0.1:1?cache_dir={}&naming=plain",
+            dir.display()
+        );
+        let reg = NacosRegistry::from_url(&Url::parse(&url).unwrap()).unwrap();
+        let rx = tokio::time::timeout(
+            Duration::from_secs(2),
+            reg.subscribe(&ServiceKey::new("svc")),
+        )
+        .await
+        .expect("subscribe must not wait for Nacos");
+        let mut rx = rx.unwrap();
+        assert!(rx.try_recv().is_err(), "nothing to report yet");
+        assert!(
+            reg.subscribe(&ServiceKey::with("svc", "g", ""))
+                .await
+                .is_err()
+        );
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -1,0 +1,238 @@
+//! A private rnacos server for tests that stop and restart Nacos (never the shared one).
+//!
+//! Started the way `scripts/services.sh` starts the shared server: HTTP on a free port `p`,
+//! gRPC on `p + 1000`, console on `p + 2000`, everything on 127.0.0.1, its own data directory,
+//! `-e <empty file>` so no `.env` is read, and its working directory in its temp dir. The
+//! binary is `$RNACOS_BIN` (exported by `scripts/services.sh`), else the default cache path.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A private rnacos process; killed and its directory removed on drop.
+#[derive(Debug)]
+pub struct NacosServer {
+    dir: PathBuf,
+    http_port: u16,
+    env: Vec<(String, String)>,
+    child: Option<Child>,
+}
+
+/// A fresh directory path for test scratch data (nacos-sdk caches, snapshot files): under
+/// `$SWITCHMAN_SERVICES_DIR` when `scripts/services.sh` set it (removed by `services_stop`, which
+/// also catches files nacos-sdk's background tasks write after a test cleaned up), else under
+/// the system temp directory.
+pub fn scratch_dir(prefix: &str) -> PathBuf {
+    let base = match std::env::var("SWITCHMAN_SERVICES_DIR") {
+        Ok(d) if !d.is_empty() => PathBuf::from(d).join("scratch"),
+        _ => std::env::temp_dir(),
+    };
+    base.join(crate::unique(prefix))
+}
+
+fn rnacos_bin() -> PathBuf {
+    match std::env::var("RNACOS_BIN") {
+        Ok(b) if !b.is_empty() => PathBuf::from(b),
+        _ => {
+            let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+            PathBuf::from(home).join(".cache/switchman/rnacos-0.8.8/bin/rnacos")
+        }
+    }
+}
+
+fn port_free(port: u32) -> bool {
+    port <= u16::MAX as u32 && TcpListener::bind(("127.0.0.1", port as u16)).is_ok()
+}
+
+/// A port `p` in 20000..40000 with `p`, `p + 1000` and `p + 2000` free now.
+fn free_ports() -> u16 {
+    for _ in 0..500 {
+        let p = 20000 + fastrand_u32() % 20000;
+        if port_free(p) && port_free(p + 1000) && port_free(p + 2000) {
+            return p as u16;
+        }
+    }
+    panic!("no free port triple for rnacos");
+}
+
+/// A cheap pseudo-random number without a dependency: time and PID mixed.
+fn fastrand_u32() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(7))
+        .unwrap_or(0);
+    nanos.wrapping_mul(2_654_435_761) ^ std::process::id().wrapping_mul(40503)
+}
+
+fn http_ok(port: u16) -> bool {
+    let Ok(mut s) =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500))
+    else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let req = "GET /nacos/v1/ns/instance/list?serviceName=ready-check HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if s.write_all(req.as_bytes()).is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 16];
+    // 200, or 403 when the server runs with open-API auth: either way it serves.
+    matches!(s.read(&mut buf), Ok(n) if n >= 12 && buf.starts_with(b"HTTP/1.") && (&buf[9..12] == b"200" || &buf[9..12] == b"403"))
+}
+
+impl NacosServer {
+    /// Starts a server on fresh ports and waits until it answers (at most 20 s).
+    ///
+    /// # Panics
+    /// When the binary is missing or the server does not come up: the caller's test cannot
+    /// mean anything without it.
+    pub fn start() -> NacosServer {
+        Self::start_with(&[])
+    }
+
+    /// Like [`NacosServer::start`] with extra `RNACOS_*` settings (for example
+    /// `RNACOS_ENABLE_OPEN_API_AUTH=true`).
+    pub fn start_with(env: &[(&str, &str)]) -> NacosServer {
+        let dir = std::env::temp_dir().join(crate::unique("switchman-rnacos"));
+        std::fs::create_dir_all(dir.join("data")).expect("rnacos temp dir");
+        std::fs::write(dir.join("empty.env"), b"").expect("empty env file");
+        let mut s = NacosServer {
+            dir,
+            http_port: free_ports(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            child: None,
+        };
+        s.spawn();
+        s
+    }
+
+    /// Starts the process and waits until it serves. rnacos 0.8.8 sometimes loses a start-up
+    /// race in its raft state machine (a panic in `raftapply.rs` within milliseconds), after
+    /// which every raft-backed request (config, login, persistent instances) fails with
+    /// "Mailbox has closed"; such a start is detected in the log and retried.
+    fn spawn(&mut self) {
+        for attempt in 1..=3 {
+            let log_start = std::fs::metadata(self.dir.join("rnacos.log"))
+                .map(|m| m.len() as usize)
+                .unwrap_or(0);
+            self.spawn_once();
+            // The panic, when it happens, is logged before the server answers.
+            let log = std::fs::read(self.dir.join("rnacos.log")).unwrap_or_default();
+            let fresh = String::from_utf8_lossy(log.get(log_start..).unwrap_or_default());
+            if !fresh.contains("panicked at") {
+                return;
+            }
+            eprintln!("rnacos start {attempt} hit its start-up panic; starting it again");
+            self.stop();
+        }
+        panic!("rnacos kept panicking at start; log: {}", self.log_tail());
+    }
+
+    fn spawn_once(&mut self) {
+        let p = self.http_port;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("rnacos.log"))
+            .expect("rnacos log");
+        let child = Command::new(rnacos_bin())
+            .arg("-e")
+            .arg(self.dir.join("empty.env"))
+            .current_dir(&self.dir)
+            .env("RNACOS_HTTP_PORT", p.to_string())
+            .env("RNACOS_GRPC_PORT", (p + 1000).to_string())
+            .env("RNACOS_HTTP_CONSOLE_PORT", (p + 2000).to_string())
+            .env("RNACOS_SDK_HOST", "127.0.0.1")
+            .env("RNACOS_CONSOLE_HOST", "127.0.0.1")
+            .env("RNACOS_DATA_DIR", self.dir.join("data"))
+            .env("RNACOS_RAFT_NODE_ADDR", format!("127.0.0.1:{}", p + 1000))
+            .env("RNACOS_ENABLE_METRICS", "false")
+            .env(
+                "RNACOS_NAMING_INSTANCE_METADATA_PERSISTENCE_ENABLE",
+                "false",
+            )
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", rnacos_bin().display()));
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if http_ok(p) && TcpStream::connect(("127.0.0.1", p + 1000)).is_ok() {
+                return;
+            }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                panic!("rnacos exited with {status}; log: {}", self.log_tail());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "rnacos did not come up on 127.0.0.1:{p} within 20 s; log: {}",
+            self.log_tail()
+        );
+    }
+
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.join("rnacos.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    /// The server's log so far (stdout and stderr of every start).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("rnacos.log")).unwrap_or_default()
+    }
+
+    /// `127.0.0.1:<http port>`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.http_port)
+    }
+
+    /// Stops the server (SIGTERM, then SIGKILL after 5 s) and waits for it to exit.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Starts the stopped server again on the same ports and data directory.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    /// Whether the process is running.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+}
+
+impl Drop for NacosServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
