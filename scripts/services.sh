@@ -48,15 +48,42 @@ PY
 }
 
 _nacos_ready() {
+  # Naming answers, the gRPC port accepts, and a config publish-and-get round trip works: the
+  # last one goes through rnacos's raft store, which a bad start can leave dead while the
+  # naming API still answers.
   python3 - "$1" <<'PY'
-import socket, sys, urllib.request
+import socket, sys, urllib.parse, urllib.request
 port = int(sys.argv[1])
+base = f"http://127.0.0.1:{port}/nacos/v1"
 try:
-    urllib.request.urlopen(f"http://127.0.0.1:{port}/nacos/v1/ns/instance/list?serviceName=ready-check", timeout=1).read()
+    urllib.request.urlopen(f"{base}/ns/instance/list?serviceName=ready-check", timeout=1).read()
     socket.create_connection(("127.0.0.1", port + 1000), timeout=1).close()
+    body = urllib.parse.urlencode({"dataId": "ready-check", "group": "DEFAULT_GROUP", "content": "ok"}).encode()
+    urllib.request.urlopen(urllib.request.Request(f"{base}/cs/configs", data=body), timeout=2).read()
+    got = urllib.request.urlopen(f"{base}/cs/configs?dataId=ready-check&group=DEFAULT_GROUP", timeout=2).read()
+    sys.exit(0 if got.strip() == b"ok" else 1)
 except Exception:
     sys.exit(1)
 PY
+}
+
+_start_rnacos() { # http port
+  local np="$1"
+  rm -rf "$SWITCHMAN_SERVICES_DIR/nacos-data"
+  mkdir -p "$SWITCHMAN_SERVICES_DIR/nacos-data"
+  : > "$SWITCHMAN_SERVICES_DIR/empty.env"
+  (
+    cd "$SWITCHMAN_SERVICES_DIR" || exit 1
+    RNACOS_HTTP_PORT="$np" RNACOS_GRPC_PORT="$((np + 1000))" RNACOS_HTTP_CONSOLE_PORT="$((np + 2000))" \
+    RNACOS_SDK_HOST=127.0.0.1 RNACOS_CONSOLE_HOST=127.0.0.1 \
+    RNACOS_DATA_DIR="$SWITCHMAN_SERVICES_DIR/nacos-data" \
+    RNACOS_RAFT_NODE_ADDR="127.0.0.1:$((np + 1000))" \
+    RNACOS_ENABLE_METRICS=false \
+    RNACOS_NAMING_INSTANCE_METADATA_PERSISTENCE_ENABLE=false \
+      exec "$RNACOS_BIN" -e "$SWITCHMAN_SERVICES_DIR/empty.env"
+  ) > "$SWITCHMAN_SERVICES_DIR/rnacos.log" 2>&1 &
+  SWITCHMAN_NACOS_PID=$!
+  export SWITCHMAN_NACOS_PID
 }
 
 services_start() {
@@ -89,21 +116,7 @@ CFG
 
   # rnacos: HTTP on p, gRPC on p+1000, console on p+2000; everything on 127.0.0.1.
   local np; np="$(_free_port 1000 2000)"
-  mkdir -p "$SWITCHMAN_SERVICES_DIR/nacos-data"
-  : > "$SWITCHMAN_SERVICES_DIR/empty.env"
-  (
-    cd "$SWITCHMAN_SERVICES_DIR" || exit 1
-    RNACOS_HTTP_PORT="$np" RNACOS_GRPC_PORT="$((np + 1000))" RNACOS_HTTP_CONSOLE_PORT="$((np + 2000))" \
-    RNACOS_SDK_HOST=127.0.0.1 RNACOS_CONSOLE_HOST=127.0.0.1 \
-    RNACOS_DATA_DIR="$SWITCHMAN_SERVICES_DIR/nacos-data" \
-    RNACOS_RAFT_NODE_ADDR="127.0.0.1:$((np + 1000))" \
-    RNACOS_ENABLE_METRICS=false \
-    RNACOS_NAMING_INSTANCE_METADATA_PERSISTENCE_ENABLE=false \
-      exec "$RNACOS_BIN" -e "$SWITCHMAN_SERVICES_DIR/empty.env"
-  ) > "$SWITCHMAN_SERVICES_DIR/rnacos.log" 2>&1 &
-  SWITCHMAN_NACOS_PID=$!
-  export SWITCHMAN_NACOS_PID SWITCHMAN_NACOS="127.0.0.1:$np"
-
+  export SWITCHMAN_NACOS="127.0.0.1:$np"
   local i
   for i in $(seq 1 150); do
     if _zk_ready "$zk_port"; then break; fi
@@ -114,15 +127,22 @@ CFG
     _svc_log "ZooKeeper did not come up on $SWITCHMAN_ZK; log:"; tail -30 "$SWITCHMAN_SERVICES_DIR/zookeeper.log" >&2
     return 1
   fi
-  for i in $(seq 1 150); do
-    if _nacos_ready "$np"; then break; fi
-    if ! kill -0 "$SWITCHMAN_NACOS_PID" 2>/dev/null; then break; fi
-    sleep 0.2
+  # rnacos 0.8.8 occasionally panics while starting its raft store; start it afresh then.
+  local attempt
+  for attempt in 1 2 3; do
+    _start_rnacos "$np"
+    for i in $(seq 1 150); do
+      if _nacos_ready "$np"; then break; fi
+      if ! kill -0 "$SWITCHMAN_NACOS_PID" 2>/dev/null; then break; fi
+      if grep -q "panicked at" "$SWITCHMAN_SERVICES_DIR/rnacos.log" 2>/dev/null; then break; fi
+      sleep 0.2
+    done
+    if _nacos_ready "$np" && ! grep -q "panicked at" "$SWITCHMAN_SERVICES_DIR/rnacos.log"; then break; fi
+    _svc_log "rnacos start $attempt on $SWITCHMAN_NACOS failed; log:"; tail -15 "$SWITCHMAN_SERVICES_DIR/rnacos.log" >&2
+    kill -9 "$SWITCHMAN_NACOS_PID" 2>/dev/null || true
+    wait "$SWITCHMAN_NACOS_PID" 2>/dev/null || true
+    if [ "$attempt" = 3 ]; then return 1; fi
   done
-  if ! _nacos_ready "$np"; then
-    _svc_log "rnacos did not come up on $SWITCHMAN_NACOS; log:"; tail -30 "$SWITCHMAN_SERVICES_DIR/rnacos.log" >&2
-    return 1
-  fi
   _svc_log "ZooKeeper on $SWITCHMAN_ZK (pid $SWITCHMAN_ZK_PID), rnacos on $SWITCHMAN_NACOS (pid $SWITCHMAN_NACOS_PID)"
 }
 

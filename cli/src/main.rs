@@ -43,7 +43,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("warn,zookeeper_client=error")
+                tracing_subscriber::EnvFilter::new("warn,zookeeper_client=error,nacos_sdk=off")
             }),
         )
         .with_writer(std::io::stderr)
