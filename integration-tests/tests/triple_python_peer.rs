@@ -64,9 +64,9 @@ fn service(tag: &str) -> String {
 
 async fn directory(service: &str, expect: usize) -> Arc<RegistryDirectory> {
     let registry = registry_from_url(&format!("zookeeper://{}", zookeeper())).unwrap();
-    // The directory's default balancer, weighted random (integration-tests does not depend on
-    // switchman-loadbalance to name RoundRobinBalance).
-    let config = DirectoryConfig::new(ServiceKey::new(service));
+    // Failover + round robin, as a Dubbo consumer of these providers would typically run.
+    let config = DirectoryConfig::new(ServiceKey::new(service))
+        .balancer(Arc::new(switchman_loadbalance::RoundRobinBalance::new()));
     let dir = Arc::new(
         RegistryDirectory::subscribe(&*registry, config)
             .await
