@@ -516,6 +516,7 @@ impl State {
             .count();
 
         self.stats.retain(|addr, _| next.contains_key(addr));
+        let initial = self.published.is_empty() && self.epoch <= 1;
         let all: Arc<[Arc<Instance>]> = next.values().cloned().collect();
         let endpoints: Arc<[Endpoint]> = next
             .iter()
@@ -525,7 +526,16 @@ impl State {
                 stats: self
                     .stats
                     .entry(addr.clone())
-                    .or_insert_with(|| Arc::new(InstanceStats::new()))
+                    .or_insert_with(|| {
+                        let stats = InstanceStats::new();
+                        if initial {
+                            // Warm-up without a provider timestamp starts when the directory
+                            // first sees an instance. The first list is the fleet as it already
+                            // runs, not instances that just started: treat it as warm.
+                            stats.set_first_seen_ms(0);
+                        }
+                        Arc::new(stats)
+                    })
                     .clone(),
             })
             .collect();
@@ -827,6 +837,26 @@ mod tests {
             "removing the rule restores all providers"
         );
         std::fs::remove_file(&path).ok();
+    }
+
+    #[tokio::test]
+    async fn the_first_list_is_warm_and_later_arrivals_warm_up() {
+        let dir = RegistryDirectory::spawn(cfg(), None);
+        dir.apply(Update::Reset(vec![inst(1, 100)]));
+        settle(&dir, 1).await;
+        dir.apply(Update::Add(vec![inst(2, 100)]));
+        let s = settle(&dir, 2).await;
+        let now = std::time::SystemTime::now();
+        let w: Vec<u32> = s
+            .endpoints()
+            .iter()
+            .map(|e| switchman_loadbalance::effective_weight(e, now))
+            .collect();
+        assert_eq!(w[0], 100, "present at start: no warm-up");
+        assert_eq!(
+            w[1], 1,
+            "new since start, no provider timestamp: warming from first sight"
+        );
     }
 
     #[tokio::test]

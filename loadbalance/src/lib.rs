@@ -247,12 +247,15 @@ pub fn pick_untried(
         .or(Some(first))
 }
 
-/// Warm-up weight as Dubbo computes it: for `0 < uptime < warmup`,
-/// `max(1, min(weight, uptime / (warmup / weight)))`; otherwise `weight`.
+/// Warm-up weight as Dubbo computes it: for `uptime < warmup`,
+/// `max(1, min(weight, uptime / (warmup / weight)))`; otherwise `weight`. Unlike Dubbo, an
+/// uptime of exactly 0 ms counts as warming (weight 1), not as warm: otherwise two instances
+/// seen a millisecond apart would get weights 100 and 1. A start in the future (clock skew)
+/// gives the full weight.
 /// `start_ms` is the provider's start time (its `timestamp`), `now_ms` the current time, both in
 /// ms since the epoch.
 pub fn warmup_weight(weight: u32, warmup_ms: u64, start_ms: u64, now_ms: u64) -> u32 {
-    if weight == 0 || warmup_ms == 0 || now_ms <= start_ms {
+    if weight == 0 || warmup_ms == 0 || now_ms < start_ms {
         return weight;
     }
     let uptime = now_ms - start_ms;
@@ -295,6 +298,11 @@ mod tests {
         assert_eq!(warmup_weight(100, w, 0, 306_000), 51);
         assert_eq!(warmup_weight(100, w, 0, 594_000), 99);
         assert_eq!(warmup_weight(100, w, 0, 1), 1);
+        assert_eq!(
+            warmup_weight(100, w, 5, 5),
+            1,
+            "just seen: warming, like 1 ms later"
+        );
         assert_eq!(warmup_weight(100, w, 0, 600_000), 100);
         assert_eq!(
             warmup_weight(100, w, 1_000, 500),
