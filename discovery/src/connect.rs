@@ -5,6 +5,36 @@ use switchman_core::{Error, Result, Url};
 
 use crate::{Registrar, Registry, StaticRegistry};
 
+/// A registry that both subscribes and registers (ZooKeeper, Nacos).
+trait Remote: Registry + Registrar {}
+impl<T: Registry + Registrar> Remote for T {}
+
+/// Opens a ZooKeeper or Nacos adapter; `Ok(None)` for any other scheme.
+fn open_remote(address: &str) -> Result<Option<Arc<dyn Remote>>> {
+    #[cfg(feature = "zookeeper")]
+    if let Some(r) = zookeeper_server_list(address)? {
+        return Ok(Some(Arc::new(r)));
+    }
+    let url = Url::parse(address).map_err(|e| Error::bad_config(e.to_string()))?;
+    let remote: Arc<dyn Remote> = match url.protocol() {
+        #[cfg(feature = "zookeeper")]
+        "zookeeper" | "zk" => Arc::new(crate::zookeeper::ZookeeperRegistry::from_url(&url)?),
+        #[cfg(feature = "nacos")]
+        "nacos" => Arc::new(crate::nacos::NacosRegistry::from_url(&url)?),
+        _ => return Ok(None),
+    };
+    Ok(Some(remote))
+}
+
+fn unknown(address: &str, what: &str) -> Error {
+    let shown = Url::parse(address)
+        .map(|u| u.redacted())
+        .unwrap_or_else(|_| address.to_string());
+    Error::bad_config(format!(
+        "registry {shown}: unknown or disabled registry type (expected {what})"
+    ))
+}
+
 /// Opens a registry from its URL:
 ///
 /// - `zookeeper://host:port[,host:port...][/chroot]?...` (feature `zookeeper`)
@@ -14,52 +44,30 @@ use crate::{Registrar, Registry, StaticRegistry};
 /// Must be called inside a tokio runtime.
 pub fn registry_from_url(address: &str) -> Result<Arc<dyn Registry>> {
     let address = address.trim();
-    if !address.contains("://") {
-        return Ok(Arc::new(StaticRegistry::from_file(
-            address,
-            Duration::from_secs(1),
-        )?));
-    }
-    if let Some(path) = address.strip_prefix("file://") {
+    let file = if address.contains("://") {
+        address.strip_prefix("file://")
+    } else {
+        Some(address)
+    };
+    if let Some(path) = file {
         return Ok(Arc::new(StaticRegistry::from_file(
             path,
             Duration::from_secs(1),
         )?));
     }
-    let url = Url::parse(address).map_err(|e| Error::bad_config(e.to_string()))?;
-    match url.protocol() {
-        #[cfg(feature = "zookeeper")]
-        "zookeeper" | "zk" => Ok(Arc::new(crate::zookeeper::ZookeeperRegistry::from_url(
-            &url,
-        )?)),
-        #[cfg(feature = "nacos")]
-        "nacos" => Ok(Arc::new(crate::nacos::NacosRegistry::from_url(&url)?)),
-        other => Err(Error::bad_config(format!(
-            "registry {}: unknown or disabled registry type {other:?} (expected zookeeper://, nacos:// or a file path)",
-            url.redacted()
-        ))),
+    match open_remote(address)? {
+        Some(remote) => Ok(remote),
+        None => Err(unknown(address, "zookeeper://, nacos:// or a file path")),
     }
 }
 
 /// Opens the provider side of a registry from its URL (`zookeeper://...`, `nacos://...`).
 /// Must be called inside a tokio runtime.
 pub fn registrar_from_url(address: &str) -> Result<Arc<dyn Registrar>> {
-    #[cfg(feature = "zookeeper")]
-    if let Some(r) = zookeeper_server_list(address.trim())? {
-        return Ok(Arc::new(r));
-    }
-    let url = Url::parse(address.trim()).map_err(|e| Error::bad_config(e.to_string()))?;
-    match url.protocol() {
-        #[cfg(feature = "zookeeper")]
-        "zookeeper" | "zk" => Ok(Arc::new(crate::zookeeper::ZookeeperRegistry::from_url(
-            &url,
-        )?)),
-        #[cfg(feature = "nacos")]
-        "nacos" => Ok(Arc::new(crate::nacos::NacosRegistry::from_url(&url)?)),
-        other => Err(Error::bad_config(format!(
-            "registry {}: cannot register providers in {other:?} (expected zookeeper:// or nacos://)",
-            url.redacted()
-        ))),
+    let address = address.trim();
+    match open_remote(address)? {
+        Some(remote) => Ok(remote),
+        None => Err(unknown(address, "zookeeper:// or nacos://")),
     }
 }
 
@@ -79,4 +87,36 @@ fn zookeeper_server_list(address: &str) -> Result<Option<crate::zookeeper::Zooke
         return Ok(None);
     }
     crate::zookeeper::ZookeeperRegistry::from_address(address).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(feature = "zookeeper")]
+    #[tokio::test]
+    async fn zookeeper_connect_strings_open_both_sides() {
+        for addr in [
+            "zookeeper://127.0.0.1:2181",
+            "zookeeper://127.0.0.1:2181,127.0.0.1:2182/chroot",
+        ] {
+            assert!(registry_from_url(addr).is_ok(), "{addr}");
+            assert!(registrar_from_url(addr).is_ok(), "{addr}");
+        }
+    }
+
+    #[tokio::test]
+    async fn unknown_schemes_are_named_and_credentials_hidden() {
+        let e = registry_from_url("eureka://admin:s3cret@h:1").unwrap_err();
+        assert!(e.to_string().contains("eureka://admin:***@h:1"), "{e}");
+        assert!(!e.to_string().contains("s3cret"));
+        let e = registrar_from_url("/tmp/providers.yaml").unwrap_err();
+        assert!(e.to_string().contains("/tmp/providers.yaml"), "{e}");
+        assert!(
+            registry_from_url("/nonexistent/providers.yaml")
+                .unwrap_err()
+                .to_string()
+                .contains("/nonexistent")
+        );
+    }
 }
