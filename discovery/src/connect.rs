@@ -16,14 +16,16 @@ fn open_remote(address: &str) -> Result<Option<Arc<dyn Remote>>> {
         return Ok(Some(Arc::new(r)));
     }
     let url = Url::parse(address).map_err(|e| Error::bad_config(e.to_string()))?;
-    let remote: Arc<dyn Remote> = match url.protocol() {
+    let remote: Option<Arc<dyn Remote>> = match url.protocol() {
         #[cfg(feature = "zookeeper")]
-        "zookeeper" | "zk" => Arc::new(crate::zookeeper::ZookeeperRegistry::from_url(&url)?),
+        "zookeeper" | "zk" => Some(Arc::new(crate::zookeeper::ZookeeperRegistry::from_url(
+            &url,
+        )?)),
         #[cfg(feature = "nacos")]
-        "nacos" => Arc::new(crate::nacos::NacosRegistry::from_url(&url)?),
-        _ => return Ok(None),
+        "nacos" => Some(Arc::new(crate::nacos::NacosRegistry::from_url(&url)?)),
+        _ => None,
     };
-    Ok(Some(remote))
+    Ok(remote)
 }
 
 fn unknown(address: &str, what: &str) -> Error {

@@ -22,10 +22,22 @@ use bytes::Bytes;
 pub(crate) type Sender = http2::SendRequest<Full<Bytes>>;
 
 /// Connection settings.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct ConnectSettings {
     pub(crate) keep_alive_interval: Option<Duration>,
     pub(crate) keep_alive_timeout: Duration,
+    /// TLS for every connection (ALPN `h2`); `None`: cleartext h2c with prior knowledge.
+    pub(crate) tls: Option<tokio_rustls::TlsConnector>,
+}
+
+impl std::fmt::Debug for ConnectSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectSettings")
+            .field("keep_alive_interval", &self.keep_alive_interval)
+            .field("keep_alive_timeout", &self.keep_alive_timeout)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
 }
 
 #[derive(Default)]
@@ -119,18 +131,63 @@ impl Pool {
                 .keep_alive_timeout(self.settings.keep_alive_timeout)
                 .keep_alive_while_idle(true);
         }
-        let (sender, conn) = builder.handshake(TokioIo::new(tcp)).await.map_err(|e| {
+        let handshake_failed = |e: hyper::Error| {
             Error::transport(format!("HTTP/2 handshake with {address} failed")).with_source(e)
-        })?;
+        };
         let addr = address.to_string();
-        tokio::spawn(async move {
-            match conn.await {
-                Ok(()) => debug!(address = %addr, "Triple connection closed"),
-                Err(e) => debug!(address = %addr, error = %e, "Triple connection ended"),
+        let sender = match &self.settings.tls {
+            None => {
+                let (sender, conn) = builder
+                    .handshake(TokioIo::new(tcp))
+                    .await
+                    .map_err(handshake_failed)?;
+                tokio::spawn(watch_connection(conn, addr));
+                sender
             }
-        });
-        info!(address, "Triple connection established");
+            Some(tls) => {
+                let host = address.rsplit_once(':').map(|(h, _)| h).unwrap_or(address);
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.to_string())
+                    .map_err(|e| {
+                        Error::bad_config(format!(
+                            "{address}: {host:?} is not a valid TLS server name"
+                        ))
+                        .with_source(e)
+                    })?;
+                let stream = tls.connect(name, tcp).await.map_err(|e| {
+                    Error::transport(format!("TLS handshake with {address} failed")).with_source(e)
+                })?;
+                if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
+                    return Err(Error::transport(format!(
+                        "{address} did not agree to HTTP/2 (ALPN h2) over TLS"
+                    ))
+                    .with_retryable(false));
+                }
+                let (sender, conn) = builder
+                    .handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(handshake_failed)?;
+                tokio::spawn(watch_connection(conn, addr));
+                sender
+            }
+        };
+        info!(
+            address,
+            tls = self.settings.tls.is_some(),
+            "Triple connection established"
+        );
         Ok(sender)
+    }
+
+    pub(crate) fn tls_connector(&self) -> Option<tokio_rustls::TlsConnector> {
+        self.settings.tls.clone()
+    }
+
+    pub(crate) fn keep_alive_settings(&self) -> (Option<Duration>, Duration) {
+        (
+            self.settings.keep_alive_interval,
+            self.settings.keep_alive_timeout,
+        )
     }
 
     /// Keeps the entries whose address satisfies `keep`; drops the others (their connections
@@ -164,5 +221,15 @@ impl Pool {
             .collect();
         v.sort();
         v
+    }
+}
+
+async fn watch_connection<F: std::future::Future<Output = hyper::Result<()>>>(
+    conn: F,
+    addr: String,
+) {
+    match conn.await {
+        Ok(()) => debug!(address = %addr, "Triple connection closed"),
+        Err(e) => debug!(address = %addr, error = %e, "Triple connection ended"),
     }
 }

@@ -59,8 +59,38 @@ pub struct TripleServer {
 }
 
 impl TripleServer {
-    /// Serves `handler` on `bind` (`127.0.0.1:0` for an ephemeral port).
+    /// Serves `handler` on `bind` (`127.0.0.1:0` for an ephemeral port), cleartext h2c.
     pub async fn serve<F>(bind: SocketAddr, handler: F) -> std::io::Result<TripleServer>
+    where
+        F: Fn(TripleRequest) -> BoxFuture<'static, TripleReply> + Send + Sync + 'static,
+    {
+        Self::serve_with(bind, None, handler).await
+    }
+
+    /// Serves `handler` on `bind` over TLS with `config` (ALPN `h2` is set on it).
+    pub async fn serve_tls<F>(
+        bind: SocketAddr,
+        config: Arc<tokio_rustls::rustls::ServerConfig>,
+        handler: F,
+    ) -> std::io::Result<TripleServer>
+    where
+        F: Fn(TripleRequest) -> BoxFuture<'static, TripleReply> + Send + Sync + 'static,
+    {
+        let mut config = (*config).clone();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Self::serve_with(
+            bind,
+            Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))),
+            handler,
+        )
+        .await
+    }
+
+    async fn serve_with<F>(
+        bind: SocketAddr,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+        handler: F,
+    ) -> std::io::Result<TripleServer>
     where
         F: Fn(TripleRequest) -> BoxFuture<'static, TripleReply> + Send + Sync + 'static,
     {
@@ -86,16 +116,28 @@ impl TripleServer {
                 let _ = stream.set_nodelay(true);
                 c.fetch_add(1, Ordering::Relaxed);
                 let (handler, hits, mut stop) = (handler.clone(), h.clone(), stop_rx.clone());
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req| {
                         let (handler, hits) = (handler.clone(), hits.clone());
                         async move { Ok::<_, Infallible>(handle(req, &handler, &hits).await) }
                     });
-                    let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), svc);
+                    let builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+                    let served = async {
+                        match tls {
+                            None => builder.serve_connection(TokioIo::new(stream), svc).await,
+                            Some(acceptor) => match acceptor.accept(stream).await {
+                                Ok(s) => builder.serve_connection(TokioIo::new(s), svc).await,
+                                Err(e) => {
+                                    debug!(error = %e, "Triple server: TLS handshake failed");
+                                    Ok(())
+                                }
+                            },
+                        }
+                    };
                     tokio::select! {
                         _ = stop.wait_for(|s| *s) => {}
-                        r = conn => if let Err(e) = r {
+                        r = served => if let Err(e) = r {
                             debug!(error = %e, "Triple server: connection ended");
                         },
                     }

@@ -586,3 +586,82 @@ mod malformed {
         assert!(e.message().contains("is not gRPC"), "{e}");
     }
 }
+
+mod tls {
+    use super::*;
+    use crate::triple::rustls;
+
+    fn certified() -> rcgen::CertifiedKey<rcgen::KeyPair> {
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+            .unwrap()
+    }
+
+    async fn tls_provider(ck: &rcgen::CertifiedKey<rcgen::KeyPair>) -> TripleServer {
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(ck.signing_key.serialize_der().into());
+        let config = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(vec![ck.cert.der().clone()], key)
+            .unwrap();
+        TripleServer::serve_tls(local(), Arc::new(config), |req: TripleRequest| {
+            Box::pin(
+                async move { Ok(Bytes::from([b"secure, ".as_slice(), &req.message].concat())) },
+            )
+        })
+        .await
+        .unwrap()
+    }
+
+    fn client(trusting: &rcgen::CertifiedKey<rcgen::KeyPair>) -> TripleInvoker {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(trusting.cert.der().clone()).unwrap();
+        let config = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        TripleInvoker::new()
+            .payload(Payload::Raw)
+            .tls(Arc::new(config))
+    }
+
+    #[tokio::test]
+    async fn calls_go_over_tls_with_alpn_h2() {
+        let ck = certified();
+        let server = tls_provider(&ck).await;
+        let target = server.instance("demo.Secure");
+        let invoker = client(&ck);
+        for i in 0..5 {
+            let inv = Invocation::new("hello").with_args(vec![json!(format!("world-{i}"))]);
+            let out = invoker
+                .invoke(&target, &inv, Duration::from_secs(5))
+                .await
+                .unwrap();
+            assert_eq!(out, json!(format!("secure, world-{i}")));
+        }
+        assert_eq!(server.connections(), 1, "one TLS connection, multiplexed");
+    }
+
+    #[tokio::test]
+    async fn an_untrusted_certificate_or_a_cleartext_client_fails_as_transport() {
+        let ck = certified();
+        let server = tls_provider(&ck).await;
+        let target = server.instance("demo.Secure");
+        let inv = Invocation::new("hello").with_args(vec![json!("x")]);
+        let stranger = certified();
+        let e = client(&stranger)
+            .invoke(&target, &inv, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
+        assert!(e.to_string().contains("TLS handshake"), "{e}");
+        let e = TripleInvoker::new()
+            .payload(Payload::Raw)
+            .invoke(&target, &inv, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.kind(),
+            ErrorKind::Transport,
+            "cleartext h2c against a TLS port: {e}"
+        );
+        assert_eq!(server.hits(), 0);
+    }
+}
