@@ -364,10 +364,30 @@ impl State {
                 },
                 _ = tokio::time::sleep(refresh.unwrap_or(Duration::MAX)), if refresh.is_some() => { force = true; }
             }
-            // Coalesce whatever else is already queued into one snapshot.
-            if let Some(rx) = updates.as_mut() {
-                while let Ok(u) = rx.try_recv() {
-                    self.apply(u);
+            // Coalesce whatever else is already queued, from both sources, into one snapshot:
+            // a burst of pushes costs one rebuild, and a slow rebuild cannot build a backlog.
+            let mut drained = true;
+            while drained {
+                drained = false;
+                if let Some(rx) = updates.as_mut() {
+                    while let Ok(u) = rx.try_recv() {
+                        self.apply(u);
+                        drained = true;
+                    }
+                }
+                while let Ok(c) = control.try_recv() {
+                    drained = true;
+                    match c {
+                        Control::Update(u) => self.apply(u),
+                        Control::Router(r) => {
+                            self.config.router = r;
+                            force = true;
+                        }
+                        Control::Balancer(b) => {
+                            self.config.balancer = b;
+                            force = true;
+                        }
+                    }
                 }
             }
             let force = force || std::mem::take(&mut self.rules_changed);

@@ -1,0 +1,207 @@
+//! Soak: a directory fed 10k-instance pushes every 100 ms while two threads route and pick
+//! continuously. Prints pick latency percentiles, RSS at start and end, and push-to-visible
+//! latency (each push carries its send time in an instance parameter).
+//!
+//! ```text
+//! cargo run --release -p switchman-integration-tests --bin soak -- [SECONDS] [INSTANCES]
+//! ```
+//!
+//! Defaults: 60 s, 10,000 instances. Bounded: it stops by itself.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use switchman_core::{Instance, Invocation, ServiceKey};
+use switchman_discovery::{DirectoryConfig, RegistryDirectory, Update};
+
+/// Nanosecond histogram: exact below 16 µs, one overflow bucket with the maximum kept aside.
+struct Histogram {
+    counts: Vec<u64>,
+    max: u64,
+    total: u64,
+}
+
+impl Histogram {
+    fn new() -> Self {
+        Histogram {
+            counts: vec![0; 16_384],
+            max: 0,
+            total: 0,
+        }
+    }
+    fn record(&mut self, ns: u64) {
+        let i = (ns as usize).min(self.counts.len() - 1);
+        self.counts[i] += 1;
+        self.max = self.max.max(ns);
+        self.total += 1;
+    }
+    fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.max = self.max.max(other.max);
+        self.total += other.total;
+    }
+    fn percentile(&self, p: f64) -> u64 {
+        let want = ((p / 100.0) * self.total as f64).ceil() as u64;
+        let mut seen = 0;
+        for (ns, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= want.max(1) {
+                return ns as u64;
+            }
+        }
+        self.max
+    }
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn fleet(n: usize, round: u64) -> Vec<Instance> {
+    let sent = now_ns().to_string();
+    (0..n)
+        .map(|i| {
+            let host = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
+            // 1% of the weights change every round, so every push is a real change.
+            let weight = if (i as u64 + round) % 100 == 0 {
+                50
+            } else {
+                100
+            };
+            let mut b = Instance::builder(host, 20880)
+                .service(ServiceKey::new("soak.Svc"))
+                .weight(weight)
+                .timestamp_ms(0);
+            if i == 0 {
+                b = b.param("sent_ns", &sent);
+            }
+            b.build()
+        })
+        .collect()
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(60);
+    let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = Arc::new(rt.block_on(async {
+        let dir = RegistryDirectory::spawn(DirectoryConfig::new(ServiceKey::new("soak.Svc")), None);
+        dir.apply(Update::Reset(fleet(n, 0)));
+        dir.wait_until(Duration::from_secs(60), |s| s.endpoints().len() == n)
+            .await
+            .expect("first snapshot");
+        dir
+    }));
+    let rss_start = rss_kib();
+    let stop = Arc::new(AtomicBool::new(false));
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+
+    let pusher = {
+        let (dir, stop) = (dir.clone(), stop.clone());
+        rt.spawn(async move {
+            let mut round = 1;
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            while !stop.load(Ordering::Relaxed) {
+                tick.tick().await;
+                dir.apply(Update::Reset(fleet(n, round)));
+                round += 1;
+            }
+            round
+        })
+    };
+
+    let readers: Vec<_> = (0..2)
+        .map(|seed| {
+            let (dir, stop) = (dir.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut rng = fastrand::Rng::with_seed(seed);
+                let inv = Invocation::new("get");
+                let mut picks = Histogram::new();
+                let mut visible: Vec<u64> = Vec::new();
+                let mut last_epoch = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..1000 {
+                        let t = Instant::now();
+                        let snap = dir.load();
+                        let i = snap.select(&inv, &[], &mut rng).expect("pick");
+                        std::hint::black_box(i);
+                        picks.record(t.elapsed().as_nanos() as u64);
+                        if snap.epoch() != last_epoch {
+                            last_epoch = snap.epoch();
+                            if let Some(sent) = snap.instances()[0]
+                                .param("sent_ns")
+                                .and_then(|s| s.parse::<u64>().ok())
+                            {
+                                visible.push(now_ns().saturating_sub(sent));
+                            }
+                        }
+                    }
+                }
+                (picks, visible)
+            })
+        })
+        .collect();
+
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut picks = Histogram::new();
+    let mut visible = Vec::new();
+    for r in readers {
+        let (h, v) = r.join().expect("reader");
+        picks.merge(&h);
+        visible.extend(v);
+    }
+    let rounds = rt.block_on(pusher).unwrap_or(0);
+    let rss_end = rss_kib();
+    visible.sort_unstable();
+    let pct = |v: &[u64], p: f64| {
+        if v.is_empty() {
+            0
+        } else {
+            v[((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
+        }
+    };
+    println!(
+        "soak: {seconds} s, {n} instances, {rounds} pushes (every 100 ms, 1% of weights changed), 2 reader threads"
+    );
+    println!(
+        "picks: {} total, p50 {} ns, p99 {} ns, max {} ns (load + route + pick)",
+        picks.total,
+        picks.percentile(50.0),
+        picks.percentile(99.0),
+        picks.max
+    );
+    println!(
+        "push-to-visible: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} snapshots observed)",
+        pct(&visible, 50.0) as f64 / 1e6,
+        pct(&visible, 99.0) as f64 / 1e6,
+        visible.last().copied().unwrap_or(0) as f64 / 1e6,
+        visible.len()
+    );
+    let change = (rss_end as f64 - rss_start as f64) / rss_start.max(1) as f64 * 100.0;
+    println!("rss: start {rss_start} KiB, end {rss_end} KiB ({change:+.1}%)");
+}
