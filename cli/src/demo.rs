@@ -17,6 +17,7 @@ use switchman_cluster::provider::{HttpProvider, ProviderReply};
 use switchman_cluster::{ClusterConfig, ClusterInvoker, HttpInvoker, Strategy};
 use switchman_core::{Instance, Invocation, ServiceKey};
 use switchman_discovery::{DirectoryConfig, RegistryDirectory, StaticRegistry};
+use switchman_loadbalance::OutlierConfig;
 
 const SERVICE: &str = "demo.Greeter";
 
@@ -67,6 +68,10 @@ struct ProviderReport {
     /// Share of all attempts in each phase.
     share_before: f64,
     share_after: f64,
+    /// Ejected as an outlier at the end of the main run.
+    ejected: bool,
+    /// How many times it was ejected.
+    ejections: u32,
 }
 
 #[derive(Debug, Serialize)]
@@ -293,6 +298,15 @@ async fn run_demo(args: &DemoArgs) -> Result<Report, String> {
     let total_after: u64 = hits_after.iter().sum();
     let share = |h: u64, t: u64| if t == 0 { 0.0 } else { h as f64 / t as f64 };
     let succeeded = ok1 + ok2;
+    let snap = directory.load();
+    let outlier_state = |addr: &str| {
+        snap.index_of(addr)
+            .map(|i| {
+                let o = snap.endpoints()[i].stats.outlier();
+                (o.is_ejected(), o.ejections())
+            })
+            .unwrap_or((false, 0))
+    };
     let report = Report {
         calls: args.calls,
         succeeded,
@@ -315,6 +329,8 @@ async fn run_demo(args: &DemoArgs) -> Result<Report, String> {
                 weight_after: if i == 0 { new_weight } else { 100 },
                 share_before: share(hits_before[i], total_before),
                 share_after: share(hits_after[i], total_after),
+                ejected: outlier_state(&p.server.addr().to_string()).0,
+                ejections: outlier_state(&p.server.addr().to_string()).1,
             })
             .collect(),
         strategies: Vec::new(),
@@ -329,7 +345,11 @@ async fn run_demo(args: &DemoArgs) -> Result<Report, String> {
         };
         for kind in Strategy::ALL {
             bar.set_message(format!("comparing {kind}"));
-            let config = ClusterConfig::default().strategy(kind);
+            // Ejection off here: every strategy meets the flaky provider, so the table shows
+            // what each one does with its failures (the main run above shows ejection).
+            let config = ClusterConfig::default()
+                .strategy(kind)
+                .outlier(OutlierConfig::disabled());
             let c = Arc::new(ClusterInvoker::new(
                 directory.clone(),
                 Arc::new(HttpInvoker::new()),
@@ -373,14 +393,19 @@ fn print_table(r: &Report) {
             Behaviour::Slow => "slow",
         };
         println!(
-            "  {:<8} {:<18} {:<8} {:>7.1}% (w{:<3}) {:>6.1}% (w{})",
+            "  {:<8} {:<18} {:<8} {:>7.1}% (w{:<3}) {:>6.1}% (w{:<3}) {}",
             p.name,
             p.address,
             kind,
             p.share_before * 100.0,
             p.weight_before,
             p.share_after * 100.0,
-            p.weight_after
+            p.weight_after,
+            if p.ejected {
+                "ejected as an outlier"
+            } else {
+                ""
+            }
         );
     }
     println!();
@@ -397,13 +422,14 @@ fn print_table(r: &Report) {
     println!("  elapsed           {:.2} s", r.elapsed_ms as f64 / 1000.0);
     println!();
     println!(
-        "  shares are of attempts; p1's weight went from 100 to {} half-way, through the registry",
+        "  shares are of attempts; p1's weight went from 100 to {} half-way, through the registry;\n  \
+         the flaky provider is ejected once its success rate falls below 80% over 20+ calls",
         r.providers[0].weight_after
     );
     if !r.strategies.is_empty() {
         println!();
         println!(
-            "every strategy on the same fleet ({} calls each; empty = a null answer instead of an error):",
+            "every strategy on the same fleet, outlier ejection off ({} calls each; empty = a null answer instead of an error):",
             r.strategies[0].calls
         );
         println!();

@@ -40,11 +40,16 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The demo's faults are on purpose: its report says what happened, so only errors are
+    // logged there unless RUST_LOG asks for more.
+    let default_filter = match cli.command {
+        Command::Demo(_) => "error",
+        _ => "warn,zookeeper_client=error,nacos_sdk=off",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("warn,zookeeper_client=error,nacos_sdk=off")
-            }),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .init();

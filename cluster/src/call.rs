@@ -15,6 +15,10 @@ use crate::invoker::Inner;
 /// No new attempt starts when less than this remains of the call's deadline.
 pub const DEADLINE_FLOOR: Duration = Duration::from_millis(5);
 
+/// How much longer than the attempt timeout a claimed outlier probe keeps an ejected instance
+/// reserved before another call may probe it (the probe was cancelled or never sent).
+const PROBE_LEASE_MARGIN: Duration = Duration::from_secs(1);
+
 /// The instances tried by one call, as indexes into the snapshot they were picked from, kept on
 /// the stack. Remapped by address when the snapshot changes between attempts.
 pub(crate) struct Tried {
@@ -128,6 +132,7 @@ impl<'c> Attempter<'c> {
             Err(e) => e.is_business(),
         };
         guard.finish(elapsed, served);
+        self.inner.record_outlier(snap, i, &result, started);
         if served {
             self.inner.latency.record(elapsed);
         }
@@ -225,25 +230,35 @@ impl<'c> Call<'c> {
     /// Routes and picks one endpoint of `snap` and marks it tried. Avoids endpoints already
     /// tried while untried ones remain; prefers the sticky instance when `sticky` is on; skips
     /// instances at their `actives` cap and fails with `LimitExceeded` when every one it
-    /// finds is at the cap.
+    /// finds is at the cap. Skips instances ejected as outliers (an ejected instance whose
+    /// penalty is over is taken as its probe); when every candidate it finds is ejected, it
+    /// takes one of them anyway: ejection never fails a call by itself.
     pub fn select(&mut self, snap: &Arc<Snapshot>) -> Result<usize> {
         self.tried.sync(snap);
         if self.settings.sticky {
             if let Some(i) = self.inner.sticky_index(snap) {
-                if !self.tried.contains(i) && !self.at_cap(snap, i) {
+                if !self.tried.contains(i) && !self.at_cap(snap, i) && self.admitted(snap, i) {
                     self.tried.push(i);
                     return Ok(i);
                 }
             }
         }
         let base = self.tried.len;
+        let mut capped = false;
+        let mut ejected = None;
         for _ in 0..MAX_ATTEMPTS {
             let i = snap.select(self.invocation, self.tried.as_slice(), &mut self.rng)?;
             if self.tried.contains(i) {
-                // Every candidate was tried already (or skipped for its cap).
+                // Every candidate was tried already (or skipped for its cap or ejection).
                 break;
             }
             if self.at_cap(snap, i) {
+                capped = true;
+                self.tried.push(i);
+                continue;
+            }
+            if !self.admitted(snap, i) {
+                ejected.get_or_insert(i);
                 self.tried.push(i);
                 continue;
             }
@@ -251,8 +266,15 @@ impl<'c> Call<'c> {
             self.tried.push(i);
             return Ok(i);
         }
+        if let Some(i) = ejected {
+            // Every candidate found is ejected (or at its cap): better an ejected instance
+            // than no call at all.
+            self.tried.truncate(base);
+            self.tried.push(i);
+            return Ok(i);
+        }
         let cap = self.settings.actives.unwrap_or(0);
-        if self.tried.len > base {
+        if capped {
             self.tried.truncate(base);
             return Err(Error::new(
                 ErrorKind::LimitExceeded,
@@ -279,6 +301,16 @@ impl<'c> Call<'c> {
     /// Marks endpoint `i` of the last synced snapshot as tried.
     pub fn mark_tried(&mut self, i: usize) {
         self.tried.push(i);
+    }
+
+    /// Whether outlier ejection lets a call go to endpoint `i` (one atomic load for an
+    /// instance in rotation; claims the probe of an instance whose penalty is over).
+    fn admitted(&self, snap: &Snapshot, i: usize) -> bool {
+        !self.inner.outlier.enabled
+            || snap.endpoints()[i].stats.outlier().admits(
+                || Instant::now().into_std(),
+                self.settings.timeout + PROBE_LEASE_MARGIN,
+            )
     }
 
     fn at_cap(&self, snap: &Snapshot, i: usize) -> bool {

@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 use switchman_core::{Error, Invocation};
+use switchman_loadbalance::OutlierConfig;
 
 /// Maximum attempts of one call, whatever `retries` says.
 pub const MAX_ATTEMPTS: usize = 16;
@@ -402,6 +403,9 @@ pub struct ClusterConfig {
     pub methods: HashMap<String, Settings>,
     /// User fallback for `mock` (`fail:` semantics) set in code.
     pub fallback: Option<MockAction>,
+    /// Outlier ejection for the service (on by default; see [`OutlierConfig`]). In the YAML
+    /// file: the `outlier.*` keys at the global or service level.
+    pub outlier: OutlierConfig,
 }
 
 #[derive(Deserialize)]
@@ -447,6 +451,11 @@ impl ClusterConfig {
         self.service = settings;
         self
     }
+    /// Builder: outlier-ejection settings (`OutlierConfig::disabled()` turns it off).
+    pub fn outlier(mut self, outlier: OutlierConfig) -> Self {
+        self.outlier = outlier;
+        self
+    }
     /// Builder: a fallback function used on non-business failures (like `mock=fail:...`).
     pub fn fallback(
         mut self,
@@ -470,10 +479,27 @@ impl ClusterConfig {
     ///       sayHello: { retries: 0, timeout: 300 }
     /// ```
     ///
+    /// Outlier ejection is per service, set at the global or service level (not per method):
+    /// `outlier.enabled`, `outlier.consecutive`, `outlier.success-rate` (`0.8` or `80%`),
+    /// `outlier.window`, `outlier.minimum-volume`, `outlier.base-penalty`,
+    /// `outlier.max-penalty` (durations: `30s`, `500ms` or ms), `outlier.max-ejection-percent`.
+    ///
     /// Unknown keys and invalid values are errors naming the key.
     pub fn from_yaml(text: &str, interface: &str) -> Result<ClusterConfig, Error> {
-        let raw: serde_norway::Value = serde_norway::from_str(text)
+        let mut raw: serde_norway::Value = serde_norway::from_str(text)
             .map_err(|e| Error::bad_config(format!("cluster config: {e}")))?;
+        let mut outlier = OutlierConfig::default();
+        take_outlier(&mut raw, "cluster config", &mut outlier)?;
+        if let Some(services) = raw.get_mut("services").and_then(|s| s.as_mapping_mut()) {
+            for (name, svc) in services.iter_mut() {
+                let name = name.as_str().unwrap_or("?");
+                let mut own = outlier;
+                take_outlier(svc, &format!("cluster config, service {name}"), &mut own)?;
+                if name == interface {
+                    outlier = own;
+                }
+            }
+        }
         check_keys(&raw, "cluster config", &["services"])?;
         if let Some(services) = raw.get("services").and_then(|s| s.as_mapping()) {
             for (name, svc) in services {
@@ -490,6 +516,7 @@ impl ClusterConfig {
         doc.global.check("cluster config (global)")?;
         let mut cfg = ClusterConfig {
             global: doc.global,
+            outlier,
             ..ClusterConfig::default()
         };
         for (name, svc) in doc.services {
@@ -586,6 +613,87 @@ fn check_keys(v: &serde_norway::Value, what: &str, extra: &[&str]) -> Result<(),
                 SETTING_KEYS.join(", "),
                 extra.join(", ")
             )));
+        }
+    }
+    Ok(())
+}
+
+/// The outlier-ejection keys of a settings layer.
+pub(crate) const OUTLIER_KEYS: [&str; 8] = [
+    "outlier.enabled",
+    "outlier.consecutive",
+    "outlier.success-rate",
+    "outlier.window",
+    "outlier.minimum-volume",
+    "outlier.base-penalty",
+    "outlier.max-penalty",
+    "outlier.max-ejection-percent",
+];
+
+/// Removes the `outlier.*` keys from the mapping `v` and applies them to `cfg`.
+fn take_outlier(
+    v: &mut serde_norway::Value,
+    what: &str,
+    cfg: &mut OutlierConfig,
+) -> Result<(), Error> {
+    let Some(map) = v.as_mapping_mut() else {
+        return Ok(()); // check_keys reports it
+    };
+    let keys: Vec<String> = map
+        .keys()
+        .filter_map(|k| k.as_str())
+        .filter(|k| k.starts_with("outlier."))
+        .map(str::to_string)
+        .collect();
+    for key in keys {
+        let value = map
+            .remove(key.as_str())
+            .unwrap_or(serde_norway::Value::Null);
+        let bad = |expected: &str| {
+            Error::bad_config(format!(
+                "{what}: {key} must be {expected} (got {})",
+                serde_norway::to_string(&value)
+                    .unwrap_or_default()
+                    .trim_end()
+            ))
+        };
+        let text = match &value {
+            serde_norway::Value::String(s) => s.trim().to_string(),
+            serde_norway::Value::Number(n) => n.to_string(),
+            serde_norway::Value::Bool(b) => b.to_string(),
+            _ => String::new(),
+        };
+        let count = || text.parse::<u32>().map_err(|_| bad("a whole number"));
+        let duration = || parse_duration(&text).ok_or_else(|| bad("a duration such as 30s"));
+        match key.as_str() {
+            "outlier.enabled" => cfg.enabled = text.parse().map_err(|_| bad("true or false"))?,
+            "outlier.consecutive" => cfg.consecutive_failures = count()?,
+            "outlier.success-rate" => {
+                let rate = match text.strip_suffix('%') {
+                    Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
+                    None => text.parse::<f64>(),
+                };
+                cfg.success_rate = rate
+                    .ok()
+                    .filter(|r| (0.0..=1.0).contains(r))
+                    .ok_or_else(|| bad("a fraction in 0..=1 or a percentage"))?;
+            }
+            "outlier.window" => cfg.window = duration()?,
+            "outlier.minimum-volume" => cfg.minimum_volume = count()?,
+            "outlier.base-penalty" => cfg.base_penalty = duration()?,
+            "outlier.max-penalty" => cfg.max_penalty = duration()?,
+            "outlier.max-ejection-percent" => {
+                cfg.max_ejection_percent = count()
+                    .ok()
+                    .filter(|p| *p <= 100)
+                    .ok_or_else(|| bad("a percentage in 0..=100"))?;
+            }
+            _ => {
+                return Err(Error::bad_config(format!(
+                    "{what}: unknown key {key:?} (known: {})",
+                    OUTLIER_KEYS.join(", ")
+                )));
+            }
         }
     }
     Ok(())
@@ -725,6 +833,48 @@ mod tests {
         assert!(e.to_string().contains("not JSON"), "{e}");
         let e = ClusterConfig::from_yaml("broadcast.fail.percent: 150\n", "x").unwrap_err();
         assert!(e.to_string().contains("outside"), "{e}");
+    }
+
+    #[test]
+    fn outlier_keys_at_global_and_service_level() {
+        let text = "outlier.consecutive: 3\noutlier.base-penalty: 10s\nservices:\n  com.foo.Bar:\n    outlier.success-rate: 90%\n    outlier.max-ejection-percent: 34\n    outlier.window: 60000\n  com.foo.Off:\n    outlier.enabled: false\n";
+        let o = ClusterConfig::from_yaml(text, "com.foo.Bar")
+            .unwrap()
+            .outlier;
+        assert_eq!(o.consecutive_failures, 3);
+        assert_eq!(o.base_penalty, Duration::from_secs(10));
+        assert_eq!(o.success_rate, 0.9);
+        assert_eq!(o.max_ejection_percent, 34);
+        assert_eq!(o.window, Duration::from_secs(60));
+        assert_eq!(o.max_penalty, Duration::from_secs(300), "default kept");
+        assert!(o.enabled);
+        let off = ClusterConfig::from_yaml(text, "com.foo.Off")
+            .unwrap()
+            .outlier;
+        assert!(!off.enabled);
+        assert_eq!(off.consecutive_failures, 3, "global layer applies");
+        assert_eq!(
+            ClusterConfig::from_yaml("timeout: 5\n", "x")
+                .unwrap()
+                .outlier,
+            OutlierConfig::default()
+        );
+        for (bad, needle) in [
+            ("outlier.consecutive: lots\n", "outlier.consecutive"),
+            ("outlier.success-rate: 1.5\n", "outlier.success-rate"),
+            (
+                "outlier.max-ejection-percent: 150\n",
+                "outlier.max-ejection-percent",
+            ),
+            ("outlier.penalty: 3s\n", "outlier.penalty"),
+            (
+                "services:\n  x:\n    methods:\n      m: { outlier.consecutive: 2 }\n",
+                "outlier.consecutive",
+            ),
+        ] {
+            let e = ClusterConfig::from_yaml(bad, "x").unwrap_err();
+            assert!(e.to_string().contains(needle), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -43,7 +43,8 @@ impl RestRoute {
 ///
 /// Classification, decided here: connect errors, timeouts and 502/503/504 are retryable
 /// transport errors; any other non-2xx status is a business error (the provider's answer),
-/// never retried. A 2xx body is parsed as JSON (empty body: `null`).
+/// never retried. A 503 with `connection: close` (a provider draining) is retried elsewhere but
+/// is no outlier strike. A 2xx body is parsed as JSON (empty body: `null`).
 #[derive(Debug, Clone)]
 pub struct HttpInvoker {
     client: reqwest::Client,
@@ -185,6 +186,7 @@ impl Invoker for HttpInvoker {
                 .await
                 .map_err(|e| classify(e, target, &inv.method))?;
             let status = resp.status();
+            let closing = connection_close(resp.headers());
             let body = resp
                 .bytes()
                 .await
@@ -211,17 +213,33 @@ impl Invoker for HttpInvoker {
                 status.as_u16(),
                 text.trim()
             );
-            if matches!(
-                status,
-                StatusCode::BAD_GATEWAY
-                    | StatusCode::SERVICE_UNAVAILABLE
-                    | StatusCode::GATEWAY_TIMEOUT
-            ) {
-                Err(Error::transport(msg))
-            } else {
-                Err(Error::business(msg))
-            }
+            Err(status_error(status, closing, msg))
         })
+    }
+}
+
+/// Whether the response carries `connection: close`.
+fn connection_close(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("close"))
+}
+
+/// The error for a non-2xx `status`: 502/503/504 are retryable transport errors, the rest
+/// business errors. A 503 with `connection: close` is a provider draining or shedding load in
+/// an orderly way: retried elsewhere, but no outlier strike.
+fn status_error(status: StatusCode, closing: bool, msg: String) -> Error {
+    match status {
+        StatusCode::SERVICE_UNAVAILABLE if closing => {
+            Error::transport(msg).with_outlier_strike(false)
+        }
+        StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT => {
+            Error::transport(msg)
+        }
+        _ => Error::business(msg),
     }
 }
 
@@ -229,6 +247,25 @@ impl Invoker for HttpInvoker {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_503_with_connection_close_is_retried_but_no_strike() {
+        let mut h = http::HeaderMap::new();
+        assert!(!connection_close(&h));
+        h.insert(
+            http::header::CONNECTION,
+            HeaderValue::from_static("keep-alive, Close"),
+        );
+        assert!(connection_close(&h));
+        let e = status_error(StatusCode::SERVICE_UNAVAILABLE, true, "draining".into());
+        assert!(e.is_retryable() && !e.counts_as_strike());
+        let e = status_error(StatusCode::SERVICE_UNAVAILABLE, false, "down".into());
+        assert!(e.is_retryable() && e.counts_as_strike());
+        let e = status_error(StatusCode::BAD_GATEWAY, true, "bad".into());
+        assert!(e.counts_as_strike(), "only a 503 says 'draining'");
+        let e = status_error(StatusCode::INTERNAL_SERVER_ERROR, true, "npe".into());
+        assert!(e.is_business() && !e.counts_as_strike());
+    }
 
     #[test]
     fn templates_fill_and_leave_the_rest_for_the_body() {

@@ -1,7 +1,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -9,7 +9,9 @@ use arc_swap::ArcSwapOption;
 use serde_json::Value;
 use switchman_core::{BoxFuture, Error, ErrorKind, Invocation, Invoker, Result};
 use switchman_discovery::{RegistryDirectory, Snapshot};
-use tracing::{Instrument, debug_span, info, warn};
+use switchman_loadbalance::OutlierConfig;
+use switchman_loadbalance::outlier::{Outcome, Verdict};
+use tracing::{Instrument, debug, debug_span, info, warn};
 
 use crate::budget::{BudgetConfig, RetryBudget};
 use crate::call::Call;
@@ -31,7 +33,8 @@ pub trait ClusterStrategy: Send + Sync + fmt::Debug {
 /// installs a recorder). Handles are registered once per invoker, so recording allocates
 /// nothing. Names: `switchman_attempts_total`, `switchman_retries_total`,
 /// `switchman_retry_budget_refused_total`, `switchman_failback_dropped_total`,
-/// `switchman_failback_pending`, `switchman_calls_total`, labelled with `service`.
+/// `switchman_failback_pending`, `switchman_calls_total`, `switchman_outlier_ejections_total`,
+/// `switchman_outlier_ejected` (gauge), labelled with `service`.
 pub(crate) struct Metrics {
     pub(crate) calls: metrics::Counter,
     pub(crate) attempts: metrics::Counter,
@@ -39,6 +42,8 @@ pub(crate) struct Metrics {
     pub(crate) budget_refused: metrics::Counter,
     pub(crate) failback_dropped: metrics::Counter,
     pub(crate) failback_pending: metrics::Gauge,
+    pub(crate) outlier_ejections: metrics::Counter,
+    pub(crate) outlier_ejected: metrics::Gauge,
 }
 
 impl Metrics {
@@ -49,7 +54,9 @@ impl Metrics {
             retries: metrics::counter!("switchman_retries_total", "service" => service.clone()),
             budget_refused: metrics::counter!("switchman_retry_budget_refused_total", "service" => service.clone()),
             failback_dropped: metrics::counter!("switchman_failback_dropped_total", "service" => service.clone()),
-            failback_pending: metrics::gauge!("switchman_failback_pending", "service" => service),
+            failback_pending: metrics::gauge!("switchman_failback_pending", "service" => service.clone()),
+            outlier_ejections: metrics::counter!("switchman_outlier_ejections_total", "service" => service.clone()),
+            outlier_ejected: metrics::gauge!("switchman_outlier_ejected", "service" => service),
         }
     }
 }
@@ -114,6 +121,10 @@ pub(crate) struct Inner {
     custom: Option<Arc<dyn ClusterStrategy>>,
     pub(crate) merger: Option<MergerFn>,
     pub(crate) failback_pending: AtomicUsize,
+    pub(crate) outlier: OutlierConfig,
+    /// Serialises ejection decisions so two strikes at once cannot both pass the
+    /// max-ejection-percent guard. Taken only when an instance crosses a threshold.
+    eject_lock: Mutex<()>,
     pub(crate) this: Weak<Inner>,
 }
 
@@ -121,6 +132,61 @@ impl Inner {
     pub(crate) fn sticky_index(&self, snap: &Snapshot) -> Option<usize> {
         let addr = self.sticky.load();
         addr.as_deref().and_then(|a| snap.index_of(a))
+    }
+
+    /// Feeds the outcome of an attempt on endpoint `i` of `snap` (started at `started`) to the
+    /// instance's outlier state, and acts on the verdict: ejects (if the max-ejection-percent
+    /// guard allows), logs and counts. The common case is a few atomic operations.
+    pub(crate) fn record_outlier(
+        &self,
+        snap: &Snapshot,
+        i: usize,
+        result: &Result<Value>,
+        started: tokio::time::Instant,
+    ) {
+        let cfg = &self.outlier;
+        if !cfg.enabled {
+            return;
+        }
+        let outcome = match result {
+            Ok(_) => Outcome::Success,
+            Err(e) if e.is_business() => Outcome::Success,
+            Err(e) if e.counts_as_strike() => Outcome::Strike,
+            Err(_) => Outcome::Neutral,
+        };
+        let ep = &snap.endpoints()[i];
+        let state = ep.stats.outlier();
+        let now = tokio::time::Instant::now().into_std();
+        let address = ep.instance.address();
+        match state.record(outcome, started.into_std(), now, cfg) {
+            Verdict::Stay => {}
+            Verdict::ShouldEject(reason) => {
+                let _serial = self.eject_lock.lock().unwrap_or_else(|p| p.into_inner());
+                let routable = snap.endpoints().len();
+                let ejected = ejected_count(snap);
+                if !cfg.may_eject(ejected, routable) {
+                    debug!(service = %snap.service(), address, %reason, ejected, routable,
+                        max_percent = cfg.max_ejection_percent,
+                        "outlier not ejected: the max-ejection-percent guard is reached");
+                    return;
+                }
+                if let Some(penalty) = state.eject(now, cfg) {
+                    self.metrics.outlier_ejections.increment(1);
+                    self.metrics.outlier_ejected.set((ejected + 1) as f64);
+                    info!(service = %snap.service(), address, %reason, ?penalty,
+                        ejections = state.ejections(), "outlier ejected");
+                }
+            }
+            Verdict::Reejected(penalty) => {
+                self.metrics.outlier_ejections.increment(1);
+                info!(service = %snap.service(), address, reason = "probe failed", ?penalty,
+                    ejections = state.ejections(), "outlier ejected again");
+            }
+            Verdict::Readmitted => {
+                self.metrics.outlier_ejected.set(ejected_count(snap) as f64);
+                info!(service = %snap.service(), address, "outlier readmitted after a successful call");
+            }
+        }
     }
 
     pub(crate) fn remember_sticky(&self, address: &str) {
@@ -215,6 +281,7 @@ impl ClusterInvoker {
         let inner = Arc::new_cyclic(|this| Inner {
             directory,
             invoker,
+            outlier: config.outlier,
             config,
             budget: budget.map(RetryBudget::new),
             metrics: Metrics::new(service),
@@ -224,6 +291,7 @@ impl ClusterInvoker {
             custom,
             merger,
             failback_pending: AtomicUsize::new(0),
+            eject_lock: Mutex::new(()),
             this: this.clone(),
         });
         ClusterInvoker { inner }
@@ -324,6 +392,14 @@ impl ClusterInvoker {
             _ => result,
         }
     }
+}
+
+/// Instances of `snap` out of rotation (a scan; only on ejection decisions).
+fn ejected_count(snap: &Snapshot) -> usize {
+    snap.endpoints()
+        .iter()
+        .filter(|e| e.stats.outlier().is_ejected())
+        .count()
 }
 
 struct Parts {

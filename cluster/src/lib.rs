@@ -42,6 +42,7 @@ pub use config::{
 pub use http_invoker::{HttpInvoker, RestRoute};
 pub use invoker::{ClusterInvoker, ClusterStrategy, MergerFn};
 pub use protocol::ProtocolInvoker;
+pub use switchman_loadbalance::OutlierConfig;
 
 /// Merges JSON results the way the `mergeable` strategy does by default.
 pub fn merge_results(values: Vec<serde_json::Value>) -> switchman_core::Result<serde_json::Value> {

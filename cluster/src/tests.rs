@@ -22,6 +22,8 @@ enum Fault {
     Hang,
     Slow(u64),
     Business,
+    /// A 503 with `connection: close`: retry elsewhere, no outlier strike.
+    Drain,
 }
 use Fault::*;
 
@@ -83,6 +85,9 @@ impl Invoker for FaultInvoker {
                 Ok => Result::Ok(Value::from(port)),
                 Refuse => Err(Error::transport(format!("connection refused by {port}"))),
                 Business => Err(Error::business("IllegalArgumentException")),
+                Drain => {
+                    Err(Error::transport(format!("{port} is draining")).with_outlier_strike(false))
+                }
                 Slow(ms) => {
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                     Result::Ok(Value::from(port))
@@ -818,4 +823,220 @@ fn budget_config_default_is_twenty_percent_plus_ten_per_second() {
         (b.ratio, b.min_per_sec, b.window),
         (0.2, 10, Duration::from_secs(10))
     );
+}
+
+// ---- Outlier ejection ----
+
+fn outlier_of(c: &ClusterInvoker, port: u16) -> bool {
+    let snap = c.directory().load();
+    let i = snap.index_of(&format!("10.0.0.1:{port}")).unwrap();
+    snap.endpoints()[i].stats.outlier().is_ejected()
+}
+
+/// How long the ejection of `port` still lasts (zero when not ejected).
+fn penalty_left(c: &ClusterInvoker, port: u16) -> Duration {
+    let snap = c.directory().load();
+    let i = snap.index_of(&format!("10.0.0.1:{port}")).unwrap();
+    snap.endpoints()[i]
+        .stats
+        .outlier()
+        .ejected_until()
+        .map(|u| u.saturating_duration_since(tokio::time::Instant::now().into_std()))
+        .unwrap_or_default()
+}
+
+fn hits(fi: &FaultInvoker, port: u16) -> usize {
+    fi.calls().iter().filter(|&&p| p == port).count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn five_consecutive_failures_eject_and_one_successful_probe_readmits() {
+    let mut script = vec![Refuse; 5];
+    script.extend([Slow(100), Ok]);
+    let fi = FaultInvoker::with(&[(1, &script)]);
+    let c = cluster(&[1, 2, 3], fi.clone(), ClusterConfig::default()).await;
+    while hits(&fi, 1) < 5 {
+        assert!(!outlier_of(&c, 1), "not before the 5th strike");
+        c.invoke(&inv()).await.unwrap();
+    }
+    assert!(outlier_of(&c, 1), "ejected by the 5th consecutive failure");
+    let left = penalty_left(&c, 1);
+    assert!(
+        left >= Duration::from_secs(24) && left <= Duration::from_secs(36),
+        "30 s ± 20%: {left:?}"
+    );
+    for _ in 0..100 {
+        assert_ne!(c.invoke(&inv()).await.unwrap(), Value::from(1));
+    }
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    for _ in 0..50 {
+        c.invoke(&inv()).await.unwrap();
+    }
+    assert_eq!(hits(&fi, 1), 5, "no call reaches it during the penalty");
+    // Penalty over: 30 concurrent calls; exactly one is the probe (slow but fine).
+    tokio::time::sleep(Duration::from_secs(17)).await;
+    let invocation = inv();
+    let calls: Vec<_> = (0..30).map(|_| c.invoke(&invocation)).collect();
+    for r in futures::future::join_all(calls).await {
+        r.unwrap();
+    }
+    assert_eq!(hits(&fi, 1), 6, "one probe at a time");
+    assert!(!outlier_of(&c, 1), "a successful probe readmits");
+    for _ in 0..90 {
+        c.invoke(&inv()).await.unwrap();
+    }
+    assert!(hits(&fi, 1) > 6 + 5, "back in rotation: {}", hits(&fi, 1));
+    let snap = c.directory().load();
+    let i = snap.index_of("10.0.0.1:1").unwrap();
+    assert_eq!(snap.endpoints()[i].stats.outlier().ejections(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_probe_ejects_again_for_a_doubled_penalty() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse])]);
+    let c = cluster(&[1, 2, 3], fi.clone(), ClusterConfig::default()).await;
+    while hits(&fi, 1) < 5 {
+        c.invoke(&inv()).await.unwrap();
+    }
+    assert!(outlier_of(&c, 1));
+    tokio::time::sleep(Duration::from_secs(37)).await;
+    while hits(&fi, 1) < 6 {
+        c.invoke(&inv()).await.unwrap();
+    }
+    assert!(outlier_of(&c, 1), "the probe failed: ejected again");
+    let left = penalty_left(&c, 1);
+    assert!(
+        left >= Duration::from_secs(48) && left <= Duration::from_secs(72),
+        "60 s ± 20%: {left:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(45)).await;
+    for _ in 0..100 {
+        c.invoke(&inv()).await.unwrap();
+    }
+    assert_eq!(hits(&fi, 1), 6, "still out 45 s later");
+    tokio::time::sleep(Duration::from_secs(28)).await;
+    while hits(&fi, 1) < 7 {
+        c.invoke(&inv()).await.unwrap();
+    }
+    let left = penalty_left(&c, 1);
+    assert!(
+        left >= Duration::from_secs(96) && left <= Duration::from_secs(144),
+        "120 s ± 20%: {left:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_low_success_rate_ejects_once_the_minimum_volume_is_reached() {
+    // Every other call fails: never 5 in a row, but a 50% success rate.
+    let script: Vec<Fault> = (0..40)
+        .map(|k| if k % 2 == 0 { Ok } else { Refuse })
+        .collect();
+    let fi = FaultInvoker::with(&[(1, &script)]);
+    let c = cluster(&[1, 2, 3], fi.clone(), ClusterConfig::default()).await;
+    while hits(&fi, 1) < 20 {
+        assert!(!outlier_of(&c, 1), "below the minimum volume of 20");
+        c.invoke(&inv()).await.unwrap();
+    }
+    assert!(outlier_of(&c, 1), "50% < 80% over 20 calls");
+    for _ in 0..100 {
+        c.invoke(&inv()).await.unwrap();
+    }
+    assert_eq!(hits(&fi, 1), 20);
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_ejection_percent_keeps_half_the_instances_and_calls_still_go_out() {
+    let fi = FaultInvoker::with(&[
+        (1, &[Refuse]),
+        (2, &[Refuse]),
+        (3, &[Refuse]),
+        (4, &[Refuse]),
+    ]);
+    let c = cluster(&[1, 2, 3, 4], fi.clone(), ClusterConfig::default())
+        .await
+        .with_budget(None);
+    for _ in 0..100 {
+        let before = fi.calls().len();
+        assert_eq!(
+            c.invoke(&inv()).await.unwrap_err().kind(),
+            ErrorKind::Transport
+        );
+        assert_eq!(
+            fi.calls().len(),
+            before + 3,
+            "every call still makes its attempts"
+        );
+    }
+    let ejected = [1, 2, 3, 4].iter().filter(|&&p| outlier_of(&c, p)).count();
+    assert_eq!(ejected, 2, "at most 50% of 4");
+    // Only two instances can be picked first now; with everything ejected the pick goes on.
+    let one = cluster(
+        &[7],
+        FaultInvoker::with(&[(7, &[Refuse])]),
+        ClusterConfig::default(),
+    )
+    .await;
+    for _ in 0..20 {
+        one.invoke(&inv()).await.unwrap_err();
+    }
+    assert!(!outlier_of(&one, 7), "a lone instance is never ejected");
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_candidate_ejected_still_calls_one() {
+    // Guard off (100%): both instances get ejected, and calls still go out.
+    let cfg = ClusterConfig::default().outlier(crate::OutlierConfig {
+        max_ejection_percent: 100,
+        ..Default::default()
+    });
+    let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse])]);
+    let c = cluster(&[1, 2], fi.clone(), cfg).await.with_budget(None);
+    for _ in 0..10 {
+        c.invoke(&inv()).await.unwrap_err();
+    }
+    assert!(outlier_of(&c, 1) && outlier_of(&c, 2));
+    let before = fi.calls().len();
+    assert_eq!(
+        c.invoke(&inv()).await.unwrap_err().kind(),
+        ErrorKind::Transport
+    );
+    assert_eq!(
+        fi.calls().len(),
+        before + 3,
+        "not failed by ejection alone: retries=2, both instances reused"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn business_errors_and_draining_are_not_strikes() {
+    let fi = FaultInvoker::with(&[(1, &[Business]), (2, &[Drain]), (3, &[Ok])]);
+    let c = cluster(&[1, 2, 3], fi.clone(), ClusterConfig::default()).await;
+    for _ in 0..300 {
+        let _ = c.invoke(&inv()).await;
+    }
+    assert!(hits(&fi, 1) > 50 && hits(&fi, 2) > 50);
+    assert!(
+        !outlier_of(&c, 1),
+        "a business error is the instance's answer"
+    );
+    assert!(
+        !outlier_of(&c, 2),
+        "503 + connection: close means retry elsewhere"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn outlier_ejection_can_be_turned_off() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse])]);
+    let c = cluster(
+        &[1, 2, 3],
+        fi.clone(),
+        ClusterConfig::default().outlier(crate::OutlierConfig::disabled()),
+    )
+    .await;
+    for _ in 0..100 {
+        c.invoke(&inv()).await.unwrap();
+    }
+    assert!(!outlier_of(&c, 1));
+    assert!(hits(&fi, 1) > 15);
 }

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -9,6 +10,7 @@ use switchman_cluster::provider::{HttpProvider, ProviderReply, ProviderRequest};
 use switchman_cluster::{ClusterConfig, ClusterInvoker, HttpInvoker, RestRoute};
 use switchman_core::{ErrorKind, Instance, Invocation, Invoker, ServiceKey};
 use switchman_discovery::{DirectoryConfig, RegistryDirectory, StaticRegistry};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const LOCAL: &str = "127.0.0.1:0";
 
@@ -199,10 +201,108 @@ async fn failover_over_real_providers_hides_a_failing_one() {
         let v = cluster.invoke(&Invocation::new("hello")).await.unwrap();
         assert!(v == json!("good1") || v == json!("good2"));
     }
-    assert!(
-        bad.hits() > 20,
-        "the failing provider was picked and failed over: {}",
-        bad.hits()
+    assert_eq!(
+        bad.hits(),
+        5,
+        "the failing provider was picked and failed over until 5 consecutive failures ejected it"
     );
     assert!(good1.hits() > 50 && good2.hits() > 50);
+}
+
+/// A provider that answers every request with `503` and `connection: close` (a draining
+/// server), written by hand because the test provider cannot set that header.
+async fn draining_provider() -> (SocketAddr, Arc<AtomicU64>) {
+    let listener = tokio::net::TcpListener::bind(LOCAL).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(AtomicU64::new(0));
+    let counter = hits.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                // Read the whole request (headers, then content-length bytes) before answering.
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let body_start = loop {
+                    let n = sock.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break p + 4;
+                    }
+                };
+                let head = String::from_utf8_lossy(&buf[..body_start]).to_ascii_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0);
+                while buf.len() < body_start + len {
+                    let n = sock.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                counter.fetch_add(1, Ordering::Relaxed);
+                let _ = sock
+                    .write_all(
+                        b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-length: 8\r\n\r\ndraining",
+                    )
+                    .await;
+                let _ = sock.shutdown().await;
+            });
+        }
+    });
+    (addr, hits)
+}
+
+#[tokio::test]
+async fn a_503_with_connection_close_is_retried_elsewhere_but_never_ejected() {
+    let good1 = provider(|_| ProviderReply::Ok(json!("good1"))).await;
+    let good2 = provider(|_| ProviderReply::Ok(json!("good2"))).await;
+    let (draining, draining_hits) = draining_provider().await;
+    let e = HttpInvoker::new()
+        .invoke(
+            &instance(draining),
+            &Invocation::new("m"),
+            Duration::from_secs(2),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
+    assert!(e.is_retryable() && !e.counts_as_strike(), "{e:?}");
+    let registry = StaticRegistry::new(vec![
+        instance(good1.addr()),
+        instance(good2.addr()),
+        instance(draining),
+    ]);
+    let dir = RegistryDirectory::subscribe(
+        &registry,
+        DirectoryConfig::new(ServiceKey::new("com.foo.Greeter")),
+    )
+    .await
+    .unwrap();
+    dir.wait_until(Duration::from_secs(5), |s| s.endpoints().len() == 3)
+        .await
+        .unwrap();
+    let cluster = ClusterInvoker::new(
+        Arc::new(dir),
+        Arc::new(HttpInvoker::new()),
+        ClusterConfig::default(),
+    );
+    for _ in 0..150 {
+        let v = cluster.invoke(&Invocation::new("hello")).await.unwrap();
+        assert!(v == json!("good1") || v == json!("good2"));
+    }
+    let hits = draining_hits.load(Ordering::Relaxed);
+    assert!(
+        hits > 20,
+        "still picked (and failed over), never ejected: {hits}"
+    );
+    let snap = cluster.directory().load();
+    let i = snap.index_of(&draining.to_string()).unwrap();
+    assert!(!snap.endpoints()[i].stats.outlier().is_ejected());
 }

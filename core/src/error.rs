@@ -68,6 +68,7 @@ type Source = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub struct Error {
     kind: ErrorKind,
     retryable: bool,
+    strike: bool,
     message: String,
     source: Option<Source>,
     tried: Vec<String>,
@@ -79,6 +80,7 @@ impl Error {
         Error {
             kind,
             retryable: kind.default_retryable(),
+            strike: kind.default_retryable(),
             message: message.into(),
             source: None,
             tried: Vec::new(),
@@ -118,6 +120,16 @@ impl Error {
         self
     }
 
+    /// Sets whether this failure counts against the instance for outlier ejection, overriding
+    /// the default (transport and timeout errors count, every other kind does not). The origin
+    /// sets `false` when the instance said "retry elsewhere" in an orderly way rather than
+    /// failing: an HTTP 503 with `connection: close`, an HTTP/2 GOAWAY or `REFUSED_STREAM`
+    /// (the instance is draining or shedding load; ejecting it would punish a graceful exit).
+    pub fn with_outlier_strike(mut self, strike: bool) -> Self {
+        self.strike = strike;
+        self
+    }
+
     /// Attaches the underlying cause.
     pub fn with_source(mut self, source: impl Into<Source>) -> Self {
         self.source = Some(source.into());
@@ -138,6 +150,12 @@ impl Error {
     /// Whether a retry (on another instance) may succeed. Decided where the error is born.
     pub fn is_retryable(&self) -> bool {
         self.retryable
+    }
+
+    /// Whether this failure counts as a strike against the instance for outlier ejection
+    /// (see [`Error::with_outlier_strike`]). A business error never does.
+    pub fn counts_as_strike(&self) -> bool {
+        self.strike && self.kind != ErrorKind::Business
     }
 
     /// Whether this is a timeout.
@@ -167,6 +185,7 @@ impl fmt::Debug for Error {
         let mut d = f.debug_struct("Error");
         d.field("kind", &self.kind)
             .field("retryable", &self.retryable)
+            .field("strike", &self.strike)
             .field("message", &self.message);
         if let Some(s) = &self.source {
             d.field("source", s);
@@ -207,6 +226,22 @@ mod tests {
         assert!(!Error::business("boom").is_retryable());
         assert!(!Error::no_provider("none").is_retryable());
         assert!(!Error::timeout("sent").with_retryable(false).is_retryable());
+    }
+
+    #[test]
+    fn outlier_strikes_default_to_transport_and_timeout() {
+        assert!(Error::transport("reset").counts_as_strike());
+        assert!(Error::timeout("slow").counts_as_strike());
+        assert!(!Error::business("boom").counts_as_strike());
+        assert!(
+            !Error::business("boom")
+                .with_outlier_strike(true)
+                .counts_as_strike()
+        );
+        assert!(!Error::bad_config("x").counts_as_strike());
+        let draining = Error::transport("503, connection: close").with_outlier_strike(false);
+        assert!(!draining.counts_as_strike());
+        assert!(draining.is_retryable(), "still retried elsewhere");
     }
 
     #[test]

@@ -7,7 +7,9 @@ use crate::scored::{DEFAULT_EXACT_SCAN, Score, ScoredPicker};
 use crate::{Endpoint, InstanceStats, LoadBalance, Picker};
 
 /// Dubbo's `leastactive`: prefers the member with the fewest in-flight calls
-/// ([`InstanceStats::active`]); among equals, weighted random.
+/// ([`InstanceStats::active`]); among equals, weighted random. Unlike Dubbo, recent failures
+/// count as load: the score is `(active + 1) × (1 + consecutive failures)`, so an instance
+/// that fails fast (and so never has calls in flight) does not attract every call.
 ///
 /// Up to the exact-scan limit (16 members by default) every pick scans the subset exactly as
 /// Dubbo does. Larger subsets compare two weighted-random draws (power of two choices, O(1)):
@@ -44,6 +46,9 @@ impl LeastActiveBalance {
     }
 }
 
+/// Consecutive failures beyond this no longer raise the score (as in `p2c`).
+const MAX_FAILURE_FACTOR: u32 = 16;
+
 #[derive(Debug)]
 struct Active;
 
@@ -51,7 +56,11 @@ impl Score for Active {
     const NEEDS_CLOCK: bool = false;
     #[inline]
     fn score(&self, stats: &InstanceStats, _now_ns: u64) -> f64 {
-        stats.active() as f64
+        // (active + 1) × (1 + recent failures): the same order as `active` while nothing
+        // fails, but an instance that fails fast (so never has calls in flight) looks busy
+        // instead of attracting every call.
+        let failures = stats.consecutive_failures().min(MAX_FAILURE_FACTOR);
+        ((stats.active() as u64 + 1) * (1 + failures as u64)) as f64
     }
 }
 

@@ -19,6 +19,7 @@
 //!
 //! Per-instance live state ([`InstanceStats`]: in-flight count, latency) lives beside the
 //! snapshot in an [`Endpoint`], keyed by address by the directory, so it survives refreshes.
+//! So does its [`outlier`] ejection state, which the cluster layer consults before a pick.
 //!
 //! Every weighted balancer reads [`effective_weight`]: Dubbo's warm-up ramp, from the provider's
 //! `timestamp` or, when it published none, from the time the directory first saw it. While
@@ -34,6 +35,7 @@
 
 mod consistenthash;
 mod leastactive;
+pub mod outlier;
 mod p2c;
 mod random;
 mod roundrobin;
@@ -51,6 +53,7 @@ use switchman_core::{Error, Instance, Invocation};
 
 pub use consistenthash::{ConsistentHashBalance, DEFAULT_HASH_NODES, key_point, ring_points};
 pub use leastactive::LeastActiveBalance;
+pub use outlier::{OutlierConfig, OutlierState};
 pub use p2c::{DEFAULT_RTT, P2cBalance};
 pub use random::RandomBalance;
 pub use roundrobin::{DEFAULT_SCHEDULE_LIMIT, RoundRobinBalance};

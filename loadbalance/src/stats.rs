@@ -9,6 +9,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::outlier::OutlierState;
+
 /// Default length of the response-time window read by `shortestresponse` (Dubbo's
 /// `slidePeriod`, 30 s).
 pub const DEFAULT_RESPONSE_WINDOW: Duration = Duration::from_secs(30);
@@ -88,6 +90,7 @@ pub struct InstanceStats {
     first_seen_ms: AtomicU64,
     succeeded: AtomicU64,
     failed: AtomicU64,
+    outlier: OutlierState,
 }
 
 impl Default for InstanceStats {
@@ -122,6 +125,7 @@ impl InstanceStats {
             ewma_key: AtomicU64::new(f64::NAN.to_bits()),
             bucket_ns,
             buckets: Default::default(),
+            outlier: OutlierState::default(),
         }
     }
 
@@ -154,6 +158,12 @@ impl InstanceStats {
     /// Failed calls since the last successful one.
     pub fn consecutive_failures(&self) -> u32 {
         self.consecutive_failures.load(Ordering::Relaxed)
+    }
+
+    /// Outlier-ejection state (see [`OutlierState`]): whether the instance is out of
+    /// rotation, and the strike counters that decide it.
+    pub fn outlier(&self) -> &OutlierState {
+        &self.outlier
     }
 
     /// Marks a call as started; the guard ends it. Dropping the guard without

@@ -101,3 +101,21 @@ fn score_balancers_skip_zero_weight_even_when_idle() {
         assert_eq!(histogram(p.as_ref(), &eps, 1000, 9)[0], 0, "{}", lb.name());
     }
 }
+
+#[test]
+fn leastactive_counts_fast_failures_as_load() {
+    // Instance 0 fails at once, so it never has a call in flight; the others each have one.
+    let eps = endpoints(&[100, 100, 100]);
+    let now = Instant::now();
+    for _ in 0..3 {
+        eps[0].stats.record(Duration::from_millis(1), false, now);
+    }
+    let _busy: Vec<_> = [1, 2].iter().map(|&i| eps[i].stats.begin()).collect();
+    let p = prepare_all(&LeastActiveBalance::new(), &eps);
+    let hits = histogram(p.as_ref(), &eps, 1000, 4);
+    assert_eq!(hits[0], 0, "(0 + 1) × (1 + 3) > (1 + 1) × 1: {hits:?}");
+    // One success clears the failures: it is the idlest again.
+    eps[0].stats.record(Duration::from_millis(1), true, now);
+    let hits = histogram(p.as_ref(), &eps, 1000, 5);
+    assert_eq!(hits, [1000, 0, 0]);
+}

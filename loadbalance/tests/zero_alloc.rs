@@ -100,3 +100,45 @@ fn picks_do_not_allocate() {
         }
     }
 }
+
+#[test]
+fn outlier_checks_and_outcomes_do_not_allocate() {
+    use switchman_loadbalance::OutlierConfig;
+    use switchman_loadbalance::outlier::{Outcome, Verdict};
+    let eps = common::endpoints(&[100, 100]);
+    let cfg = OutlierConfig::default();
+    let lease = Duration::from_secs(2);
+    let t0 = Instant::now();
+    // Warm up anything lazily initialised (the timestamp origin, the thread's rng).
+    let healthy = &eps[0].stats;
+    healthy.outlier().record(Outcome::Success, t0, t0, &cfg);
+    let ejected = &eps[1].stats;
+    let penalty = ejected.outlier().eject(t0, &cfg).unwrap();
+    let ((), count) = allocations(|| {
+        for _ in 0..2000 {
+            // The pick-time check: one load for an instance in rotation, no clock read.
+            assert!(healthy.outlier().admits(Instant::now, lease));
+            // An ejected instance inside its penalty: a clock read and a compare.
+            assert!(!ejected.outlier().admits(|| t0, lease));
+            // Outcomes below the thresholds (a success rate above 80%).
+            for _ in 0..4 {
+                assert_eq!(
+                    healthy.outlier().record(Outcome::Success, t0, t0, &cfg),
+                    Verdict::Stay
+                );
+            }
+            assert_eq!(
+                healthy.outlier().record(Outcome::Strike, t0, t0, &cfg),
+                Verdict::Stay
+            );
+        }
+        // Claiming the probe and readmitting.
+        let t1 = t0 + penalty + Duration::from_millis(1);
+        assert!(ejected.outlier().admits(|| t1, lease));
+        assert_eq!(
+            ejected.outlier().record(Outcome::Success, t1, t1, &cfg),
+            Verdict::Readmitted
+        );
+    });
+    assert_eq!(count, 0, "outlier bookkeeping allocated {count} times");
+}

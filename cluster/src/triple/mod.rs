@@ -348,13 +348,32 @@ impl TripleInvoker {
                 } else {
                     "the request failed"
                 };
-                return Err(
-                    Error::transport(format!("{method} on {address}: {what}")).with_source(e)
-                );
+                let strike = !e.is_canceled() && !retry_elsewhere(&e);
+                return Err(Error::transport(format!("{method} on {address}: {what}"))
+                    .with_outlier_strike(strike)
+                    .with_source(e));
             }
         };
         read_response(response, address, method, self.max_message).await
     }
+}
+
+/// Whether `e` says "retry elsewhere" rather than "this instance is broken": the peer sent
+/// a graceful HTTP/2 GOAWAY (`NO_ERROR`) or refused the stream (`REFUSED_STREAM`, not
+/// processed). h2 is not a direct dependency, so this reads h2's messages in the source chain
+/// (only on the error path).
+fn retry_elsewhere(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        let text = err.to_string();
+        if text.contains("refused stream")
+            || text.starts_with("connection error received: not a result of an error")
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// One encoded unary request, for [`TripleInvoker::unary`].
@@ -567,3 +586,37 @@ impl Invoker for TripleInvoker {
 #[doc = include_str!("README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+#[cfg(test)]
+mod retry_elsewhere_tests {
+    use super::retry_elsewhere;
+    use std::fmt;
+
+    #[derive(Debug)]
+    struct Msg(&'static str, Option<Box<Msg>>);
+    impl fmt::Display for Msg {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+    impl std::error::Error for Msg {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|m| m as _)
+        }
+    }
+
+    #[test]
+    fn goaway_and_refused_stream_are_not_strikes() {
+        let wrap = |inner: &'static str| Msg("http2 error", Some(Box::new(Msg(inner, None))));
+        assert!(retry_elsewhere(&wrap(
+            "stream error received: refused stream before processing any application logic"
+        )));
+        assert!(retry_elsewhere(&wrap(
+            "connection error received: not a result of an error"
+        )));
+        assert!(!retry_elsewhere(&wrap(
+            "connection error received: unspecific protocol error detected"
+        )));
+        assert!(!retry_elsewhere(&wrap("connection reset by peer")));
+    }
+}

@@ -1,0 +1,494 @@
+//! Outlier ejection: per-instance state that takes a failing instance out of rotation for a
+//! while, then lets one probe call decide whether it comes back.
+//!
+//! A registry notices a dead provider only after its session or health timeout (15–60 s); in
+//! that window only the client protects calls. Retries hide the failures from callers but
+//! still spend an attempt (and budget) on the broken instance every time it is picked. The
+//! state here lets the cluster layer stop picking it:
+//!
+//! * **Strikes.** Transport failures and timeouts are strikes; a business error is the
+//!   instance's answer and counts as a success; an orderly "retry elsewhere" (HTTP 503 with
+//!   `connection: close`, HTTP/2 GOAWAY) is neither (`switchman_core::Error::counts_as_strike`).
+//! * **Ejection** after `consecutive_failures` strikes in a row (default 5), or when the
+//!   success rate over the last `window` (30 s, two 15 s halves) falls below `success_rate`
+//!   (80%) once at least `minimum_volume` (20) outcomes were seen there (Finagle's defaults).
+//! * **Penalty**: `base_penalty × 2^(n−1)` for the n-th ejection in a row, ±20% jitter (so
+//!   instances ejected together do not come back together), capped at `max_penalty`.
+//! * **Probe.** When the penalty ends, the next pick that reaches the instance claims it as a
+//!   probe (one compare-and-swap; concurrent picks keep skipping it while the probe is in
+//!   flight). A successful probe readmits it and clears the ejection count; a failed probe
+//!   ejects it again with the next, longer penalty.
+//!
+//! The cluster layer owns the decisions that need the whole service: it asks
+//! [`OutlierConfig::max_ejection_percent`] before [`OutlierState::eject`], and never fails a
+//! call only because every candidate is ejected.
+//!
+//! Everything is atomics in the instance's [`InstanceStats`](crate::InstanceStats), so the
+//! state survives snapshot refreshes. The pick path reads one atomic ([`OutlierState::admits`]:
+//! a healthy instance costs a load and no clock read); recording an outcome is a few atomic
+//! operations; only a transition (rare) does more.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Outlier-ejection settings for one service. Defaults follow Finagle and Envoy; see each
+/// field.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OutlierConfig {
+    /// Whether ejection is on (default `true`).
+    pub enabled: bool,
+    /// Strikes in a row that eject an instance (default 5, Envoy's `consecutive_5xx`); 0
+    /// disables this trigger.
+    pub consecutive_failures: u32,
+    /// Eject when the success rate over [`OutlierConfig::window`] falls below this fraction
+    /// (default 0.8, Finagle's `FailureAccrual` success-rate policy); 0 disables this trigger.
+    pub success_rate: f64,
+    /// The success-rate window (default 30 s). It slides in two halves, so it covers between
+    /// half and all of this.
+    pub window: Duration,
+    /// Outcomes the window must hold before the success rate may eject (default 20): five
+    /// calls with one failure say nothing.
+    pub minimum_volume: u32,
+    /// Penalty of a first ejection (default 30 s, Envoy's `base_ejection_time`).
+    pub base_penalty: Duration,
+    /// Longest penalty (default 5 min): the penalty doubles per ejection in a row up to this.
+    pub max_penalty: Duration,
+    /// Never eject more than this percentage of a service's routable instances at once
+    /// (default 50). A fault shared by every instance (a common dependency down, a bad
+    /// deploy of the consumer) looks like every instance failing; without the guard ejection
+    /// would empty the service and turn a partial outage into a total one. At 50% the
+    /// majority always stays in rotation, so a false positive can at most halve capacity,
+    /// while a genuine minority of bad instances (the common case) is still ejected. A
+    /// service with one instance never ejects it (ejection could not send the call anywhere
+    /// else).
+    pub max_ejection_percent: u32,
+}
+
+impl Default for OutlierConfig {
+    fn default() -> Self {
+        OutlierConfig {
+            enabled: true,
+            consecutive_failures: 5,
+            success_rate: 0.8,
+            window: Duration::from_secs(30),
+            minimum_volume: 20,
+            base_penalty: Duration::from_secs(30),
+            max_penalty: Duration::from_secs(300),
+            max_ejection_percent: 50,
+        }
+    }
+}
+
+impl OutlierConfig {
+    /// Ejection turned off.
+    pub fn disabled() -> Self {
+        OutlierConfig {
+            enabled: false,
+            ..Self::default()
+        }
+    }
+
+    /// Whether one more ejection is allowed when `ejected` of `routable` instances are out.
+    pub fn may_eject(&self, ejected: usize, routable: usize) -> bool {
+        (ejected + 1) * 100 <= self.max_ejection_percent.min(100) as usize * routable
+    }
+
+    /// The penalty of the `n`-th ejection in a row (n ≥ 1), with `jitter` in `[0, 1)` mapped
+    /// to ×[0.8, 1.2); never above [`OutlierConfig::max_penalty`].
+    pub fn penalty(&self, n: u32, jitter: f64) -> Duration {
+        let doubled = self
+            .base_penalty
+            .saturating_mul(1u32 << n.saturating_sub(1).min(20));
+        doubled
+            .mul_f64(0.8 + 0.4 * jitter.clamp(0.0, 1.0))
+            .min(self.max_penalty)
+    }
+}
+
+/// What one finished attempt says about the instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It answered (a business error included).
+    Success,
+    /// A strike: transport failure or timeout.
+    Strike,
+    /// Neither: an orderly "retry elsewhere", a consumer-side refusal.
+    Neutral,
+}
+
+/// Why an instance should be ejected.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum EjectReason {
+    /// This many strikes in a row.
+    ConsecutiveFailures(u32),
+    /// The success rate over the window (a fraction) and the outcomes it is based on.
+    SuccessRate {
+        /// Successes / outcomes.
+        rate: f64,
+        /// Outcomes in the window.
+        volume: u32,
+    },
+}
+
+impl std::fmt::Display for EjectReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EjectReason::ConsecutiveFailures(n) => write!(f, "{n} consecutive failures"),
+            EjectReason::SuccessRate { rate, volume } => write!(
+                f,
+                "success rate {:.1}% over the last {volume} calls",
+                rate * 100.0
+            ),
+        }
+    }
+}
+
+/// What [`OutlierState::record`] decided.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Verdict {
+    /// Nothing changes.
+    Stay,
+    /// The instance crossed a threshold: the caller should [`OutlierState::eject`] it if the
+    /// max-ejection-percent guard allows.
+    ShouldEject(EjectReason),
+    /// The probe (or any call started after the ejection) succeeded: back in rotation.
+    Readmitted,
+    /// The probe failed: ejected again for this (longer) penalty.
+    Reejected(Duration),
+}
+
+/// The origin of outlier timestamps; an hour before the first use, so that instants taken a
+/// little earlier (a paused test clock started before it) still map to positive times.
+fn origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(|| {
+        let now = Instant::now();
+        now.checked_sub(Duration::from_secs(3600))
+            .or_else(|| now.checked_sub(Duration::from_secs(60)))
+            .unwrap_or(now)
+    })
+}
+
+/// ns since [`origin`], at least 1 (0 means "never").
+fn ns(at: Instant) -> u64 {
+    (at.saturating_duration_since(origin()).as_nanos() as u64).max(1)
+}
+
+fn ms(at: Instant) -> u64 {
+    ns(at) / 1_000_000
+}
+
+/// One half of the success-rate window.
+#[derive(Debug, Default)]
+struct Half {
+    epoch: AtomicU64,
+    ok: AtomicU32,
+    failed: AtomicU32,
+}
+
+/// Live ejection state of one instance (in its [`InstanceStats`](crate::InstanceStats)).
+#[derive(Debug, Default)]
+pub struct OutlierState {
+    /// 0: in rotation. Otherwise `until_ms << 1 | probing`: ejected until `until_ms` (ms since
+    /// the origin), or, with the probing bit, a probe claimed whose lease ends then.
+    word: AtomicU64,
+    /// When the state last changed (ns since the origin). Outcomes of calls started before
+    /// then say nothing about the new state and are ignored.
+    since_ns: AtomicU64,
+    /// Ejections in a row (cleared by a successful probe).
+    ejections: AtomicU32,
+    /// Strikes since the last success.
+    consecutive: AtomicU32,
+    halves: [Half; 2],
+}
+
+impl OutlierState {
+    /// Whether the instance is out of rotation (ejected, or its probe is in flight).
+    #[inline]
+    pub fn is_ejected(&self) -> bool {
+        self.word.load(Ordering::Relaxed) != 0
+    }
+
+    /// Ejections in a row so far (0 once a probe succeeded).
+    pub fn ejections(&self) -> u32 {
+        self.ejections.load(Ordering::Relaxed)
+    }
+
+    /// Strikes since the last success.
+    pub fn consecutive_strikes(&self) -> u32 {
+        self.consecutive.load(Ordering::Relaxed)
+    }
+
+    /// When the current penalty (or probe lease) ends, if ejected.
+    pub fn ejected_until(&self) -> Option<Instant> {
+        match self.word.load(Ordering::Relaxed) {
+            0 => None,
+            w => Some(origin() + Duration::from_millis(w >> 1)),
+        }
+    }
+
+    /// Whether a pick may send a call here: in rotation (one atomic load, `now` not called),
+    /// or ejected with the penalty over and the probe claimed by this caller, which must then
+    /// make the call. A claimed probe that never reports back (cancelled) frees the instance
+    /// for another probe after `lease`.
+    #[inline]
+    pub fn admits(&self, now: impl FnOnce() -> Instant, lease: Duration) -> bool {
+        let w = self.word.load(Ordering::Relaxed);
+        if w == 0 {
+            return true;
+        }
+        let now = now();
+        let now_ms = ms(now);
+        if now_ms < w >> 1 {
+            return false;
+        }
+        let claimed = ((now_ms + lease.as_millis() as u64) << 1) | 1;
+        if self
+            .word
+            .compare_exchange(w, claimed, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.since_ns.store(ns(now), Ordering::Relaxed);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Records the outcome of an attempt that started at `started` and ended at `now`.
+    /// Ejecting is left to the caller ([`Verdict::ShouldEject`]); readmission and
+    /// re-ejection after a failed probe happen here.
+    pub fn record(
+        &self,
+        outcome: Outcome,
+        started: Instant,
+        now: Instant,
+        cfg: &OutlierConfig,
+    ) -> Verdict {
+        if outcome == Outcome::Neutral
+            || !cfg.enabled
+            || ns(started) < self.since_ns.load(Ordering::Relaxed)
+        {
+            return Verdict::Stay;
+        }
+        let w = self.word.load(Ordering::Acquire);
+        if w != 0 {
+            return match outcome {
+                Outcome::Success => {
+                    if self
+                        .word
+                        .compare_exchange(w, 0, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_err()
+                    {
+                        return Verdict::Stay;
+                    }
+                    self.ejections.store(0, Ordering::Relaxed);
+                    self.reset_counts();
+                    self.since_ns.store(ns(now), Ordering::Relaxed);
+                    Verdict::Readmitted
+                }
+                Outcome::Strike if w & 1 == 1 => {
+                    let n = self.ejections.load(Ordering::Relaxed) + 1;
+                    let penalty = cfg.penalty(n, fastrand::f64());
+                    let until = ((ms(now) + penalty.as_millis() as u64) << 1).max(2);
+                    if self
+                        .word
+                        .compare_exchange(w, until, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_err()
+                    {
+                        return Verdict::Stay;
+                    }
+                    self.ejections.store(n, Ordering::Relaxed);
+                    self.since_ns.store(ns(now), Ordering::Relaxed);
+                    Verdict::Reejected(penalty)
+                }
+                _ => Verdict::Stay,
+            };
+        }
+        let (ok, failed) = self.count(outcome == Outcome::Success, now, cfg.window);
+        if outcome == Outcome::Success {
+            self.consecutive.store(0, Ordering::Relaxed);
+            return Verdict::Stay;
+        }
+        let c = self.consecutive.fetch_add(1, Ordering::Relaxed) + 1;
+        if cfg.consecutive_failures > 0 && c >= cfg.consecutive_failures {
+            return Verdict::ShouldEject(EjectReason::ConsecutiveFailures(c));
+        }
+        let volume = ok + failed;
+        if cfg.success_rate > 0.0 && volume >= cfg.minimum_volume.max(1) {
+            let rate = ok as f64 / volume as f64;
+            if rate < cfg.success_rate {
+                return Verdict::ShouldEject(EjectReason::SuccessRate { rate, volume });
+            }
+        }
+        Verdict::Stay
+    }
+
+    /// Ejects the instance (if it is in rotation) for the next penalty and returns it; `None`
+    /// when another caller ejected it first.
+    pub fn eject(&self, now: Instant, cfg: &OutlierConfig) -> Option<Duration> {
+        let n = self.ejections.load(Ordering::Relaxed) + 1;
+        let penalty = cfg.penalty(n, fastrand::f64());
+        let until = ((ms(now) + penalty.as_millis() as u64) << 1).max(2);
+        self.word
+            .compare_exchange(0, until, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()?;
+        self.ejections.store(n, Ordering::Relaxed);
+        self.since_ns.store(ns(now), Ordering::Relaxed);
+        Some(penalty)
+    }
+
+    /// Adds one outcome to the window and returns the window's (successes, strikes).
+    fn count(&self, ok: bool, now: Instant, window: Duration) -> (u32, u32) {
+        let half_ms = (window.as_millis() as u64 / 2).max(1);
+        let epoch = ms(now) / half_ms;
+        let h = &self.halves[(epoch % 2) as usize];
+        let seen = h.epoch.load(Ordering::Acquire);
+        if seen < epoch
+            && h.epoch
+                .compare_exchange(seen, epoch, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            h.ok.store(0, Ordering::Relaxed);
+            h.failed.store(0, Ordering::Relaxed);
+        }
+        if seen <= epoch {
+            if ok {
+                h.ok.fetch_add(1, Ordering::Relaxed);
+            } else {
+                h.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let (mut okc, mut failc) = (0, 0);
+        for h in &self.halves {
+            let e = h.epoch.load(Ordering::Acquire);
+            if e == epoch || e + 1 == epoch {
+                okc += h.ok.load(Ordering::Relaxed);
+                failc += h.failed.load(Ordering::Relaxed);
+            }
+        }
+        (okc, failc)
+    }
+
+    fn reset_counts(&self) {
+        self.consecutive.store(0, Ordering::Relaxed);
+        for h in &self.halves {
+            h.ok.store(0, Ordering::Relaxed);
+            h.failed.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEASE: Duration = Duration::from_secs(2);
+
+    #[test]
+    fn penalty_doubles_with_jitter_and_is_capped() {
+        let c = OutlierConfig::default();
+        assert_eq!(c.penalty(1, 0.5), Duration::from_secs(30));
+        assert_eq!(c.penalty(1, 0.0), Duration::from_secs(24));
+        assert!(c.penalty(1, 0.999) < Duration::from_secs(36));
+        assert_eq!(c.penalty(2, 0.5), Duration::from_secs(60));
+        assert_eq!(c.penalty(4, 0.5), Duration::from_secs(240));
+        assert_eq!(c.penalty(5, 0.0), Duration::from_secs(300), "capped");
+        assert_eq!(c.penalty(60, 0.9), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn max_ejection_percent_keeps_a_majority() {
+        let c = OutlierConfig::default();
+        assert!(!c.may_eject(0, 1), "a lone instance is never ejected");
+        assert!(c.may_eject(0, 2) && !c.may_eject(1, 2));
+        assert!(c.may_eject(0, 3) && !c.may_eject(1, 3));
+        assert!(c.may_eject(1, 4) && !c.may_eject(2, 4));
+    }
+
+    #[test]
+    fn consecutive_strikes_eject_and_a_probe_readmits() {
+        let c = OutlierConfig::default();
+        let s = OutlierState::default();
+        let t0 = Instant::now();
+        for _ in 0..4 {
+            assert_eq!(s.record(Outcome::Strike, t0, t0, &c), Verdict::Stay);
+        }
+        assert_eq!(
+            s.record(Outcome::Strike, t0, t0, &c),
+            Verdict::ShouldEject(EjectReason::ConsecutiveFailures(5))
+        );
+        let p = s.eject(t0, &c).unwrap();
+        assert!(s.eject(t0, &c).is_none(), "only once");
+        assert!(s.is_ejected());
+        assert!(!s.admits(|| t0 + p / 2, LEASE));
+        // A call that started before the ejection says nothing.
+        let before = t0 - Duration::from_millis(5);
+        assert_eq!(s.record(Outcome::Success, before, t0, &c), Verdict::Stay);
+        let t1 = t0 + p + Duration::from_millis(1);
+        assert!(
+            s.admits(|| t1, LEASE),
+            "the first pick after the penalty probes"
+        );
+        assert!(!s.admits(|| t1, LEASE), "one probe at a time");
+        assert_eq!(s.record(Outcome::Success, t1, t1, &c), Verdict::Readmitted);
+        assert!(!s.is_ejected());
+        assert_eq!(s.ejections(), 0);
+        assert!(s.admits(|| unreachable!("no clock read while healthy"), LEASE));
+    }
+
+    #[test]
+    fn a_failed_probe_reejects_for_longer_and_a_lost_probe_expires() {
+        let c = OutlierConfig::default();
+        let s = OutlierState::default();
+        let t0 = Instant::now();
+        let p1 = s.eject(t0, &c).unwrap();
+        let t1 = t0 + p1 + Duration::from_millis(1);
+        assert!(s.admits(|| t1, LEASE));
+        // Other failures while the probe is out do not count; the probe's does.
+        let Verdict::Reejected(p2) = s.record(Outcome::Strike, t1, t1, &c) else {
+            panic!("probe failure must re-eject")
+        };
+        assert!(
+            p2 >= Duration::from_secs(48) && p2 < Duration::from_secs(72),
+            "{p2:?}"
+        );
+        assert_eq!(s.ejections(), 2);
+        // A probe that never reports back frees the instance after the lease.
+        let t2 = t1 + p2 + Duration::from_millis(1);
+        assert!(s.admits(|| t2, LEASE));
+        assert!(!s.admits(|| t2 + LEASE / 2, LEASE));
+        assert!(s.admits(|| t2 + LEASE + Duration::from_millis(1), LEASE));
+    }
+
+    #[test]
+    fn success_rate_needs_the_minimum_volume() {
+        let c = OutlierConfig {
+            consecutive_failures: 0,
+            ..OutlierConfig::default()
+        };
+        let s = OutlierState::default();
+        let t0 = Instant::now();
+        // 3 of 4 succeed (75%), but only 16 outcomes: not enough.
+        for k in 0..16 {
+            let o = if k % 4 == 3 {
+                Outcome::Strike
+            } else {
+                Outcome::Success
+            };
+            assert_eq!(s.record(o, t0, t0, &c), Verdict::Stay, "call {k}");
+        }
+        for _ in 0..3 {
+            s.record(Outcome::Success, t0, t0, &c);
+        }
+        let v = s.record(Outcome::Strike, t0, t0, &c);
+        assert!(
+            matches!(v, Verdict::ShouldEject(EjectReason::SuccessRate { volume: 20, rate }) if rate == 0.75),
+            "{v:?}"
+        );
+        // The window forgets: a minute later the old outcomes are gone.
+        let later = t0 + Duration::from_secs(60);
+        assert_eq!(s.record(Outcome::Strike, later, later, &c), Verdict::Stay);
+    }
+}
