@@ -305,7 +305,7 @@ impl<'c> Call<'c> {
 
     /// Whether outlier ejection lets a call go to endpoint `i` (one atomic load for an
     /// instance in rotation; claims the probe of an instance whose penalty is over).
-    fn admitted(&self, snap: &Snapshot, i: usize) -> bool {
+    pub(crate) fn admitted(&self, snap: &Snapshot, i: usize) -> bool {
         !self.inner.outlier.enabled
             || snap.endpoints()[i].stats.outlier().admits(
                 || Instant::now().into_std(),

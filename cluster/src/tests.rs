@@ -415,6 +415,25 @@ async fn available_takes_the_first_instance_in_order() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn available_skips_an_instance_ejected_as_an_outlier() {
+    let fi = FaultInvoker::with(&[(3, &[Refuse])]);
+    let c = cluster(
+        &[7, 3, 5],
+        fi.clone(),
+        ClusterConfig::default().strategy(Strategy::Available),
+    )
+    .await;
+    for _ in 0..5 {
+        c.invoke(&inv()).await.unwrap_err();
+    }
+    // Five strikes in a row eject port 3: the first available instance is now port 5.
+    for _ in 0..10 {
+        assert_eq!(c.invoke(&inv()).await.unwrap(), Value::from(5));
+    }
+    assert_eq!(fi.calls().iter().filter(|p| **p == 3).count(), 5);
+}
+
+#[tokio::test(start_paused = true)]
 async fn mergeable_calls_one_instance_per_group_and_merges() {
     #[derive(Debug)]
     struct ByGroup;

@@ -1,4 +1,5 @@
 //! available: the first available routed instance (address order), no balancing, one attempt.
+//! An instance ejected as an outlier is not available; if every one is, the first is used.
 
 use serde_json::Value;
 use switchman_core::{Error, Result};
@@ -14,7 +15,11 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
             snap.service()
         )));
     };
-    let i = first as usize;
+    let i = members
+        .iter()
+        .map(|&m| m as usize)
+        .find(|&i| call.admitted(&snap, i))
+        .unwrap_or(first as usize);
     match call.attempter().attempt(&snap, i).await {
         Ok(v) => Ok(v),
         Err(e) => {

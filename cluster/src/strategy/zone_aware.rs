@@ -18,7 +18,7 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
         let att = call.attempter();
         for _ in 0..ZONE_TRIES {
             let i = call.peek(&snap)?;
-            if snap.endpoints()[i].instance.zone() == Some(zone) {
+            if snap.endpoints()[i].instance.zone() == Some(zone) && call.admitted(&snap, i) {
                 call.mark_tried(i);
                 match att.attempt(&snap, i).await {
                     Ok(v) => return Ok(v),
