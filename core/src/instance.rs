@@ -9,6 +9,45 @@ use crate::{Error, ServiceKey, Url};
 pub const DEFAULT_WEIGHT: u32 = 100;
 /// Dubbo's default warm-up period (10 minutes).
 pub const DEFAULT_WARMUP: Duration = Duration::from_secs(600);
+/// Largest metadata (URL parameter) value accepted from a registry, in bytes. Dubbo's longest
+/// real values (`methods=` of a large interface) are a few KiB.
+pub const MAX_PARAM_VALUE_BYTES: usize = 16 * 1024;
+/// Most metadata entries (URL parameters) accepted for one instance. Java Dubbo writes ~40.
+pub const MAX_PARAMS: usize = 512;
+
+/// `text` cut to 200 characters (with `...`), for messages naming untrusted input.
+fn shorten(mut text: String) -> String {
+    if let Some((cut, _)) = text.char_indices().nth(200) {
+        text.truncate(cut);
+        text.push_str("...");
+    }
+    text
+}
+
+/// Checks registry metadata against [`MAX_PARAMS`] and [`MAX_PARAM_VALUE_BYTES`]; `what` names
+/// the entry in the error. Registry data is untrusted: an entry over a limit is rejected (the
+/// adapters log and skip it) instead of being carried into every snapshot.
+pub fn check_metadata<'a>(
+    what: &str,
+    params: impl ExactSizeIterator<Item = (&'a str, &'a str)>,
+) -> Result<(), Error> {
+    if params.len() > MAX_PARAMS {
+        return Err(Error::bad_config(format!(
+            "{what}: {} metadata entries; the limit is {MAX_PARAMS}",
+            params.len()
+        )));
+    }
+    for (k, v) in params {
+        if k.len() + v.len() > MAX_PARAM_VALUE_BYTES {
+            let shown: String = k.chars().take(64).collect();
+            return Err(Error::bad_config(format!(
+                "{what}: metadata `{shown}` is {} bytes; the limit is {MAX_PARAM_VALUE_BYTES}",
+                k.len() + v.len()
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// The protocol an instance speaks. Parsed once from the URL scheme or metadata.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -97,7 +136,11 @@ impl Instance {
     /// since the epoch), `zone`, `enabled`, `disabled`, `healthy`, `application`, `dubbo.tag`.
     /// Every parameter is kept in [`Instance::params`] for routing.
     pub fn from_url(url: &Url) -> Result<Instance, Error> {
-        let what = || url.redacted();
+        let what = || shorten(url.redacted());
+        check_metadata(
+            &what(),
+            url.params().iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        )?;
         let port = url
             .port()
             .ok_or_else(|| Error::bad_config(format!("{}: missing port", what())))?;
@@ -411,6 +454,37 @@ mod tests {
         assert_eq!(i.tag(), Some("gray"));
         assert_eq!(i.param("side"), Some("provider"));
         assert!(i.is_available());
+    }
+
+    #[test]
+    fn metadata_over_the_limits_is_rejected_with_a_short_message() {
+        let long = "x".repeat(MAX_PARAM_VALUE_BYTES + 1);
+        let u = Url::parse(&format!(
+            "tri://10.0.0.1:1/S?methods={long}&password=s3cret"
+        ))
+        .unwrap();
+        let e = Instance::from_url(&u).unwrap_err().to_string();
+        assert!(e.contains("metadata `methods`"), "{e}");
+        assert!(
+            e.contains(&format!("limit is {MAX_PARAM_VALUE_BYTES}")),
+            "{e}"
+        );
+        assert!(
+            e.len() < 400,
+            "the message quotes a shortened URL: {} bytes",
+            e.len()
+        );
+        let many: Vec<String> = (0..=MAX_PARAMS).map(|k| format!("k{k}=v")).collect();
+        let u = Url::parse(&format!("tri://10.0.0.1:1/S?{}", many.join("&"))).unwrap();
+        let e = Instance::from_url(&u).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{} metadata entries", MAX_PARAMS + 1)),
+            "{e}"
+        );
+        // At the limits: accepted.
+        let ok = "x".repeat(MAX_PARAM_VALUE_BYTES - "methods".len());
+        let u = Url::parse(&format!("tri://10.0.0.1:1/S?methods={ok}")).unwrap();
+        assert!(Instance::from_url(&u).is_ok());
     }
 
     #[test]

@@ -25,8 +25,11 @@ mod service_key;
 pub mod url;
 
 pub use error::{Error, ErrorKind, Result};
-pub use instance::{DEFAULT_WARMUP, DEFAULT_WEIGHT, Instance, InstanceBuilder, Protocol};
+pub use instance::{
+    DEFAULT_WARMUP, DEFAULT_WEIGHT, Instance, InstanceBuilder, MAX_PARAM_VALUE_BYTES, MAX_PARAMS,
+    Protocol, check_metadata,
+};
 pub use invocation::Invocation;
 pub use invoker::{BoxFuture, Invoker};
 pub use service_key::ServiceKey;
-pub use url::{Url, UrlError};
+pub use url::{Url, UrlError, is_valid_host};

@@ -42,16 +42,28 @@ pub fn load(path: &Path, service: &ServiceKey) -> Result<Option<Vec<Instance>>> 
     }
     let text = std::fs::read(path)
         .map_err(|e| Error::bad_config(format!("snapshot cache {}: {e}", path.display())))?;
-    let doc: CacheDoc = serde_json::from_slice(&text).map_err(|e| {
+    parse(&text, &path.display().to_string(), service).map(Some)
+}
+
+/// Parses the bytes of a cache file named `source` (for messages) holding `service`'s list.
+/// Strict: a document that is not a cache file, or one saved for another service, is an error;
+/// an entry that is not a valid provider URL is skipped with a log line. Never panics, whatever
+/// the bytes (fuzzed: `fuzz/fuzz_targets/snapshot_file.rs`).
+pub fn parse(bytes: &[u8], source: &str, service: &ServiceKey) -> Result<Vec<Instance>> {
+    if bytes.len() as u64 > MAX_CACHE_BYTES {
+        return Err(Error::bad_config(format!(
+            "snapshot cache {source}: {} bytes is over the {MAX_CACHE_BYTES}-byte limit",
+            bytes.len()
+        )));
+    }
+    let doc: CacheDoc = serde_json::from_slice(bytes).map_err(|e| {
         Error::bad_config(format!(
-            "snapshot cache {}: not a snapshot cache file: {e}",
-            path.display()
+            "snapshot cache {source}: not a snapshot cache file: {e}"
         ))
     })?;
     if doc.service != service.to_string() {
         return Err(Error::bad_config(format!(
-            "snapshot cache {} holds service {:?}, not {service}",
-            path.display(),
+            "snapshot cache {source} holds service {:?}, not {service}",
             doc.service
         )));
     }
@@ -62,10 +74,10 @@ pub fn load(path: &Path, service: &ServiceKey) -> Result<Option<Vec<Instance>>> 
             .and_then(|u| Instance::from_url(&u).map_err(|e| e.to_string()))
         {
             Ok(i) => out.push(i),
-            Err(e) => warn!(file = %path.display(), entry = k, "skipping cached instance: {e}"),
+            Err(e) => warn!(file = source, entry = k, "skipping cached instance: {e}"),
         }
     }
-    Ok(Some(out))
+    Ok(out)
 }
 
 /// The bytes of a cache file for `instances` (written by [`store`]).

@@ -85,12 +85,19 @@ pub(crate) fn to_instance(
         warn!(service = %service, ip = %si.ip, port = si.port, "ignoring an instance with an invalid port");
         return None;
     };
-    if port == 0 || si.ip.is_empty() {
-        warn!(service = %service, ip = %si.ip, port = si.port, "ignoring an instance without address");
+    if port == 0 || !switchman_core::is_valid_host(&si.ip) {
+        warn!(service = %service, ip = %si.ip, port = si.port, "ignoring an instance without a valid address");
         return None;
     }
     let md = &si.metadata;
     let address = format!("{}:{}", si.ip, port);
+    if let Err(e) = switchman_core::check_metadata(
+        &format!("nacos instance {address} of {service}"),
+        md.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    ) {
+        warn!(service = %service, address = %address, "ignoring an instance: {e}");
+        return None;
+    }
     let protocol = md
         .get("protocol")
         .filter(|p| !p.is_empty())

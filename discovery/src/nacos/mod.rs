@@ -51,6 +51,18 @@ use tracing::{info, warn};
 
 use crate::{Registrar, Registry, UpdateReceiver};
 
+/// The mapping the adapter applies to every instance Nacos lists for `key` (`dubbo_naming`:
+/// the service is named `providers:{interface}:{version}:{group}`); `None`, logged, for an
+/// instance it skips (invalid port or address, metadata over the limits of
+/// [`switchman_core::check_metadata`]). Public for tools and the fuzz target.
+pub fn instance_from_nacos(
+    key: &ServiceKey,
+    dubbo_naming: bool,
+    instance: &ServiceInstance,
+) -> Option<Instance> {
+    mapping::to_instance(key, dubbo_naming, instance)
+}
+
 /// Nacos's default group.
 const DEFAULT_GROUP: &str = "DEFAULT_GROUP";
 /// Dubbo's config-centre group for governance rules.
