@@ -9,6 +9,8 @@ use tracing::debug;
 
 /// How much of an error body is kept in a business error's message.
 const MAX_ERROR_BODY: usize = 1024;
+/// Default of [`HttpInvoker::with_drain_grace`]: 10 s, Dubbo's shutdown wait.
+pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(10);
 
 /// A REST mapping for one method: HTTP method and a path template whose `{0}`, `{1}`, ...
 /// are replaced by the arguments (percent-encoded). Arguments not used in the path form the
@@ -58,11 +60,21 @@ impl Default for HttpInvoker {
 }
 
 impl HttpInvoker {
-    /// An invoker with its own client (pooled, `TCP_NODELAY`, 90 s idle timeout).
+    /// An invoker with its own client (pooled, `TCP_NODELAY`), whose connections close after
+    /// [`DEFAULT_DRAIN_GRACE`] without a call: see [`HttpInvoker::with_drain_grace`].
     pub fn new() -> Self {
+        Self::with_drain_grace(DEFAULT_DRAIN_GRACE)
+    }
+
+    /// An invoker whose pooled connections close `grace` after their last call. This is how a
+    /// provider the registry removed is drained: the snapshot stops routing calls to it at
+    /// once, calls in flight finish, and its connections, idle from then on, close within one
+    /// to two `grace` periods (the pool's idle sweep). Live providers whose traffic pauses
+    /// longer than `grace` reconnect on their next call.
+    pub fn with_drain_grace(grace: Duration) -> Self {
         let client = reqwest::Client::builder()
             .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_idle_timeout(grace)
             .no_proxy()
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());

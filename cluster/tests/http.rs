@@ -306,3 +306,98 @@ async fn a_503_with_connection_close_is_retried_elsewhere_but_never_ejected() {
     let i = snap.index_of(&draining.to_string()).unwrap();
     assert!(!snap.endpoints()[i].stats.outlier().is_ejected());
 }
+
+/// Server-side TCP connections to `port` in state ESTABLISHED, from `/proc/net/tcp` (Linux).
+fn established_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.len() > 3
+                && cols[3] == "01"
+                && cols[1]
+                    .rsplit_once(':')
+                    .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+                    == Some(port)
+        })
+        .count()
+}
+
+/// Graceful drain over HTTP: a provider the registry removed gets no new call, its in-flight
+/// call finishes, and its pooled connection closes once idle for the grace period.
+#[tokio::test]
+async fn a_removed_provider_drains_and_its_connections_close_after_the_grace() {
+    use switchman_discovery::{EmptyPolicy, Update};
+    const GRACE: Duration = Duration::from_millis(500);
+    let slow_or_echo = |req: ProviderRequest| {
+        Box::pin(async move {
+            if req.method == "slow" {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            ProviderReply::Ok(json!({ "method": req.method }))
+        }) as switchman_core::BoxFuture<'static, ProviderReply>
+    };
+    let a = HttpProvider::serve(LOCAL.parse().unwrap(), slow_or_echo)
+        .await
+        .unwrap();
+    let b = HttpProvider::serve(LOCAL.parse().unwrap(), slow_or_echo)
+        .await
+        .unwrap();
+    let (ia, ib) = (instance(a.addr()), instance(b.addr()));
+    let dir = Arc::new(RegistryDirectory::spawn(
+        DirectoryConfig::new(ServiceKey::new("com.foo.Greeter")).empty_policy(EmptyPolicy::Publish),
+        None,
+    ));
+    dir.apply(Update::Reset(vec![ia.clone(), ib.clone()]));
+    dir.wait_until(Duration::from_secs(5), |s| s.instances().len() == 2)
+        .await
+        .unwrap();
+    let http = Arc::new(HttpInvoker::with_drain_grace(GRACE));
+    let cluster = ClusterInvoker::new(dir.clone(), http.clone(), ClusterConfig::default());
+
+    let in_flight = {
+        let (http, ia) = (http.clone(), ia.clone());
+        tokio::spawn(async move {
+            http.invoke(&ia, &Invocation::new("slow"), Duration::from_secs(5))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        established_to(a.addr().port()),
+        1,
+        "the in-flight call's connection"
+    );
+    dir.apply(Update::Remove(vec![ia.address().to_string()]));
+    dir.wait_until(Duration::from_secs(5), |s| s.instances().len() == 1)
+        .await
+        .unwrap();
+    let a_before = a.hits();
+    for _ in 0..20 {
+        cluster.invoke(&Invocation::new("hello")).await.unwrap();
+    }
+    assert_eq!(
+        a.hits(),
+        a_before,
+        "no new call reaches the removed provider"
+    );
+    assert_eq!(b.hits(), 20);
+    assert_eq!(in_flight.await.unwrap().unwrap(), json!({"method": "slow"}));
+    let idle_since = tokio::time::Instant::now();
+    // Idle now: closed within two grace periods (plus scheduling slack).
+    while established_to(a.addr().port()) > 0 {
+        assert!(
+            idle_since.elapsed() < 2 * GRACE + Duration::from_secs(2),
+            "the removed provider's connection is still open after {:?}",
+            idle_since.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(
+        idle_since.elapsed() >= GRACE / 2,
+        "closed by the idle timeout, not at once: {:?}",
+        idle_since.elapsed()
+    );
+}

@@ -68,6 +68,8 @@ use framing::FrameDecoder;
 use pool::{ConnectSettings, Pool};
 
 const USER_AGENT: &str = concat!("switchman/", env!("CARGO_PKG_VERSION"));
+/// Default of [`TripleInvoker::drain_grace`].
+pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Default)]
 struct ServiceCodecs {
@@ -98,6 +100,7 @@ struct ServiceCodecs {
 pub struct TripleInvoker {
     pool: Arc<Pool>,
     tracked: Arc<Mutex<Vec<Weak<RegistryDirectory>>>>,
+    drain_grace: Duration,
     default_codec: Arc<dyn MessageCodec>,
     codecs: HashMap<String, ServiceCodecs>,
     max_message: usize,
@@ -131,6 +134,7 @@ impl TripleInvoker {
                 tls: None,
             })),
             tracked: Arc::new(Mutex::new(Vec::new())),
+            drain_grace: DEFAULT_DRAIN_GRACE,
             default_codec: Arc::new(JsonCodec),
             codecs: HashMap::new(),
             max_message: framing::DEFAULT_MAX_MESSAGE,
@@ -162,6 +166,16 @@ impl TripleInvoker {
             keep_alive_timeout: timeout,
             tls: Some(tokio_rustls::TlsConnector::from(Arc::new(config))),
         }));
+        self
+    }
+
+    /// How long the connection of an address that left every tracked directory stays open
+    /// (default 10 s, Dubbo's shutdown wait). No new call is routed to the address once the
+    /// directory's snapshot drops it; calls in flight on the connection finish whatever the
+    /// grace; an address that comes back within the grace (a registry blip, a re-registration
+    /// after a session expiry) keeps its connection.
+    pub fn drain_grace(mut self, grace: Duration) -> Self {
+        self.drain_grace = grace;
         self
     }
 
@@ -214,11 +228,12 @@ impl TripleInvoker {
         }
     }
 
-    /// Drops the connections of the addresses for which `keep` is false. Call it with the
-    /// addresses of every directory this invoker serves when they change (or let
-    /// [`TripleInvoker::track`] do it). In-flight calls on dropped connections finish.
+    /// Drops the connections of the addresses for which `keep` is false, at once (no grace).
+    /// Call it with the addresses of every directory this invoker serves when they change (or
+    /// let [`TripleInvoker::track`] do it, with the drain grace). In-flight calls on dropped
+    /// connections finish.
     pub fn retain(&self, keep: impl FnMut(&str) -> bool) {
-        self.pool.retain(keep);
+        self.pool.retain(keep, Duration::ZERO);
     }
 
     /// The addresses with an open connection, sorted.
@@ -229,7 +244,9 @@ impl TripleInvoker {
     /// Keeps the pool in step with `directory`: whenever it publishes a snapshot, connections
     /// to addresses that are in none of the tracked directories are dropped. Track every
     /// directory this invoker serves (one call each), or none and call
-    /// [`TripleInvoker::retain`] yourself. The task ends when the directory is dropped.
+    /// [`TripleInvoker::retain`] yourself. Connections of addresses that left are closed after
+    /// the [drain grace](TripleInvoker::drain_grace). The task ends when the directory is
+    /// dropped.
     pub fn track(&self, directory: &Arc<RegistryDirectory>) -> JoinHandle<()> {
         self.tracked
             .lock()
@@ -238,26 +255,44 @@ impl TripleInvoker {
         let mut epochs = directory.epochs();
         let this = self.clone();
         tokio::spawn(async move {
-            while epochs.changed().await.is_ok() {
-                this.prune();
+            loop {
+                let next = this.prune(this.drain_grace);
+                tokio::select! {
+                    changed = epochs.changed() => {
+                        if changed.is_err() {
+                            break;
+                        }
+                    }
+                    () = async {
+                        match next {
+                            Some(due) => tokio::time::sleep_until(due).await,
+                            None => std::future::pending().await,
+                        }
+                    } => {}
+                }
             }
-            this.prune();
+            // The directory is gone: nothing routes to its addresses any more.
+            this.prune(Duration::ZERO);
         })
     }
 
-    /// Retains the addresses of the tracked directories that are still alive.
-    fn prune(&self) {
+    /// Retains the addresses of the tracked directories that are still alive; the others are
+    /// dropped `grace` after they left. Returns when the next drop is due.
+    fn prune(&self, grace: Duration) -> Option<Instant> {
         let dirs: Vec<Arc<RegistryDirectory>> = {
             let mut tracked = self.tracked.lock().unwrap_or_else(PoisonError::into_inner);
             tracked.retain(|w| w.strong_count() > 0);
             tracked.iter().filter_map(Weak::upgrade).collect()
         };
         let snaps: Vec<_> = dirs.iter().map(|d| d.load()).collect();
-        self.pool.retain(|addr| {
-            snaps
-                .iter()
-                .any(|s| s.instances().iter().any(|i| i.address() == addr))
-        });
+        self.pool.retain(
+            |addr| {
+                snaps
+                    .iter()
+                    .any(|s| s.instances().iter().any(|i| i.address() == addr))
+            },
+            grace,
+        )
     }
 
     /// One unary call with an already-encoded message: `POST /{service}/{method}` on `target`

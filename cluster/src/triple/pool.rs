@@ -4,11 +4,15 @@
 //! provides and survives directory snapshots. A connection that closed (peer gone, GOAWAY,
 //! keep-alive timeout) is replaced on the next call; concurrent callers wait for one connect
 //! instead of each opening their own. Entries for addresses that left are dropped by
-//! [`Pool::retain`]; in-flight calls on a dropped connection finish normally.
+//! [`Pool::retain`] once their drain grace period has passed (an address that comes back
+//! within it keeps its connection); in-flight calls on a dropped connection finish normally,
+//! then hyper closes it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use http_body_util::Full;
 use hyper::client::conn::http2;
@@ -55,9 +59,15 @@ impl Entry {
     }
 }
 
+/// A pool entry and, once its address left every tracked directory, when it is dropped.
+struct Slot {
+    entry: Arc<Entry>,
+    leaving: Option<Instant>,
+}
+
 /// The connections of one [`super::TripleInvoker`].
 pub(crate) struct Pool {
-    entries: Mutex<HashMap<String, Arc<Entry>>>,
+    entries: Mutex<HashMap<String, Slot>>,
     settings: ConnectSettings,
 }
 
@@ -79,11 +89,17 @@ impl Pool {
 
     fn entry(&self, address: &str) -> Arc<Entry> {
         let mut map = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(e) = map.get(address) {
-            return e.clone();
+        if let Some(slot) = map.get(address) {
+            return slot.entry.clone();
         }
         let e = Arc::new(Entry::default());
-        map.insert(address.to_string(), e.clone());
+        map.insert(
+            address.to_string(),
+            Slot {
+                entry: e.clone(),
+                leaving: None,
+            },
+        );
         e
     }
 
@@ -108,7 +124,7 @@ impl Pool {
     pub(crate) fn discard(&self, address: &str) {
         let entry = {
             let map = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-            map.get(address).cloned()
+            map.get(address).map(|slot| slot.entry.clone())
         };
         if let Some(e) = entry {
             let mut cur = e.current.lock().unwrap_or_else(PoisonError::into_inner);
@@ -190,17 +206,37 @@ impl Pool {
         )
     }
 
-    /// Keeps the entries whose address satisfies `keep`; drops the others (their connections
-    /// close once their in-flight calls finish).
-    pub(crate) fn retain(&self, mut keep: impl FnMut(&str) -> bool) {
+    /// Keeps the entries whose address satisfies `keep`. The others are dropped `grace` after
+    /// the first call that found them gone (at once for a zero grace); an address kept again
+    /// before that keeps its connection. A dropped connection closes once its in-flight calls
+    /// finish. Returns when the next pending drop is due, if any.
+    pub(crate) fn retain(
+        &self,
+        mut keep: impl FnMut(&str) -> bool,
+        grace: Duration,
+    ) -> Option<Instant> {
+        let now = Instant::now();
         let mut map = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        map.retain(|addr, _| {
-            let k = keep(addr);
-            if !k {
-                info!(address = %addr, "dropping the Triple connection of an address that left");
+        map.retain(|addr, slot| {
+            if keep(addr) {
+                if slot.leaving.take().is_some() {
+                    debug!(address = %addr, "address is back: its Triple connection stays");
+                }
+                return true;
             }
-            k
+            let due = *slot.leaving.get_or_insert_with(|| {
+                if !grace.is_zero() {
+                    info!(address = %addr, ?grace, "address left: no new calls; its Triple connection closes after the grace period");
+                }
+                now + grace
+            });
+            if due > now {
+                return true;
+            }
+            info!(address = %addr, "dropping the Triple connection of an address that left");
+            false
         });
+        map.values().filter_map(|slot| slot.leaving).min()
     }
 
     /// The addresses with an entry, sorted.
@@ -216,7 +252,7 @@ impl Pool {
         let map = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         let mut v: Vec<String> = map
             .iter()
-            .filter(|(_, e)| e.live().is_some())
+            .filter(|(_, slot)| slot.entry.live().is_some())
             .map(|(a, _)| a.clone())
             .collect();
         v.sort();

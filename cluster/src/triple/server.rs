@@ -55,6 +55,7 @@ pub struct TripleServer {
     addr: SocketAddr,
     hits: Arc<AtomicU64>,
     connections: Arc<AtomicU64>,
+    open: Arc<AtomicU64>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -98,9 +99,15 @@ impl TripleServer {
         let addr = listener.local_addr()?;
         let hits = Arc::new(AtomicU64::new(0));
         let connections = Arc::new(AtomicU64::new(0));
+        let open = Arc::new(AtomicU64::new(0));
         let (shutdown, mut stopped) = watch::channel(false);
         let handler: Handler = Arc::new(handler);
-        let (h, c, stop_rx) = (hits.clone(), connections.clone(), shutdown.subscribe());
+        let (h, c, o, stop_rx) = (
+            hits.clone(),
+            connections.clone(),
+            open.clone(),
+            shutdown.subscribe(),
+        );
         tokio::spawn(async move {
             loop {
                 let stream = tokio::select! {
@@ -115,7 +122,9 @@ impl TripleServer {
                 };
                 let _ = stream.set_nodelay(true);
                 c.fetch_add(1, Ordering::Relaxed);
+                o.fetch_add(1, Ordering::Relaxed);
                 let (handler, hits, mut stop) = (handler.clone(), h.clone(), stop_rx.clone());
+                let open = o.clone();
                 let tls = tls.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req| {
@@ -141,6 +150,7 @@ impl TripleServer {
                             debug!(error = %e, "Triple server: connection ended");
                         },
                     }
+                    open.fetch_sub(1, Ordering::Relaxed);
                 });
             }
         });
@@ -148,6 +158,7 @@ impl TripleServer {
             addr,
             hits,
             connections,
+            open,
             shutdown,
         })
     }
@@ -165,6 +176,11 @@ impl TripleServer {
     /// Connections accepted so far.
     pub fn connections(&self) -> u64 {
         self.connections.load(Ordering::Relaxed)
+    }
+
+    /// Connections open now (accepted and not yet closed by either side).
+    pub fn open_connections(&self) -> u64 {
+        self.open.load(Ordering::Relaxed)
     }
 
     /// The instance to register for `service`: `tri://{addr}/{service}?interface={service}`.

@@ -298,7 +298,7 @@ async fn tracked_directories_prune_connections_of_addresses_that_left() {
         DirectoryConfig::new(ServiceKey::new(SERVICE)),
         None,
     ));
-    let inv = raw();
+    let inv = raw().drain_grace(Duration::ZERO);
     let task = inv.track(&dir);
     dir.apply(Update::Reset(vec![
         a.instance(SERVICE),
@@ -334,6 +334,109 @@ async fn tracked_directories_prune_connections_of_addresses_that_left() {
     drop(dir);
     tokio::time::timeout(T, task).await.unwrap().unwrap();
     assert!(inv.pool.addresses().is_empty());
+}
+
+/// Graceful drain: an address that left gets no new call (the snapshot no longer lists it), its
+/// in-flight call finishes, and its connection is closed once the grace period has passed; an
+/// address that leaves and comes back within the grace keeps its connection.
+#[tokio::test]
+async fn an_address_that_left_drains_then_its_connection_closes_after_the_grace() {
+    use crate::{ClusterConfig, ClusterInvoker};
+    use switchman_discovery::{DirectoryConfig, EmptyPolicy, Update};
+    const GRACE: Duration = Duration::from_millis(400);
+    // `slow` answers after 300 ms: the in-flight call that outlives the removal.
+    let slow_provider = || {
+        TripleServer::serve(local(), |req: TripleRequest| {
+            Box::pin(async move {
+                if req.method == "slow" {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                Ok(req.message)
+            })
+        })
+    };
+    let a = slow_provider().await.unwrap();
+    let b = slow_provider().await.unwrap();
+    let (ia, ib) = (a.instance(SERVICE), b.instance(SERVICE));
+    let dir = Arc::new(RegistryDirectory::spawn(
+        DirectoryConfig::new(ServiceKey::new(SERVICE)).empty_policy(EmptyPolicy::Publish),
+        None,
+    ));
+    let inv = raw().drain_grace(GRACE);
+    let _task = inv.track(&dir);
+    dir.apply(Update::Reset(vec![ia.clone(), ib.clone()]));
+    dir.wait_until(T, |s| s.instances().len() == 2)
+        .await
+        .unwrap();
+    let cluster = ClusterInvoker::new(dir.clone(), Arc::new(inv.clone()), ClusterConfig::default());
+    inv.invoke(&ia, &hello("a"), T).await.unwrap();
+    inv.invoke(&ib, &hello("b"), T).await.unwrap();
+    assert_eq!((a.connections(), b.connections()), (1, 1));
+
+    // A call in flight on A when A leaves.
+    let in_flight = {
+        let inv = inv.clone();
+        let ia = ia.clone();
+        tokio::spawn(async move {
+            inv.invoke(&ia, &Invocation::new("slow").with_args(vec![json!("x")]), T)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let left_at = tokio::time::Instant::now();
+    dir.apply(Update::Remove(vec![ia.address().to_string()]));
+    dir.wait_until(T, |s| s.instances().len() == 1)
+        .await
+        .unwrap();
+    // No new call goes to A, at once.
+    let served_by_a = a.hits();
+    for k in 0..20 {
+        cluster.invoke(&hello(&k.to_string())).await.unwrap();
+    }
+    assert_eq!(
+        a.hits(),
+        served_by_a,
+        "no call reaches the address that left"
+    );
+    // The in-flight call finishes normally, and the connection is still pooled meanwhile.
+    assert_eq!(in_flight.await.unwrap().unwrap(), json!("x"));
+    assert!(inv.connected().contains(&ia.address().to_string()));
+    // After the grace the pool lets it go (hyper then closes it: nothing holds it).
+    let deadline = left_at + GRACE + T;
+    while inv.pool.addresses().contains(&ia.address().to_string()) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "dropped after the grace"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        left_at.elapsed() >= GRACE,
+        "not before the grace: {:?}",
+        left_at.elapsed()
+    );
+    let closed_by = tokio::time::Instant::now() + T;
+    while a.open_connections() > 0 {
+        assert!(
+            tokio::time::Instant::now() < closed_by,
+            "A's connection closes"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // B leaves and comes back within the grace: same connection.
+    dir.apply(Update::Remove(vec![ib.address().to_string()]));
+    dir.wait_until(T, |s| s.instances().is_empty())
+        .await
+        .unwrap();
+    tokio::time::sleep(GRACE / 4).await;
+    dir.apply(Update::Add(vec![ib.clone()]));
+    dir.wait_until(T, |s| s.instances().len() == 1)
+        .await
+        .unwrap();
+    tokio::time::sleep(GRACE + GRACE / 2).await;
+    cluster.invoke(&hello("again")).await.unwrap();
+    assert_eq!(b.connections(), 1, "B kept its connection through the blip");
 }
 
 #[cfg(feature = "prost")]
