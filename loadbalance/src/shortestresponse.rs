@@ -11,7 +11,10 @@ use crate::{Endpoint, InstanceStats, LoadBalance, Picker};
 ///
 /// The average covers the calls that succeeded in a sliding window (30 s by default, set per
 /// instance with [`InstanceStats::with_response_window`]); a member with no success in the
-/// window scores 0, as in Dubbo, so new and recovered members get probed. The window slides in
+/// window scores 0, as in Dubbo, so new and recovered members get probed — unless its latest
+/// calls failed: then it scores above every member that answers (Dubbo would rate a member that
+/// fails fast as the quickest). Consecutive failures also multiply the expected wait
+/// (`× (1 + failures)`), as they count as load in `leastactive`. The window slides in
 /// two halves, where Dubbo resets its counters every 30 s. Subsets up to the exact-scan limit
 /// (16 by default) are scanned exactly like Dubbo; larger ones compare two weighted-random
 /// draws (power of two choices, O(1)). A zero-weight member is never picked while another has
@@ -43,6 +46,10 @@ impl ShortestResponseBalance {
     }
 }
 
+/// The score of a member whose calls in the window all failed (per consecutive failure): above
+/// any real expected wait (µs × in-flight), so it is picked only when every member fails.
+const NO_SUCCESS_FAILING: f64 = 1e15;
+
 #[derive(Debug)]
 struct ExpectedWait;
 
@@ -50,8 +57,13 @@ impl Score for ExpectedWait {
     const NEEDS_CLOCK: bool = true;
     #[inline]
     fn score(&self, stats: &InstanceStats, now_ns: u64) -> f64 {
-        let avg = stats.window_average_at(now_ns).unwrap_or(0);
-        avg as f64 * (stats.active() as f64 + 1.0)
+        let failures = f64::from(stats.consecutive_failures());
+        match stats.window_average_at(now_ns) {
+            Some(avg) => avg as f64 * (stats.active() as f64 + 1.0) * (1.0 + failures),
+            // Never answered in the window: probe it (Dubbo) unless its latest calls failed.
+            None if failures == 0.0 => 0.0,
+            None => NO_SUCCESS_FAILING * failures,
+        }
     }
 }
 

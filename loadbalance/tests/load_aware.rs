@@ -55,14 +55,22 @@ fn shortestresponse_prefers_the_fast_and_probes_the_unknown() {
     // Five in flight on the fast one: 5 ms × 6 = 30 ms > 20 ms × 1.
     let _busy: Vec<_> = (0..5).map(|_| eps[1].stats.begin()).collect();
     assert_eq!(histogram(p.as_ref(), &eps, 500, 5), [0, 0, 500]);
-    // A failure is not a response-time sample.
+    // A failure is not a response-time sample, but consecutive failures multiply the
+    // expected wait: 20 ms × 1 × (1 + 1) = 40 ms > 30 ms.
     eps[2].stats.record(Duration::from_secs(5), false, now);
-    assert_eq!(histogram(p.as_ref(), &eps, 500, 6), [0, 0, 500]);
-    // An instance with no success in the window estimates 0 (Dubbo): it is probed.
+    assert_eq!(histogram(p.as_ref(), &eps, 500, 6), [0, 500, 0]);
+    // An instance with no call in the window estimates 0 (Dubbo): it is probed.
     let fresh = endpoints(&[100, 100]);
     fresh[0].stats.record(Duration::from_millis(1), true, now);
     let p = prepare_all(&lb, &fresh);
     assert_eq!(histogram(p.as_ref(), &fresh, 100, 7), [0, 100]);
+    // ... but not once it failed with no success: it does not look like the fastest.
+    fresh[1].stats.record(Duration::from_millis(1), false, now);
+    assert_eq!(histogram(p.as_ref(), &fresh, 100, 8), [100, 0]);
+    // When both fail, the one that answered within the window is still preferred.
+    fresh[0].stats.record(Duration::from_millis(1), false, now);
+    fresh[1].stats.record(Duration::from_millis(1), false, now);
+    assert_eq!(histogram(p.as_ref(), &fresh, 100, 9), [100, 0]);
 }
 
 #[test]
