@@ -52,12 +52,13 @@ for g in groups("call_path_"):
     print(f"| {g[len('call_path_'):].replace('_', '/')} | " + " | ".join(
         "–" if v is None or tower[n] is None else f"{tower[n] / v:.1f}×" for v, n in zip(vals, SIZES)) + " |")
 print()
-print("| push (ms) | full | 1% changed |")
-print("|---|---:|---:|")
+print("| push (ms) | full | 1% changed (whole list) | 1% changed (delta) |")
+print("|---|---:|---:|---:|")
 for n in ["1000", "10000", "100000"]:
     full = mean_ns(f"apply_update_{n}", "full")
     churn = mean_ns(f"apply_update_{n}", "1pct")
-    print(f"| {int(n):,} instances | {cell(full and full / 1e6, '{:.2f}')} | {cell(churn and churn / 1e6, '{:.2f}')} |")
+    delta = mean_ns(f"apply_update_{n}", "1pct-delta")
+    print(f"| {int(n):,} instances | {cell(full and full / 1e6, '{:.2f}')} | {cell(churn and churn / 1e6, '{:.2f}')} | {cell(delta and delta / 1e6, '{:.2f}')} |")
 print()
 print("| end to end (256 calls, 16 in flight) | calls/s | ratio to raw |")
 print("|---|---:|---:|")

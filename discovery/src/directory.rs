@@ -1,4 +1,5 @@
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasher;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -11,7 +12,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
-use crate::snapshot::{Snapshot, SnapshotParts};
+use crate::snapshot::{AddrMap, Snapshot, SnapshotParts};
 use crate::{Configurator, Registry, Update, UpdateReceiver, cache, configurator};
 
 /// What the directory does when the registry reports that a service has no instance left.
@@ -193,11 +194,10 @@ impl RegistryDirectory {
                 });
         let mut state = State {
             config,
-            registry: BTreeMap::new(),
-            base: BTreeMap::new(),
-            published: BTreeMap::new(),
+            registry: AddrMap::default(),
+            published: Vec::new(),
+            published_at: AddrMap::default(),
             configurators: BTreeMap::new(),
-            stats: HashMap::new(),
             epoch: 0,
             rules_changed: false,
             shared: shared.clone(),
@@ -298,23 +298,32 @@ impl Drop for RegistryDirectory {
 
 struct State {
     config: DirectoryConfig,
-    /// What the registry currently says, by address.
-    registry: BTreeMap<String, Arc<Instance>>,
-    /// The registry list the last snapshot was built from (differs from `registry` under
-    /// empty-list protection).
-    base: BTreeMap<String, Arc<Instance>>,
-    /// What the last snapshot holds, by address: `base` with overrides applied.
-    published: BTreeMap<String, Arc<Instance>>,
+    /// What the registry currently says, by address (an address key is allocated once and
+    /// shared by every later map and snapshot).
+    registry: AddrMap<Arc<Instance>>,
+    /// What the last snapshot holds, sorted by address.
+    published: Vec<Published>,
+    /// Position of each address in `published`.
+    published_at: AddrMap<usize>,
     /// Override rules by source.
     configurators: BTreeMap<String, Vec<Configurator>>,
-    /// Live state per address, kept across snapshots while the address stays.
-    stats: HashMap<String, Arc<InstanceStats>>,
     epoch: u64,
     /// A rule changed since the last snapshot: publish even if the instances did not.
     rules_changed: bool,
     shared: Arc<Shared>,
     epoch_tx: watch::Sender<u64>,
     cache_tx: Option<watch::Sender<Option<Vec<u8>>>>,
+}
+
+/// One instance of the last snapshot.
+struct Published {
+    address: Arc<str>,
+    /// As the registry reported it (what the cache file and empty-list protection keep).
+    reported: Arc<Instance>,
+    /// With the override rules applied (what the snapshot holds).
+    effective: Arc<Instance>,
+    /// Live state, kept across snapshots while the address stays.
+    stats: Arc<InstanceStats>,
 }
 
 /// One writer per cache file writes the newest contents off the directory task.
@@ -400,25 +409,25 @@ impl State {
     fn apply(&mut self, update: Update) {
         match update {
             Update::Reset(list) => {
-                let mut next = BTreeMap::new();
+                let mut next =
+                    AddrMap::with_capacity_and_hasher(list.len(), self.registry.hasher().clone());
                 for inst in list {
-                    let addr = inst.address().to_string();
-                    let inst = self.reuse(inst);
-                    if next.insert(addr.clone(), inst).is_some() {
-                        warn!(service = %self.config.service, address = %addr, "registry listed an address twice; the later entry wins");
+                    let (address, inst) = self.reuse(inst);
+                    if let Some(dup) = next.insert(address, inst) {
+                        warn!(service = %self.config.service, address = %dup.address(), "registry listed an address twice; the later entry wins");
                     }
                 }
                 self.registry = next;
             }
             Update::Add(list) => {
                 for inst in list {
-                    let inst = self.reuse(inst);
-                    self.registry.insert(inst.address().to_string(), inst);
+                    let (address, inst) = self.reuse(inst);
+                    self.registry.insert(address, inst);
                 }
             }
             Update::Remove(addrs) => {
                 for a in addrs {
-                    self.registry.remove(&a);
+                    self.registry.remove(a.as_str());
                 }
             }
             Update::Rule { key, text } => self.set_rule(key, text),
@@ -464,7 +473,7 @@ impl State {
 
     /// `instance` with the override rules applied, sharing the `Arc` of the previous snapshot
     /// when the result did not change.
-    fn effective(&self, addr: &str, instance: &Arc<Instance>) -> Arc<Instance> {
+    fn effective(&self, instance: &Arc<Instance>, prev: Option<&Published>) -> Arc<Instance> {
         let overridden = if self.configurators.is_empty() {
             None
         } else {
@@ -472,44 +481,100 @@ impl State {
         };
         match overridden {
             None => instance.clone(),
-            Some(o) => match self.published.get(addr) {
-                Some(prev) if **prev == o => prev.clone(),
+            Some(o) => match prev {
+                Some(p) if *p.effective == o => p.effective.clone(),
                 _ => Arc::new(o),
             },
         }
     }
 
-    /// Keeps the existing `Arc` when an instance did not change, so unchanged instances are
-    /// shared between snapshots.
-    fn reuse(&self, inst: Instance) -> Arc<Instance> {
-        match self.registry.get(inst.address()) {
-            Some(old) if **old == inst => old.clone(),
-            _ => Arc::new(inst),
+    /// The address key and `Arc` for a reported instance: both reused from the registry's
+    /// current entry when the instance did not change, so unchanged instances are shared
+    /// between snapshots and an address is allocated once.
+    fn reuse(&self, inst: Instance) -> (Arc<str>, Arc<Instance>) {
+        match self.registry.get_key_value(inst.address()) {
+            Some((k, old)) if **old == inst => (k.clone(), old.clone()),
+            Some((k, _)) => (k.clone(), Arc::new(inst)),
+            None => (Arc::from(inst.address()), Arc::new(inst)),
         }
+    }
+
+    /// The instances the next snapshot is built from, sorted by address: the registry's, or
+    /// under empty-list protection the last snapshot's. Addresses that stay keep their order
+    /// from the last snapshot; only new ones are sorted and merged in.
+    fn next_reported(&self, protected: bool) -> Vec<(Arc<str>, Arc<Instance>)> {
+        if protected {
+            return self
+                .published
+                .iter()
+                .map(|p| (p.address.clone(), p.reported.clone()))
+                .collect();
+        }
+        let mut kept: Vec<(Arc<str>, Arc<Instance>)> = Vec::with_capacity(self.registry.len());
+        for p in &self.published {
+            if let Some((k, v)) = self.registry.get_key_value(&*p.address) {
+                kept.push((k.clone(), v.clone()));
+            }
+        }
+        if kept.len() == self.registry.len() {
+            return kept;
+        }
+        let mut fresh: Vec<(Arc<str>, Arc<Instance>)> = self
+            .registry
+            .iter()
+            .filter(|(k, _)| !self.published_at.contains_key(&***k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        fresh.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        if kept.is_empty() {
+            return fresh;
+        }
+        let mut merged = Vec::with_capacity(kept.len() + fresh.len());
+        let (mut a, mut b) = (kept.into_iter().peekable(), fresh.into_iter().peekable());
+        loop {
+            let take_a = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) => x.0 <= y.0,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            merged.extend(if take_a { a.next() } else { b.next() });
+        }
+        merged
     }
 
     fn publish(&mut self, force: bool) -> Option<Arc<Snapshot>> {
         let service = &self.config.service;
-        let (base, protected) = if self.registry.is_empty()
+        let protected = self.registry.is_empty()
             && self.config.empty_policy == EmptyPolicy::KeepLast
-            && !self.base.is_empty()
-        {
-            (self.base.clone(), true)
-        } else {
-            (self.registry.clone(), false)
-        };
-        let next: BTreeMap<String, Arc<Instance>> = base
-            .iter()
-            .map(|(a, i)| (a.clone(), self.effective(a, i)))
+            && !self.published.is_empty();
+        let reported = self.next_reported(protected);
+        let prev_of = |address: &str| self.published_at.get(address).map(|&i| &self.published[i]);
+        let next: Vec<Published> = reported
+            .into_iter()
+            .map(|(address, reported)| {
+                let prev = prev_of(&address);
+                let effective = self.effective(&reported, prev);
+                let stats = match prev {
+                    Some(p) => p.stats.clone(),
+                    None => Arc::new(InstanceStats::new()),
+                };
+                Published {
+                    address,
+                    reported,
+                    effective,
+                    stats,
+                }
+            })
             .collect();
         let current = self.shared.current.load();
+        let same = |a: &Published, b: &Published| {
+            Arc::ptr_eq(&a.effective, &b.effective) && a.address == b.address
+        };
         let unchanged = self.epoch > 0
             && current.is_protected() == protected
             && next.len() == self.published.len()
-            && next
-                .iter()
-                .zip(&self.published)
-                .all(|((a, x), (b, y))| a == b && Arc::ptr_eq(x, y));
+            && next.iter().zip(&self.published).all(|(a, b)| same(a, b));
         if unchanged && !force {
             debug!(service = %service, epoch = self.epoch, "update changed nothing");
             return None;
@@ -517,54 +582,48 @@ impl State {
         if protected && !current.is_protected() {
             warn!(service = %service, kept = next.len(), "registry reports no instance; empty-list protection keeps the last list");
         }
-        let added = next
-            .keys()
-            .filter(|k| !self.published.contains_key(*k))
-            .count();
-        let removed = self
-            .published
-            .keys()
-            .filter(|k| !next.contains_key(*k))
-            .count();
-        let changed = next
-            .iter()
-            .filter(|(k, v)| {
-                self.published
-                    .get(*k)
-                    .is_some_and(|old| !Arc::ptr_eq(old, v))
-            })
-            .count();
-
-        self.stats.retain(|addr, _| next.contains_key(addr));
+        let (mut added, mut changed, mut reported_changed) = (0usize, 0usize, false);
+        for p in &next {
+            match prev_of(&p.address) {
+                None => added += 1,
+                Some(old) => {
+                    changed += usize::from(!Arc::ptr_eq(&old.effective, &p.effective));
+                    reported_changed |= !Arc::ptr_eq(&old.reported, &p.reported);
+                }
+            }
+        }
+        let removed = self.published.len() - (next.len() - added);
         let initial = self.published.is_empty() && self.epoch <= 1;
-        let all: Arc<[Arc<Instance>]> = next.values().cloned().collect();
-        let endpoints: Arc<[Endpoint]> = next
+        if initial {
+            // Warm-up without a provider timestamp starts when the directory first sees an
+            // instance. The first list is the fleet as it already runs, not instances that just
+            // started: treat it as warm.
+            for p in &next {
+                p.stats.set_first_seen_ms(0);
+            }
+        }
+        let all: Arc<[Arc<Instance>]> = next.iter().map(|p| p.effective.clone()).collect();
+        let (endpoints, addresses): (Vec<Endpoint>, Vec<Arc<str>>) = next
             .iter()
-            .filter(|(_, i)| self.config.is_routable(i))
-            .map(|(addr, inst)| Endpoint {
-                instance: inst.clone(),
-                stats: self
-                    .stats
-                    .entry(addr.clone())
-                    .or_insert_with(|| {
-                        let stats = InstanceStats::new();
-                        if initial {
-                            // Warm-up without a provider timestamp starts when the directory
-                            // first sees an instance. The first list is the fleet as it already
-                            // runs, not instances that just started: treat it as warm.
-                            stats.set_first_seen_ms(0);
-                        }
-                        Arc::new(stats)
-                    })
-                    .clone(),
+            .filter(|p| self.config.is_routable(&p.effective))
+            .map(|p| {
+                (
+                    Endpoint {
+                        instance: p.effective.clone(),
+                        stats: p.stats.clone(),
+                    },
+                    p.address.clone(),
+                )
             })
-            .collect();
+            .unzip();
         self.epoch += 1;
         let snap = Arc::new(Snapshot::build(SnapshotParts {
             epoch: self.epoch,
             service,
             all,
-            endpoints,
+            endpoints: endpoints.into(),
+            addresses,
+            hasher: self.registry.hasher().clone(),
             router: &self.config.router,
             consumer: &self.config.consumer,
             balancer: &self.config.balancer,
@@ -584,18 +643,37 @@ impl State {
             debug!(service = %service, epoch = self.epoch, "directory tables rebuilt");
         }
         if let Some(tx) = &self.cache_tx {
-            if !protected && (self.base != base || self.epoch == 1) {
+            if !protected && (added + removed > 0 || reported_changed || self.epoch == 1) {
                 tx.send_replace(Some(cache::encode(
                     service,
-                    base.values().map(|i| i.as_ref()),
+                    next.iter().map(|p| p.reported.as_ref()),
                 )));
             }
         }
+        if added + removed > 0 {
+            self.published_at = next
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.address.clone(), i))
+                .collect_with(self.registry.hasher().clone());
+        }
         self.published = next;
-        self.base = base;
         self.shared.current.store(snap.clone());
         let _ = self.epoch_tx.send(self.epoch);
         Some(snap)
+    }
+}
+
+/// Collecting into a map with a given hasher.
+trait CollectWith<K, V> {
+    fn collect_with<S: BuildHasher>(self, hasher: S) -> HashMap<K, V, S>;
+}
+
+impl<K: std::hash::Hash + Eq, V, I: ExactSizeIterator<Item = (K, V)>> CollectWith<K, V> for I {
+    fn collect_with<S: BuildHasher>(self, hasher: S) -> HashMap<K, V, S> {
+        let mut map = HashMap::with_capacity_and_hasher(self.len(), hasher);
+        map.extend(self);
+        map
     }
 }
 

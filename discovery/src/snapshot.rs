@@ -17,7 +17,7 @@ pub struct Snapshot {
     all: Arc<[Arc<Instance>]>,
     /// The available instances (enabled and healthy), sorted by address: what routing sees.
     endpoints: Arc<[Endpoint]>,
-    index: HashMap<Arc<str>, usize>,
+    index: AddrMap<usize>,
     routes: RouteTable,
     pickers: Vec<Box<dyn Picker>>,
     balancer: Arc<dyn LoadBalance>,
@@ -40,11 +40,19 @@ impl fmt::Debug for Snapshot {
     }
 }
 
+/// A map keyed by address. foldhash: several times faster than SipHash on short keys, and
+/// seeded per process, so addresses chosen by whoever writes the registry cannot be crafted to
+/// collide.
+pub(crate) type AddrMap<V> = HashMap<Arc<str>, V, foldhash::fast::RandomState>;
+
 pub(crate) struct SnapshotParts<'a> {
     pub(crate) epoch: u64,
     pub(crate) service: &'a ServiceKey,
     pub(crate) all: Arc<[Arc<Instance>]>,
     pub(crate) endpoints: Arc<[Endpoint]>,
+    /// The address of each endpoint (shared keys: no allocation per snapshot).
+    pub(crate) addresses: Vec<Arc<str>>,
+    pub(crate) hasher: foldhash::fast::RandomState,
     pub(crate) router: &'a RouterChain,
     pub(crate) consumer: &'a ConsumerInfo,
     pub(crate) balancer: &'a Arc<dyn LoadBalance>,
@@ -62,12 +70,8 @@ impl Snapshot {
             .iter()
             .map(|members| p.balancer.prepare(&p.endpoints, members.clone(), p.now))
             .collect();
-        let index = p
-            .endpoints
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (Arc::from(e.instance.address()), i))
-            .collect();
+        let mut index = AddrMap::with_capacity_and_hasher(p.addresses.len(), p.hasher);
+        index.extend(p.addresses.into_iter().enumerate().map(|(i, a)| (a, i)));
         Snapshot {
             epoch: p.epoch,
             service: p.service.clone(),
@@ -88,6 +92,8 @@ impl Snapshot {
             service: &service,
             all: Arc::from(Vec::new()),
             endpoints: Arc::from(Vec::new()),
+            addresses: Vec::new(),
+            hasher: Default::default(),
             router: &RouterChain::new(),
             consumer: &ConsumerInfo::new("127.0.0.1", "switchman"),
             balancer: &balancer,

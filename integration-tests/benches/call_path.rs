@@ -15,9 +15,10 @@
 //! * `call_path_2threads/{lb}/none/{N}`: the same from two threads at once (time per call).
 //! * `tower_p2c/{N}`: tower 0.5 `balance::p2c::Balance` over N always-ready
 //!   `PendingRequests` services: `poll_ready` + `call` + one poll.
-//! * `apply_update/{N}/{full|1pct}`: a registry push of N instances (everything new) or of the
-//!   same list with 1% of the weights changed, until the new snapshot (route subsets and
-//!   balancer tables included) is published.
+//! * `apply_update/{N}/{full|1pct|1pct-delta}`: a registry push of N instances (everything
+//!   new), of the same list with 1% of the weights changed, or of only the 1% that changed
+//!   (`Update::Add`), until the new snapshot (route subsets and balancer tables included) is
+//!   published.
 //!
 //! Allocations per call and per push are counted by a counting global allocator and printed
 //! before the timings (`alloc: ...` lines).
@@ -352,6 +353,29 @@ fn bench_apply_update(c: &mut Criterion) {
                         let e = dir.load().epoch();
                         let t = Instant::now();
                         dir.apply(Update::Reset(list));
+                        dir.wait_until(Duration::from_secs(60), |s| s.epoch() > e)
+                            .await
+                            .unwrap();
+                        total += t.elapsed();
+                    });
+                }
+                total
+            })
+        });
+        // 1% churn sent as a delta (`Update::Add` of the changed instances), as a registry
+        // that reports changes rather than whole lists would.
+        let mut flip = false;
+        group.bench_function("1pct-delta", |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    flip = !flip;
+                    let source = if flip { &changed } else { &base };
+                    let delta: Vec<Instance> = source.iter().step_by(100).cloned().collect();
+                    rt.block_on(async {
+                        let e = dir.load().epoch();
+                        let t = Instant::now();
+                        dir.apply(Update::Add(delta));
                         dir.wait_until(Duration::from_secs(60), |s| s.epoch() > e)
                             .await
                             .unwrap();

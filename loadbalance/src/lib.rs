@@ -273,11 +273,17 @@ pub fn warmup_weight(weight: u32, warmup_ms: u64, start_ms: u64, now_ms: u64) ->
 /// The effective weight of an endpoint at `now`: configured weight, ramped by warm-up from the
 /// provider's `timestamp`, or, when it published none, from when the directory first saw it.
 pub fn effective_weight(endpoint: &Endpoint, now: SystemTime) -> u32 {
-    let inst = &endpoint.instance;
     let now_ms = now
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
+    effective_weight_at_ms(endpoint, now_ms)
+}
+
+/// [`effective_weight`] at `now_ms` (milliseconds since the epoch), for table builders that
+/// read the clock once for many endpoints.
+pub(crate) fn effective_weight_at_ms(endpoint: &Endpoint, now_ms: u64) -> u32 {
+    let inst = &endpoint.instance;
     let start = inst
         .timestamp_ms()
         .unwrap_or_else(|| endpoint.stats.first_seen_ms());

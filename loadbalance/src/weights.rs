@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::{Endpoint, effective_weight};
+use crate::{Endpoint, effective_weight_at_ms};
 
 /// Shortest refresh period requested while instances warm up.
 const MIN_REFRESH: Duration = Duration::from_millis(100);
@@ -35,7 +35,7 @@ pub(crate) fn member_weights(
         .iter()
         .map(|&i| {
             let ep = &endpoints[i as usize];
-            let w = effective_weight(ep, now);
+            let w = effective_weight_at_ms(ep, now_ms);
             let full = ep.instance.weight();
             if w < full {
                 let warmup_ms = ep.instance.warmup().as_millis() as f64;
