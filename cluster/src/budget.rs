@@ -30,6 +30,8 @@ impl Default for BudgetConfig {
 }
 
 const SLOTS: usize = 10;
+/// A slot's generation while one thread empties it.
+const RESETTING: u64 = u64::MAX;
 
 /// A lock-free retry budget shared by every strategy of one service.
 #[derive(Debug)]
@@ -63,18 +65,31 @@ impl RetryBudget {
         self.start.elapsed().as_secs() / self.slot_secs + 1
     }
 
+    /// The slot of `generation`, emptied first if it still holds an older generation. The
+    /// emptying thread parks the slot at [`RESETTING`] while it zeroes the counters, so no
+    /// increment of the new generation can land before the zeroing and be wiped by it.
     fn slot(&self, generation: u64) -> usize {
         let i = (generation % SLOTS as u64) as usize;
-        let seen = self.generation[i].load(Ordering::Acquire);
-        if seen != generation
-            && self.generation[i]
-                .compare_exchange(seen, generation, Ordering::AcqRel, Ordering::Acquire)
+        loop {
+            let seen = self.generation[i].load(Ordering::Acquire);
+            if seen == RESETTING {
+                std::hint::spin_loop();
+                continue;
+            }
+            // Current, or (a caller stalled for a whole window) newer: count into it.
+            if seen >= generation {
+                return i;
+            }
+            if self.generation[i]
+                .compare_exchange(seen, RESETTING, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
-        {
-            self.deposits[i].store(0, Ordering::Release);
-            self.withdrawals[i].store(0, Ordering::Release);
+            {
+                self.deposits[i].store(0, Ordering::Release);
+                self.withdrawals[i].store(0, Ordering::Release);
+                self.generation[i].store(generation, Ordering::Release);
+                return i;
+            }
         }
-        i
     }
 
     /// Records a call (a first attempt).
@@ -89,20 +104,26 @@ impl RetryBudget {
         let g = self.now_gen();
         let i = self.slot(g);
         let window_start = g.saturating_sub(SLOTS as u64 - 1);
-        let (mut deposits, mut withdrawals) = (0u64, 0u64);
+        let (mut deposits, mut others) = (0u64, 0u64);
         for k in 0..SLOTS {
             let gen_k = self.generation[k].load(Ordering::Acquire);
             if gen_k >= window_start && gen_k <= g {
                 deposits += self.deposits[k].load(Ordering::Acquire);
-                withdrawals += self.withdrawals[k].load(Ordering::Acquire);
+                if k != i {
+                    others += self.withdrawals[k].load(Ordering::Acquire);
+                }
             }
         }
         let reserve = self.config.min_per_sec as f64 * (self.slot_secs * SLOTS as u64) as f64;
         let allowed = reserve + self.config.ratio * deposits as f64;
-        if (withdrawals as f64) < allowed {
-            self.withdrawals[i].fetch_add(1, Ordering::AcqRel);
+        // Take first, then check what was there before us: concurrent callers at the limit
+        // are ordered by the atomic add, so the budget is never exceeded (a check followed by
+        // an add would let racing callers all pass).
+        let before = self.withdrawals[i].fetch_add(1, Ordering::AcqRel);
+        if ((others + before) as f64) < allowed {
             true
         } else {
+            self.withdrawals[i].fetch_sub(1, Ordering::AcqRel);
             self.refused.fetch_add(1, Ordering::Relaxed);
             false
         }
@@ -139,5 +160,30 @@ mod tests {
         tokio::time::advance(Duration::from_secs(11)).await;
         let granted = (0..1000).filter(|_| b.withdraw()).count();
         assert_eq!(granted, 100);
+    }
+
+    /// Callers racing at the limit never get more than the budget (they used to: each checked
+    /// the count, then added to it).
+    #[test]
+    fn concurrent_callers_never_exceed_the_budget() {
+        use std::sync::{Arc, Barrier};
+        for _ in 0..300 {
+            let b = Arc::new(RetryBudget::new(BudgetConfig::default()));
+            let barrier = Arc::new(Barrier::new(4));
+            let granted: usize = (0..4)
+                .map(|_| {
+                    let (b, barrier) = (b.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        (0..200).filter(|_| b.withdraw()).count()
+                    })
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|t| t.join().unwrap())
+                .sum();
+            assert_eq!(granted, 100, "the floor is 10/s over 10 s");
+            assert_eq!(b.refused(), 800 - 100);
+        }
     }
 }
