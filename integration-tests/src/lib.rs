@@ -8,6 +8,7 @@
     unreachable_pub
 )]
 
+pub mod chaos;
 pub mod nacos_api;
 pub mod nacos_server;
 pub mod python_peer;

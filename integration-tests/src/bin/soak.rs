@@ -164,8 +164,19 @@ fn main() {
         })
         .collect();
 
+    // RSS once a second: the start is taken right after the first snapshot, before the
+    // allocator has seen the steady churn of pushes; the warm point after a tenth of the run
+    // (at least 5 s) is the baseline for "flat".
+    let started = Instant::now();
+    let warm_after = Duration::from_secs((seconds / 10).max(5)).min(Duration::from_secs(seconds));
+    let mut samples: Vec<(f64, u64)> = Vec::new();
+    let mut next_sample = started;
     while Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(200));
+        if Instant::now() >= next_sample {
+            samples.push((started.elapsed().as_secs_f64(), rss_kib()));
+            next_sample += Duration::from_secs(1);
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
     stop.store(true, Ordering::Relaxed);
     let mut picks = Histogram::new();
@@ -204,4 +215,27 @@ fn main() {
     );
     let change = (rss_end as f64 - rss_start as f64) / rss_start.max(1) as f64 * 100.0;
     println!("rss: start {rss_start} KiB, end {rss_end} KiB ({change:+.1}%)");
+    let steady: Vec<(f64, u64)> = samples
+        .iter()
+        .copied()
+        .filter(|(t, _)| *t >= warm_after.as_secs_f64())
+        .collect();
+    if let (Some(&(t0, warm)), true) = (steady.first(), steady.len() >= 2) {
+        let (lo, hi) = steady
+            .iter()
+            .fold((u64::MAX, 0), |(lo, hi), &(_, r)| (lo.min(r), hi.max(r)));
+        // Least-squares slope over the steady phase: a leak grows linearly, a plateau does not.
+        let k = steady.len() as f64;
+        let (mt, mr) = steady
+            .iter()
+            .fold((0.0, 0.0), |(a, b), &(t, r)| (a + t / k, b + r as f64 / k));
+        let (num, den) = steady.iter().fold((0.0, 0.0), |(n, d), &(t, r)| {
+            (n + (t - mt) * (r as f64 - mr), d + (t - mt) * (t - mt))
+        });
+        let slope_per_min = if den > 0.0 { num / den * 60.0 } else { 0.0 };
+        let drift = (rss_end as f64 - warm as f64) / warm.max(1) as f64 * 100.0;
+        println!(
+            "rss after warm-up ({t0:.0} s): {warm} KiB -> end {rss_end} KiB ({drift:+.1}%), steady range {lo}..{hi} KiB, slope {slope_per_min:+.0} KiB/min"
+        );
+    }
 }

@@ -1,0 +1,1078 @@
+//! The chaos suite (issue 9): each scenario runs steady load through failover + round robin
+//! against 3 local providers, breaks something, asserts what the issue promises and prints ONE
+//! line of figures:
+//!
+//! ```text
+//! chaos <id> <title>: calls=N failed=N success=P% attempts/call=X recovery=T max-gap=T ... (note)
+//! ```
+//!
+//! * `attempts/call` is counted on the consumer side, by an [`Invoker`](switchman_core::Invoker)
+//!   wrapped around the `HttpInvoker` ([`CountingInvoker`]): every attempt the cluster layer
+//!   sends, retries and hedges included.
+//! * `recovery` is defined per scenario (the line's note says which):
+//!   1. `kill -9` of a provider process to the last attempt sent to the dead address (failover
+//!      and outlier ejection took over);
+//!   2. / 3. the restarted registry serving to a provider registered after the restart being
+//!      visible in the consumer's snapshot (the subscription is restored);
+//!   4. the consumer's start (registry down, snapshot cache present) to its first successful
+//!      call;
+//!   5. (b) the providers' re-registration to the first successful call after the empty push
+//!      (a: n/a, there is no outage; the time to engage the empty-list protection is printed);
+//!   6. the restored network to the snapshot being right again (the re-created session's
+//!      registration, the provider registered meanwhile, not the one removed meanwhile);
+//!   7. n/a (every provider fails; the figure is attempts per call against the retry budget);
+//!   8. n/a (the figures are p99 latencies: calls with hedging or forking against the fast
+//!      providers' attempts, and failover alone as the reference); `attempts-to-slow` counts the
+//!      attempts the slow provider got.
+//! * `max-gap` is the longest time callers went without a successful call (load start and stop
+//!   included).
+//!
+//! Each line goes to stderr and to `$CARGO_TARGET_TMPDIR/chaos-<id>.txt` (rewritten by every
+//! run of that scenario); `$CARGO_TARGET_TMPDIR/chaos-figures.txt` is rewritten after each line
+//! as all of them in scenario order.
+//!
+//! The scenarios run one at a time (a lock taken at the start of each test) so they do not
+//! skew each other's figures. They need ZooKeeper and rnacos: scenarios 2, 3, 4 and 6 start
+//! PRIVATE servers they kill and restart (`SWITCHMAN_ZK_CLASSPATH`, `RNACOS_BIN`), scenario 5
+//! uses the shared ZooKeeper (`SWITCHMAN_ZK`) with unique interface names. Run:
+//!
+//! ```text
+//! source scripts/services.sh && services_start \
+//!   && cargo test -p switchman-integration-tests --test chaos -- --nocapture; services_stop
+//! ```
+//!
+//! (`scripts/test` starts the servers itself.)
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use switchman_cluster::{BudgetConfig, ClusterConfig, Settings, Strategy};
+use switchman_core::{ErrorKind, Instance, ServiceKey, Url};
+use switchman_discovery::nacos::NacosRegistry;
+use switchman_discovery::zookeeper::ZookeeperRegistry;
+use switchman_discovery::{
+    EmptyPolicy, Registrar, RegistryDirectory, StaticRegistry, cache as snapshot_cache,
+};
+use switchman_integration_tests::chaos::{
+    CountingInvoker, Figures, Load, ProviderProcess, ScratchDir, TcpProxy, addresses,
+    counted_cluster, directory_config, http_instance, ms, percentile, serve_ok,
+};
+use switchman_integration_tests::nacos_server::NacosServer;
+use switchman_integration_tests::zk_server::ZkServer;
+use switchman_integration_tests::{unique, zookeeper};
+use zookeeper_client as zk;
+
+/// The provider process (`src/bin/chaos_provider.rs`).
+const PROVIDER_BIN: &str = env!("CARGO_BIN_EXE_chaos_provider");
+/// Where the figures files go.
+const FIGURES_DIR: &str = env!("CARGO_TARGET_TMPDIR");
+
+/// Concurrent callers of the steady load.
+const CALLERS: usize = 2;
+/// Each caller's pause between two calls: a few hundred calls/s in all, steady but light on a
+/// 2-core box.
+const PACE: Duration = Duration::from_millis(3);
+/// Bound of the waits for set-up steps.
+const WAIT: Duration = Duration::from_secs(15);
+/// The issue's bound for a subscription to be restored after the registry is back.
+const RESTORED: Duration = Duration::from_secs(20);
+
+/// One scenario at a time: they share two cores and their figures are timings.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    let guard = SERIAL.lock().await;
+    // Adapter logs in the test output when RUST_LOG asks for them (nacos-sdk's reconnect
+    // errors after scenario 3 would drown the figures otherwise).
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off")),
+        )
+        .with_test_writer()
+        .try_init();
+    guard
+}
+
+fn emit(f: &Figures) {
+    f.emit(Path::new(FIGURES_DIR));
+}
+
+fn interface(tag: &str) -> String {
+    unique(&format!("chaos.{tag}")).replace('-', "_")
+}
+
+fn provider_processes(args: &[&[&str]]) -> Vec<ProviderProcess> {
+    args.iter()
+        .enumerate()
+        .map(|(i, a)| ProviderProcess::spawn(Path::new(PROVIDER_BIN), &format!("p{}", i + 1), a))
+        .collect()
+}
+
+/// A directory over a static list of `procs`.
+async fn static_directory(
+    key: &ServiceKey,
+    procs: &[ProviderProcess],
+) -> (StaticRegistry, Arc<RegistryDirectory>) {
+    let registry =
+        StaticRegistry::new(procs.iter().map(|p| http_instance(key, p.port())).collect());
+    let dir = RegistryDirectory::subscribe(&registry, directory_config(key.clone()))
+        .await
+        .expect("subscribe to the static list");
+    dir.wait_until(WAIT, |s| s.endpoints().len() == procs.len())
+        .await
+        .expect("every provider listed");
+    (registry, Arc::new(dir))
+}
+
+fn zk_registry(url: &str) -> ZookeeperRegistry {
+    let url = Url::parse(url).unwrap_or_else(|e| panic!("bad ZooKeeper URL {url}: {e}"));
+    ZookeeperRegistry::from_url(&url).expect("valid ZooKeeper registry URL")
+}
+
+async fn start_zk() -> ZkServer {
+    tokio::task::spawn_blocking(ZkServer::standalone)
+        .await
+        .expect("ZooKeeper starts")
+}
+
+/// Waits until `ready()` holds, polling every 50 ms; the time it took.
+async fn poll_until<F, Fut>(within: Duration, what: &str, mut ready: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    loop {
+        if ready().await {
+            return start.elapsed();
+        }
+        assert!(start.elapsed() < within, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+// -----------------------------------------------------------------------------------------
+// 1. kill -9 one provider mid-run
+// -----------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_1_kill_9_one_provider_mid_run() {
+    let _serial = serial().await;
+    let key = ServiceKey::new(interface("Kill"));
+    let mut procs = provider_processes(&[&[], &[], &[]]);
+    let (_registry, dir) = static_directory(&key, &procs).await;
+    let (cluster, counter) = counted_cluster(dir, ClusterConfig::default());
+
+    let load = Load::start(cluster, CALLERS, PACE);
+    load.wait_for_ok(300, WAIT, "before the kill").await;
+    let victim = procs[1].address();
+    let before = counter.attempts_to(&victim);
+    assert!(
+        before > 50,
+        "round robin sends the victim its share before the kill ({before} attempts)"
+    );
+    let killed_at = Instant::now();
+    let status = procs[1].kill_9();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let calls = load.stop().await;
+
+    let dead_attempts = counter.attempts_to(&victim) - before;
+    let recovery = counter
+        .last_attempt_to(&victim)
+        .map(|t| t.saturating_duration_since(killed_at));
+    let f = Figures::new("1", "kill -9 provider", &calls, counter.attempts())
+        .recovery(recovery)
+        .with("attempts-to-dead", dead_attempts)
+        .note(
+            "recovery = kill -9 to the last attempt sent to the dead provider; 3 provider \
+             processes on a static list, one SIGKILLed after 300 calls, 2 s more load",
+        );
+    emit(&f);
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "the provider died of SIGKILL ({status})"
+    );
+    assert!(
+        f.success_pct() >= 99.9,
+        "success {:.3}% < 99.9% (failures: {:?})",
+        f.success_pct(),
+        calls.failures_by_kind()
+    );
+    assert!(
+        recovery.is_some_and(|r| r < Duration::from_secs(1)),
+        "attempts on the dead provider stop within 1 s (outlier ejection); the last came {recovery:?} after the kill"
+    );
+}
+
+// -----------------------------------------------------------------------------------------
+// 2. ZooKeeper stopped and restarted mid-run
+// -----------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_2_zookeeper_stopped_and_restarted_mid_run() {
+    let _serial = serial().await;
+    let mut server = start_zk().await;
+    let url = server.registry_url("session=2000&timeout=1000");
+    let key = ServiceKey::new(interface("ZkRestart"));
+    let providers = [
+        serve_ok("p1").await,
+        serve_ok("p2").await,
+        serve_ok("p3").await,
+    ];
+    let instances: Vec<Instance> = providers
+        .iter()
+        .map(|p| http_instance(&key, p.addr().port()))
+        .collect();
+    // Held to the end: dropping a registry handle unregisters its providers.
+    let producer = zk_registry(&url);
+    for i in &instances[..2] {
+        producer.register(i).await.expect("register p1, p2");
+    }
+    let consumer = zk_registry(&url);
+    let dir = Arc::new(
+        RegistryDirectory::subscribe(&consumer, directory_config(key.clone()))
+            .await
+            .expect("subscribe"),
+    );
+    dir.wait_until(WAIT, |s| s.endpoints().len() == 2)
+        .await
+        .expect("p1 and p2 listed");
+    let (cluster, counter) = counted_cluster(dir.clone(), ClusterConfig::default());
+    let load = Load::start(cluster, CALLERS, PACE);
+    load.wait_for_ok(100, WAIT, "before the outage").await;
+
+    // Down (SIGKILL) for longer than the 2 s session, so the restart brings new sessions.
+    let down = Duration::from_millis(3500);
+    let (_server, restarted_at) = tokio::task::spawn_blocking(move || {
+        server.kill(0);
+        std::thread::sleep(down);
+        server.restart(0);
+        (server, Instant::now())
+    })
+    .await
+    .expect("ZooKeeper restarts");
+
+    let late = zk_registry(&url);
+    late.register(&instances[2])
+        .await
+        .expect("register p3 after the restart");
+    let p3 = instances[2].address().to_string();
+    dir.wait_until(RESTORED, |s| s.index_of(&p3).is_some())
+        .await
+        .expect("the subscription is restored: p3, registered after the restart, is seen");
+    let recovery = restarted_at.elapsed();
+    dir.wait_until(RESTORED, |s| s.endpoints().len() == 3)
+        .await
+        .expect("p1 and p2 are re-registered by their new session");
+    poll_until(WAIT, "p3 receives calls", || async {
+        providers[2].hits() > 0
+    })
+    .await;
+    let calls = load.stop().await;
+
+    let f = Figures::new(
+        "2",
+        "ZooKeeper stopped and restarted",
+        &calls,
+        counter.attempts(),
+    )
+    .recovery(Some(recovery))
+    .with("down", ms(down))
+    .note(
+        "recovery = restarted ZooKeeper serving to a provider registered after the restart \
+         visible in the snapshot; private ZooKeeper SIGKILLed for longer than the 2 s session",
+    );
+    emit(&f);
+    assert_eq!(
+        calls.failed(),
+        0,
+        "no call fails across the ZooKeeper restart: {:?}",
+        calls.failures_by_kind()
+    );
+    assert!(calls.count() > 500, "calls kept flowing");
+}
+
+// -----------------------------------------------------------------------------------------
+// 3. rnacos stopped and restarted mid-run
+// -----------------------------------------------------------------------------------------
+
+fn nacos_registry(addr: &str, scratch: &ScratchDir, name: &str) -> NacosRegistry {
+    let url = format!(
+        "nacos://{addr}?naming=plain&rules=false&cache_dir={}",
+        scratch.path().join(name).display()
+    );
+    NacosRegistry::from_url(&Url::parse(&url).expect("Nacos URL parses")).expect("valid Nacos URL")
+}
+
+/// Registers, retrying while the registrar's client reconnects, for at most `within`.
+async fn register_within(reg: &dyn Registrar, inst: &Instance, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        match reg.register(inst).await {
+            Ok(()) => return,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("register {} not yet: {e}", inst.address());
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => panic!("register {} failed for {within:?}: {e}", inst.address()),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_3_nacos_stopped_and_restarted_mid_run() {
+    let _serial = serial().await;
+    let mut server = tokio::task::block_in_place(NacosServer::start);
+    let scratch = ScratchDir::new("switchman-chaos-nacos");
+    let key = ServiceKey::new(unique("chaos.nacos"));
+    let providers = [
+        serve_ok("p1").await,
+        serve_ok("p2").await,
+        serve_ok("p3").await,
+    ];
+    let instances: Vec<Instance> = providers
+        .iter()
+        .map(|p| http_instance(&key, p.addr().port()))
+        .collect();
+    let producer = nacos_registry(&server.addr(), &scratch, "producer");
+    for i in &instances[..2] {
+        register_within(&producer, i, Duration::from_secs(10)).await;
+    }
+    let consumer = nacos_registry(&server.addr(), &scratch, "consumer");
+    let dir = Arc::new(
+        RegistryDirectory::subscribe(&consumer, directory_config(key.clone()))
+            .await
+            .expect("subscribe"),
+    );
+    dir.wait_until(WAIT, |s| s.endpoints().len() == 2)
+        .await
+        .expect("p1 and p2 listed");
+    let (cluster, counter) = counted_cluster(dir.clone(), ClusterConfig::default());
+    let load = Load::start(cluster, CALLERS, PACE);
+    load.wait_for_ok(100, WAIT, "before the outage").await;
+
+    let stopped_at = Instant::now();
+    tokio::task::block_in_place(|| server.stop());
+    load.wait_for_ok(300, WAIT, "while Nacos is down").await;
+    tokio::task::block_in_place(|| server.restart());
+    let restarted_at = Instant::now();
+    let down = restarted_at - stopped_at;
+
+    // A new registrar (a process started after the restart), so the recovery measures the
+    // consumer's subscription, not the old registrar's reconnection.
+    let late = nacos_registry(&server.addr(), &scratch, "late");
+    register_within(&late, &instances[2], RESTORED).await;
+    let registered = restarted_at.elapsed();
+    let p3 = instances[2].address().to_string();
+    dir.wait_until(RESTORED, |s| s.index_of(&p3).is_some())
+        .await
+        .expect("the subscription is restored: p3, registered after the restart, is seen");
+    let recovery = restarted_at.elapsed();
+    dir.wait_until(RESTORED, |s| s.endpoints().len() == 3)
+        .await
+        .expect("p1 and p2 are registered again by their client");
+    let all_back = restarted_at.elapsed();
+    poll_until(WAIT, "p3 receives calls", || async {
+        providers[2].hits() > 0
+    })
+    .await;
+    let calls = load.stop().await;
+
+    let f = Figures::new(
+        "3",
+        "rnacos stopped and restarted",
+        &calls,
+        counter.attempts(),
+    )
+    .recovery(Some(recovery))
+    .with("down", ms(down))
+    .with("late-registered", ms(registered))
+    .with("all-back", ms(all_back))
+    .note(
+        "recovery = restarted rnacos serving to a provider registered after the restart \
+         visible in the snapshot; private rnacos stopped (SIGTERM) and started again",
+    );
+    emit(&f);
+    assert_eq!(
+        calls.failed(),
+        0,
+        "no call fails across the Nacos restart: {:?}",
+        calls.failures_by_kind()
+    );
+}
+
+// -----------------------------------------------------------------------------------------
+// 4. Consumer started with the registry down and a snapshot cache present
+// -----------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_4_consumer_starts_with_the_registry_down_from_its_snapshot_cache() {
+    let _serial = serial().await;
+    let mut server = start_zk().await;
+    let url = server.registry_url("session=2000&timeout=1000");
+    let scratch = ScratchDir::new("switchman-chaos-cache");
+    let cache = scratch.path().join("snapshot.json");
+    let key = ServiceKey::new(interface("Cache"));
+    let providers = [
+        serve_ok("p1").await,
+        serve_ok("p2").await,
+        serve_ok("p3").await,
+    ];
+    let producer = zk_registry(&url);
+    for p in &providers {
+        producer
+            .register(&http_instance(&key, p.addr().port()))
+            .await
+            .expect("register");
+    }
+
+    // A first consumer run writes the snapshot cache.
+    {
+        let consumer = zk_registry(&url);
+        let dir = RegistryDirectory::subscribe(
+            &consumer,
+            directory_config(key.clone()).cache_file(&cache),
+        )
+        .await
+        .expect("subscribe");
+        dir.wait_until(WAIT, |s| s.endpoints().len() == 3)
+            .await
+            .expect("three providers listed");
+        poll_until(WAIT, "the snapshot cache holds the three providers", || {
+            let (cache, key) = (cache.clone(), key.clone());
+            async move { matches!(snapshot_cache::load(&cache, &key), Ok(Some(l)) if l.len() == 3) }
+        })
+        .await;
+    }
+    let _server = tokio::task::spawn_blocking(move || {
+        server.kill(0);
+        server
+    })
+    .await
+    .expect("ZooKeeper stops");
+
+    // A new consumer starts while ZooKeeper is down.
+    let started = Instant::now();
+    let consumer = zk_registry(&url);
+    let dir = Arc::new(
+        tokio::time::timeout(
+            Duration::from_secs(2),
+            RegistryDirectory::subscribe(
+                &consumer,
+                directory_config(key.clone()).cache_file(&cache),
+            ),
+        )
+        .await
+        .expect("subscribing does not wait for ZooKeeper")
+        .expect("subscribe"),
+    );
+    assert_eq!(
+        dir.load().endpoints().len(),
+        3,
+        "the snapshot comes from the cache"
+    );
+    let (cluster, counter) = counted_cluster(dir, ClusterConfig::default());
+    let load = Load::start(cluster, CALLERS, PACE);
+    load.wait_for_ok(500, WAIT, "from the snapshot cache with ZooKeeper down")
+        .await;
+    let calls = load.stop().await;
+
+    let recovery = calls
+        .first_success_after(started)
+        .map(|t| t.saturating_duration_since(started));
+    let f = Figures::new(
+        "4",
+        "consumer started with the registry down",
+        &calls,
+        counter.attempts(),
+    )
+    .recovery(recovery)
+    .note(
+        "recovery = consumer start to its first successful call; private ZooKeeper killed, \
+         the snapshot cache written by an earlier consumer",
+    );
+    emit(&f);
+    assert_eq!(
+        calls.failed(),
+        0,
+        "every call succeeds from the cache: {:?}",
+        calls.failures_by_kind()
+    );
+    for p in &providers {
+        assert!(p.hits() > 50, "every cached provider serves calls");
+    }
+}
+
+// -----------------------------------------------------------------------------------------
+// 5. Empty push: all providers deregistered while they keep serving
+// -----------------------------------------------------------------------------------------
+
+/// Registers three serving providers in the shared ZooKeeper, subscribes with `policy`,
+/// deregisters them all under load; returns what the policy-specific part needs.
+struct EmptyPush {
+    instances: Vec<Instance>,
+    registrar: ZookeeperRegistry,
+    _consumer: ZookeeperRegistry,
+    _providers: Vec<switchman_cluster::provider::HttpProvider>,
+    dir: Arc<RegistryDirectory>,
+    counter: Arc<CountingInvoker>,
+    load: Load,
+    deregistered_at: Instant,
+}
+
+async fn empty_push(policy: EmptyPolicy) -> EmptyPush {
+    let url = format!("zookeeper://{}?timeout=2000", zookeeper());
+    let key = ServiceKey::new(interface("Empty"));
+    let providers = vec![
+        serve_ok("p1").await,
+        serve_ok("p2").await,
+        serve_ok("p3").await,
+    ];
+    let instances: Vec<Instance> = providers
+        .iter()
+        .map(|p| http_instance(&key, p.addr().port()))
+        .collect();
+    let registrar = zk_registry(&url);
+    for i in &instances {
+        registrar.register(i).await.expect("register");
+    }
+    let consumer = zk_registry(&url);
+    let dir = Arc::new(
+        RegistryDirectory::subscribe(
+            &consumer,
+            directory_config(key.clone()).empty_policy(policy),
+        )
+        .await
+        .expect("subscribe"),
+    );
+    dir.wait_until(WAIT, |s| s.endpoints().len() == 3)
+        .await
+        .expect("three providers listed");
+    let (cluster, counter) = counted_cluster(dir.clone(), ClusterConfig::default());
+    let load = Load::start(cluster, CALLERS, PACE);
+    load.wait_for_ok(200, WAIT, "before the empty push").await;
+    let deregistered_at = Instant::now();
+    for i in &instances {
+        registrar.unregister(i).await.expect("unregister");
+    }
+    EmptyPush {
+        instances,
+        registrar,
+        _consumer: consumer,
+        _providers: providers,
+        dir,
+        counter,
+        load,
+        deregistered_at,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_5a_empty_push_with_keep_last_keeps_calls_flowing() {
+    let _serial = serial().await;
+    let t = empty_push(EmptyPolicy::KeepLast).await;
+    t.dir
+        .wait_until(WAIT, |s| s.is_protected())
+        .await
+        .expect("the empty push arrives and the empty-list protection keeps the last list");
+    let protected_after = t.deregistered_at.elapsed();
+    let protected_at = Instant::now();
+    t.load
+        .wait_for_ok(300, WAIT, "after the empty push, on the kept list")
+        .await;
+    let kept: Vec<String> = t
+        .dir
+        .load()
+        .endpoints()
+        .iter()
+        .map(|e| e.instance.address().to_string())
+        .collect();
+    let calls = t.load.stop().await;
+
+    let after = calls.started_between(protected_at, calls.stopped);
+    let f = Figures::new(
+        "5a",
+        "empty push, policy keep-last",
+        &calls,
+        t.counter.attempts(),
+    )
+    .recovery(None)
+    .with("protection-engaged", ms(protected_after))
+    .with("kept", format!("{}/3", kept.len()))
+    .with("calls-on-kept-list", after.len())
+    .note(
+        "recovery n/a: no outage by design; every provider deregistered in the shared \
+         ZooKeeper while serving, the last list kept (snapshot protected)",
+    );
+    emit(&f);
+    assert_eq!(
+        calls.failed(),
+        0,
+        "keep-last: calls keep succeeding after the empty push: {:?}",
+        calls.failures_by_kind()
+    );
+    // The providers are deregistered one by one: the last non-empty list the registry
+    // pushed (one to three of them) is what is kept.
+    assert!(
+        !kept.is_empty()
+            && kept
+                .iter()
+                .all(|a| t.instances.iter().any(|i| i.address() == a)),
+        "the last non-empty list is kept: {kept:?}"
+    );
+    assert!(
+        after.len() >= 200 && after.iter().all(|r| r.ok()),
+        "calls made on the kept list succeed ({} of them)",
+        after.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_5b_empty_push_with_publish_fails_calls_with_no_provider() {
+    let _serial = serial().await;
+    let t = empty_push(EmptyPolicy::Publish).await;
+    t.dir
+        .wait_until(WAIT, |s| s.instances().is_empty())
+        .await
+        .expect("the empty push is published");
+    let emptied_at = Instant::now();
+    let empty_after = t.deregistered_at.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let reregistered_at = Instant::now();
+    for i in &t.instances {
+        t.registrar.register(i).await.expect("register again");
+    }
+    t.dir
+        .wait_until(WAIT, |s| s.endpoints().len() == 3)
+        .await
+        .expect("the providers are listed again");
+    t.load
+        .wait_for_ok(200, WAIT, "after the providers registered again")
+        .await;
+    let calls = t.load.stop().await;
+
+    let before = calls.started_between(calls.started, t.deregistered_at);
+    let while_empty = calls.started_between(emptied_at, reregistered_at);
+    let no_provider = while_empty
+        .iter()
+        .filter(|r| r.error == Some(ErrorKind::NoProvider))
+        .count();
+    let recovery = calls
+        .first_success_after(reregistered_at)
+        .map(|t| t.saturating_duration_since(reregistered_at));
+    let f = Figures::new(
+        "5b",
+        "empty push, policy publish",
+        &calls,
+        t.counter.attempts(),
+    )
+    .recovery(recovery)
+    .without_gap()
+    .with("empty-published", ms(empty_after))
+    .with(
+        "no-provider-while-empty",
+        format!("{no_provider}/{}", while_empty.len()),
+    )
+    .note(
+        "recovery = re-registration to the first successful call; every provider \
+         deregistered in the shared ZooKeeper while serving: calls fail with no provider \
+         until they register again",
+    );
+    emit(&f);
+    assert!(
+        before.iter().all(|r| r.ok()),
+        "calls succeed before the empty push"
+    );
+    assert!(
+        while_empty.len() >= 50,
+        "calls were made while the list was empty ({})",
+        while_empty.len()
+    );
+    assert_eq!(
+        no_provider,
+        while_empty.len(),
+        "publish: every call on the empty list fails with no provider"
+    );
+    let kinds = calls.failures_by_kind();
+    assert!(
+        kinds.keys().all(|k| k == ErrorKind::NoProvider.as_str()),
+        "no failure of another kind: {kinds:?}"
+    );
+    assert!(
+        recovery.is_some_and(|r| r < RESTORED),
+        "calls succeed again after the providers register again ({recovery:?})"
+    );
+}
+
+// -----------------------------------------------------------------------------------------
+// 6. ZooKeeper session expiry: the consumer cut off longer than its session timeout
+// -----------------------------------------------------------------------------------------
+
+async fn raw_zk(connect: &str) -> zk::Client {
+    tokio::time::timeout(
+        WAIT,
+        zk::Client::connector()
+            .with_session_timeout(Duration::from_secs(10))
+            .connect(connect),
+    )
+    .await
+    .expect("raw ZooKeeper client connects in time")
+    .expect("raw ZooKeeper client connects")
+}
+
+/// The session owning the provider node of `instance`, if the node exists.
+async fn node_owner(client: &zk::Client, instance: &Instance) -> Option<i64> {
+    let dir = format!("/dubbo/{}/providers", instance.service().interface);
+    let needle = format!("127.0.0.1%3A{}%2F", instance.port());
+    for child in client.list_children(&dir).await.unwrap_or_default() {
+        if child.contains(&needle) {
+            if let Ok(Some(stat)) = client.check_stat(&format!("{dir}/{child}")).await {
+                return Some(stat.ephemeral_owner);
+            }
+        }
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_6_zookeeper_session_expiry_while_the_consumer_is_cut_off() {
+    let _serial = serial().await;
+    let server = start_zk().await;
+    let upstream = format!("127.0.0.1:{}", server.port(0))
+        .parse()
+        .expect("ZooKeeper address");
+    let proxy = TcpProxy::start(upstream).await.expect("the proxy binds");
+    let key = ServiceKey::new(interface("Expiry"));
+    let mut a = serve_ok("a").await;
+    let (b, c) = (serve_ok("b").await, serve_ok("c").await);
+    let (ia, ib, ic) = (
+        http_instance(&key, a.addr().port()),
+        http_instance(&key, b.addr().port()),
+        http_instance(&key, c.addr().port()),
+    );
+    // Other processes' registrations, on a direct connection.
+    let direct = zk_registry(&server.registry_url("timeout=1000"));
+    direct.register(&ia).await.expect("register a");
+    // The consumer process: its subscription and its own provider registration (b) share one
+    // session, through the proxy, with a 2 s session timeout.
+    let local = zk_registry(&format!(
+        "zookeeper://{}?session=2000&timeout=1000",
+        proxy.addr()
+    ));
+    local
+        .register(&ib)
+        .await
+        .expect("register b through the proxy");
+    let dir = Arc::new(
+        RegistryDirectory::subscribe(&local, directory_config(key.clone()))
+            .await
+            .expect("subscribe through the proxy"),
+    );
+    let want_before = sorted([ia.address(), ib.address()]);
+    poll_until(WAIT, "a and b listed", || {
+        let ok = addresses(&dir) == want_before;
+        async move { ok }
+    })
+    .await;
+    let raw = raw_zk(&server.connect_string()).await;
+    let b_owner = node_owner(&raw, &ib)
+        .await
+        .expect("b's node exists before the cut");
+    let (cluster, counter) = counted_cluster(dir.clone(), ClusterConfig::default());
+    let load = Load::start(cluster, CALLERS, PACE);
+    load.wait_for_ok(200, WAIT, "before the cut").await;
+
+    let cut_at = Instant::now();
+    proxy.cut();
+    // While the consumer is cut off: a is decommissioned (unregistered, then stopped), c joins.
+    direct.unregister(&ia).await.expect("unregister a");
+    a.stop();
+    direct.register(&ic).await.expect("register c");
+    // Cut until the server has expired the consumer's session: its ephemeral b node is gone.
+    poll_until(WAIT, "the consumer's session expires while cut off", || {
+        let (raw, ib) = (&raw, &ib);
+        async move { node_owner(raw, ib).await.is_none() }
+    })
+    .await;
+    // ZooKeeper expires sessions on its tick, counted from the last heartbeat (before the
+    // cut): keep the line cut for longer than the session timeout in any case.
+    let min_cut = Duration::from_millis(2500);
+    tokio::time::sleep(min_cut.saturating_sub(cut_at.elapsed())).await;
+    let restored_at = Instant::now();
+    proxy.restore();
+    let cut = restored_at - cut_at;
+
+    let want_after = sorted([ib.address(), ic.address()]);
+    let recovery = poll_until(
+        RESTORED,
+        "the snapshot is b and c again (re-registered, re-watched, a gone)",
+        || {
+            let ok = addresses(&dir) == want_after;
+            async move { ok }
+        },
+    )
+    .await;
+    let settled = Instant::now();
+    poll_until(RESTORED, "b's node is re-created by a new session", || {
+        let (raw, ib) = (&raw, &ib);
+        async move { node_owner(raw, ib).await.is_some_and(|o| o != b_owner) }
+    })
+    .await;
+    load.wait_for_ok(300, WAIT, "after the restore").await;
+    let calls = load.stop().await;
+
+    let stale_after = counter
+        .last_attempt_to(ia.address())
+        .is_some_and(|t| t > settled);
+    let f = Figures::new("6", "ZooKeeper session expiry", &calls, counter.attempts())
+        .recovery(Some(recovery))
+        .with("cut", ms(cut))
+        .with("attempts-to-removed", counter.attempts_to(ia.address()))
+        .note(
+            "recovery = network restored to a snapshot of exactly {own re-registered provider, \
+         provider added meanwhile}; the consumer's ZooKeeper connection cut by a proxy (open \
+         connections closed, new ones black-holed) until its 2 s session expired and at least \
+         2.5 s, one provider removed (and stopped) and one added meanwhile",
+        );
+    emit(&f);
+    assert_eq!(addresses(&dir), want_after, "no stale instance afterwards");
+    assert!(
+        !stale_after,
+        "no attempt goes to the removed provider once the snapshot is right"
+    );
+    assert_eq!(
+        calls.failed(),
+        0,
+        "no call fails: {:?}",
+        calls.failures_by_kind()
+    );
+    drop(direct);
+    drop(local);
+}
+
+fn sorted<const N: usize>(a: [&str; N]) -> Vec<String> {
+    let mut v: Vec<String> = a.iter().map(|s| s.to_string()).collect();
+    v.sort();
+    v
+}
+
+// -----------------------------------------------------------------------------------------
+// 7. Every provider failing: the retry budget bounds the attempts
+// -----------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_7_every_provider_failing_stays_within_the_retry_budget() {
+    let _serial = serial().await;
+    let key = ServiceKey::new(interface("AllFail"));
+    let fail: &[&str] = &["--status", "503"];
+    let procs = provider_processes(&[fail, fail, fail]);
+    let (_registry, dir) = static_directory(&key, &procs).await;
+    let budget = BudgetConfig::default();
+    let (cluster, counter) = counted_cluster(dir, ClusterConfig::default());
+    let cluster = cluster.with_budget(Some(budget));
+    let calls_wanted = 1000;
+    let calls = Load::run(
+        cluster.clone(),
+        CALLERS,
+        Duration::from_millis(1),
+        calls_wanted,
+    )
+    .await;
+
+    // The budget grants `min_per_sec` retries per second of its window whatever the traffic:
+    // the floor. It is granted per window (one-second slots), so a run touching more slots
+    // than a window holds may spend it more than once.
+    let window = budget.window.as_secs().max(1);
+    let floor = budget.min_per_sec as u64 * window;
+    let slots_touched = calls.elapsed().as_secs() + 2;
+    let windows = slots_touched.div_ceil(window);
+    let bound = 1.2 * calls.count() as f64 + (floor * windows) as f64;
+    let attempts = counter.attempts();
+    let f = Figures::new("7", "every provider failing", &calls, attempts)
+        .recovery(None)
+        .without_gap()
+        .with("bound", format!("{bound:.0}"))
+        .with("budget-refused", cluster.budget_refused())
+        .with("took", ms(calls.elapsed()))
+        .note(format!(
+            "recovery n/a; every provider answers 503, failover retries=2; bound = 1.2 x calls + \
+         budget floor ({}/s x {window} s{})",
+            budget.min_per_sec,
+            if windows > 1 {
+                format!(" x {windows} windows")
+            } else {
+                String::new()
+            }
+        ));
+    emit(&f);
+    assert_eq!(calls.count(), calls_wanted as u64);
+    assert_eq!(calls.failed(), calls.count(), "every call fails");
+    assert!(
+        attempts as f64 <= bound,
+        "{attempts} attempts for {} calls exceed 1.2 x calls + floor = {bound}",
+        calls.count()
+    );
+    assert!(
+        attempts > calls.count(),
+        "failover did retry ({attempts} attempts)"
+    );
+}
+
+// -----------------------------------------------------------------------------------------
+// 8. One provider slow (p99 10x): hedging or forking keeps the call p99 near the fast ones'
+// -----------------------------------------------------------------------------------------
+
+/// Calls per run of scenario 8. Hedged calls spend the retry budget (20% of calls + 10/s over
+/// 10 s, one window per run here). Round robin gives the slow provider a third of the picks,
+/// but the hedge's own pick takes the next slot of the rotation (the fast provider after the
+/// slow one), so the slow provider gets every other FIRST attempt: ~50% of calls hedge, and a
+/// run must stay within 0.2 x calls + 100 hedges: 240 calls need ~125 of 148.
+const CALLS_8: usize = 240;
+/// Each caller's pause in scenario 8 (two callers, ~70 calls/s: within the budget's floor).
+const PACE_8: Duration = Duration::from_millis(8);
+/// Absolute slack on the p99 bound of scenario 8. A hedged call takes the hedge delay (the
+/// fast providers' p90) plus a fast attempt, so it lands near 2 x the fast p99 by
+/// construction: the fast providers' p90-to-p99 spread is only ~1 ms here, the hedge timer
+/// rounds up to its 1 ms tick, and this is a shared 2-core machine whose scheduler adds a few
+/// ms to single calls now and then (the p99 of 240 calls is their 3rd worst). Without hedging
+/// the p99 is the slow provider's (~45 ms), far beyond the bound either way.
+const SLACK_8: Duration = Duration::from_millis(5);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_8_one_slow_provider_hedging_and_forking_keep_the_p99() {
+    let _serial = serial().await;
+    let key = ServiceKey::new(interface("Slow"));
+    let fast: &[&str] = &["--delay-ms", "2", "--jitter-ms", "2"];
+    // The fast providers answer in 2-4 ms, which the (debug-build) HTTP path makes ~5-10 ms at
+    // the p99; the slow one in 80-100 ms: ~10x at the p99.
+    let slow: &[&str] = &["--delay-ms", "80", "--jitter-ms", "20"];
+    let procs = provider_processes(&[fast, slow, fast]);
+    let fast_addrs = vec![procs[0].address(), procs[2].address()];
+    let slow_addr = vec![procs[1].address()];
+    let (_registry, dir) = static_directory(&key, &procs).await;
+
+    // Reference: failover alone.
+    let (cluster, counter) = counted_cluster(dir.clone(), ClusterConfig::default());
+    let reference = Load::run(cluster, CALLERS, PACE_8, CALLS_8).await;
+    let fast_ref = counter.ok_latencies(&fast_addrs);
+    let fast_p99_ref = percentile(&fast_ref, 0.99);
+    let slow_p99 = percentile(&counter.ok_latencies(&slow_addr), 0.99);
+    let ref_p99 = percentile(&reference.latencies(), 0.99);
+    // Hedge after the fast providers' p90: a first attempt still waiting then is almost surely
+    // on the slow provider.
+    let hedge_ms = (percentile(&fast_ref, 0.90).as_secs_f64() * 1000.0).ceil() as u64;
+    let hedge_ms = hedge_ms.max(1);
+
+    // 8a: hedging.
+    let hedging = ClusterConfig::default().service_settings(Settings {
+        hedge: Some(format!("{hedge_ms}ms")),
+        ..Settings::default()
+    });
+    let (cluster, counter_h) = counted_cluster(dir.clone(), hedging);
+    let hedged = Load::run(cluster.clone(), CALLERS, PACE_8, CALLS_8).await;
+    let fast_p99_h = percentile(&counter_h.ok_latencies(&fast_addrs), 0.99);
+    let p99_h = percentile(&hedged.latencies(), 0.99);
+    let bound_h = fast_p99_h * 2 + SLACK_8;
+    let fa = Figures::new(
+        "8a",
+        "one slow provider, hedging",
+        &hedged,
+        counter_h.attempts(),
+    )
+    .recovery(None)
+    .with("p99", ms(p99_h))
+    .with("fast-p99", ms(fast_p99_h))
+    .with("bound", ms(bound_h))
+    .with("failover-only-p99", ms(ref_p99))
+    .with("slow-p99", ms(slow_p99))
+    .with(
+        "slow/fast-p99",
+        format!(
+            "{:.1}x",
+            slow_p99.as_secs_f64() / fast_p99_ref.as_secs_f64().max(1e-6)
+        ),
+    )
+    .with("hedge", format!("{hedge_ms}ms"))
+    .with(
+        "attempts-to-slow",
+        format!(
+            "{}/{}",
+            counter_h.attempts_to(&slow_addr[0]),
+            hedged.count()
+        ),
+    )
+    .with(
+        "failover-only-attempts-to-slow",
+        format!(
+            "{}/{}",
+            counter.attempts_to(&slow_addr[0]),
+            reference.count()
+        ),
+    )
+    .with("budget-refused", cluster.budget_refused())
+    .note(format!(
+        "recovery n/a; p99 = call p99 with hedge after the fast providers' p90, fast-p99 = \
+         attempts on the 2 fast providers in the same run, bound = 2 x fast-p99 + {}; \
+         {CALLS_8} calls",
+        ms(SLACK_8)
+    ));
+    emit(&fa);
+
+    // 8b: forking, 2 forks.
+    let forking = ClusterConfig::default().service_settings(Settings {
+        strategy: Some(Strategy::Forking),
+        forks: Some(2),
+        ..Settings::default()
+    });
+    let (cluster, counter_f) = counted_cluster(dir.clone(), forking);
+    let forked = Load::run(cluster, CALLERS, PACE_8, CALLS_8).await;
+    let p99_f = percentile(&forked.latencies(), 0.99);
+    let bound_f = fast_p99_ref * 2 + SLACK_8;
+    let fb = Figures::new(
+        "8b",
+        "one slow provider, forking",
+        &forked,
+        counter_f.attempts(),
+    )
+    .recovery(None)
+    .with("p99", ms(p99_f))
+    .with("fast-p99", ms(fast_p99_ref))
+    .with("bound", ms(bound_f))
+    .with("failover-only-p99", ms(ref_p99))
+    .with("slow-p99", ms(slow_p99))
+    .note(format!(
+        "recovery n/a; p99 = call p99 with forks=2, fast-p99 = attempts on the 2 fast \
+         providers in the failover-only run (forking cancels the losers), bound = 2 x fast-p99 \
+         + {}; {CALLS_8} calls",
+        ms(SLACK_8)
+    ));
+    emit(&fb);
+
+    // A guard on the set-up (the delay flags work), not the issue's claim: the ratio is
+    // printed; a loaded machine inflates the fast p99 more than the slow one's.
+    assert!(
+        slow_p99 >= fast_p99_ref * 4,
+        "the slow provider is slow: p99 {} vs the fast ones' {}",
+        ms(slow_p99),
+        ms(fast_p99_ref)
+    );
+    assert_eq!(reference.failed() + hedged.failed() + forked.failed(), 0);
+    assert!(
+        p99_h <= bound_h,
+        "hedging: call p99 {} > 2 x fast p99 {} + {}",
+        ms(p99_h),
+        ms(fast_p99_h),
+        ms(SLACK_8)
+    );
+    assert!(
+        p99_f <= bound_f,
+        "forking: call p99 {} > 2 x fast p99 {} + {}",
+        ms(p99_f),
+        ms(fast_p99_ref),
+        ms(SLACK_8)
+    );
+}
