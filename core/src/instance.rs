@@ -234,6 +234,29 @@ impl Instance {
         u
     }
 
+    /// Whether `self` and `other` differ at most in weight, warm-up and start timestamp (the
+    /// typed fields and the `weight`, `warmup` and `timestamp` parameters): what an operator's
+    /// weight change leaves untouched, so routing results computed for one hold for the other.
+    pub fn same_but_weight(&self, other: &Instance) -> bool {
+        const WEIGHTING: [&str; 3] = ["weight", "warmup", "timestamp"];
+        fn rest(i: &Instance) -> impl Iterator<Item = (&String, &String)> {
+            i.params
+                .iter()
+                .filter(|(k, _)| !WEIGHTING.contains(&k.as_str()))
+        }
+        self.port == other.port
+            && self.host == other.host
+            && self.protocol == other.protocol
+            && self.path == other.path
+            && self.service == other.service
+            && self.zone == other.zone
+            && self.enabled == other.enabled
+            && self.healthy == other.healthy
+            && self.application == other.application
+            && self.tag == other.tag
+            && rest(self).eq(rest(other))
+    }
+
     /// Host (IPv6 without brackets).
     pub fn host(&self) -> &str {
         &self.host
@@ -454,6 +477,27 @@ mod tests {
         assert_eq!(i.tag(), Some("gray"));
         assert_eq!(i.param("side"), Some("provider"));
         assert!(i.is_available());
+    }
+
+    #[test]
+    fn same_but_weight_ignores_only_the_weighting_fields() {
+        let base = || {
+            Instance::builder("10.0.0.1", 80)
+                .param("zone", "z")
+                .tag("gray")
+        };
+        let a = base().weight(100).param("weight", "100").build();
+        let b = base()
+            .weight(7)
+            .param("weight", "7")
+            .warmup(Duration::ZERO)
+            .timestamp_ms(5)
+            .build();
+        assert!(a.same_but_weight(&b) && b.same_but_weight(&a));
+        assert!(!a.same_but_weight(&base().param("zone", "y").build()));
+        assert!(!a.same_but_weight(&base().tag("blue").build()));
+        assert!(!a.same_but_weight(&base().enabled(false).build()));
+        assert!(!a.same_but_weight(&Instance::builder("10.0.0.1", 81).build()));
     }
 
     #[test]

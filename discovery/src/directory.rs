@@ -200,6 +200,7 @@ impl RegistryDirectory {
             configurators: BTreeMap::new(),
             epoch: 0,
             rules_changed: false,
+            routes_stale: true,
             shared: shared.clone(),
             epoch_tx,
             cache_tx,
@@ -310,6 +311,8 @@ struct State {
     epoch: u64,
     /// A rule changed since the last snapshot: publish even if the instances did not.
     rules_changed: bool,
+    /// The router chain changed since the last snapshot: its route table cannot be reused.
+    routes_stale: bool,
     shared: Arc<Shared>,
     epoch_tx: watch::Sender<u64>,
     cache_tx: Option<watch::Sender<Option<Vec<u8>>>>,
@@ -367,7 +370,7 @@ impl State {
                 },
                 c = control.recv() => match c {
                     Some(Control::Update(u)) => self.apply(u),
-                    Some(Control::Router(r)) => { self.config.router = r; force = true; }
+                    Some(Control::Router(r)) => { self.config.router = r; self.routes_stale = true; force = true; }
                     Some(Control::Balancer(b)) => { self.config.balancer = b; force = true; }
                     None => return,
                 },
@@ -390,6 +393,7 @@ impl State {
                         Control::Update(u) => self.apply(u),
                         Control::Router(r) => {
                             self.config.router = r;
+                            self.routes_stale = true;
                             force = true;
                         }
                         Control::Balancer(b) => {
@@ -457,12 +461,14 @@ impl State {
                 info!(service = %service, rule = %key, "routing rule removed");
                 self.config.router = self.config.router.without_rule(&key);
                 self.rules_changed = true;
+                self.routes_stale = true;
             }
             Some(text) => match self.config.router.with_rule(&key, &text) {
                 Ok(chain) => {
                     info!(service = %service, rule = %key, "routing rule applied");
                     self.config.router = chain;
                     self.rules_changed = true;
+                    self.routes_stale = true;
                 }
                 Err(e) => {
                     warn!(service = %service, rule = %key, "routing rule rejected, previous rules stay in force: {e}")
@@ -549,48 +555,53 @@ impl State {
             && self.config.empty_policy == EmptyPolicy::KeepLast
             && !self.published.is_empty();
         let reported = self.next_reported(protected);
-        let prev_of = |address: &str| self.published_at.get(address).map(|&i| &self.published[i]);
-        let next: Vec<Published> = reported
-            .into_iter()
-            .map(|(address, reported)| {
-                let prev = prev_of(&address);
-                let effective = self.effective(&reported, prev);
-                let stats = match prev {
-                    Some(p) => p.stats.clone(),
-                    None => Arc::new(InstanceStats::new()),
-                };
-                Published {
-                    address,
-                    reported,
-                    effective,
-                    stats,
+        // Both lists are sorted by address and an address that stays shares its key: one
+        // forward walk pairs each entry with its predecessor, mostly by pointer comparison.
+        let (mut added, mut changed, mut reported_changed) = (0usize, 0usize, false);
+        let mut j = 0;
+        let mut next: Vec<Published> = Vec::with_capacity(reported.len());
+        for (address, reported) in reported {
+            let old = &self.published;
+            while j < old.len()
+                && !Arc::ptr_eq(&old[j].address, &address)
+                && *old[j].address < *address
+            {
+                j += 1;
+            }
+            let prev = old
+                .get(j)
+                .filter(|p| Arc::ptr_eq(&p.address, &address) || p.address == address);
+            let effective = self.effective(&reported, prev);
+            let stats = match prev {
+                Some(p) => {
+                    changed += usize::from(!Arc::ptr_eq(&p.effective, &effective));
+                    reported_changed |= !Arc::ptr_eq(&p.reported, &reported);
+                    p.stats.clone()
                 }
-            })
-            .collect();
+                None => {
+                    added += 1;
+                    Arc::new(InstanceStats::new())
+                }
+            };
+            next.push(Published {
+                address,
+                reported,
+                effective,
+                stats,
+            });
+        }
         let current = self.shared.current.load();
-        let same = |a: &Published, b: &Published| {
-            Arc::ptr_eq(&a.effective, &b.effective) && a.address == b.address
-        };
         let unchanged = self.epoch > 0
             && current.is_protected() == protected
-            && next.len() == self.published.len()
-            && next.iter().zip(&self.published).all(|(a, b)| same(a, b));
+            && added == 0
+            && changed == 0
+            && next.len() == self.published.len();
         if unchanged && !force {
             debug!(service = %service, epoch = self.epoch, "update changed nothing");
             return None;
         }
         if protected && !current.is_protected() {
             warn!(service = %service, kept = next.len(), "registry reports no instance; empty-list protection keeps the last list");
-        }
-        let (mut added, mut changed, mut reported_changed) = (0usize, 0usize, false);
-        for p in &next {
-            match prev_of(&p.address) {
-                None => added += 1,
-                Some(old) => {
-                    changed += usize::from(!Arc::ptr_eq(&old.effective, &p.effective));
-                    reported_changed |= !Arc::ptr_eq(&old.reported, &p.reported);
-                }
-            }
         }
         let removed = self.published.len() - (next.len() - added);
         let initial = self.published.is_empty() && self.epoch <= 1;
@@ -616,6 +627,17 @@ impl State {
                 )
             })
             .unzip();
+        // Same endpoints in the same order, differing at most in weights, under the same
+        // rules (none reading weights): the route table still holds (an operator's weight
+        // change rebuilds only the balancer tables).
+        let same_routes = !self.routes_stale
+            && self.epoch > 0
+            && endpoints.len() == current.endpoints().len()
+            && !self.config.router.reads_weighting()
+            && endpoints.iter().zip(current.endpoints()).all(|(a, b)| {
+                Arc::ptr_eq(&a.instance, &b.instance) || a.instance.same_but_weight(&b.instance)
+            });
+        self.routes_stale = false;
         self.epoch += 1;
         let snap = Arc::new(Snapshot::build(SnapshotParts {
             epoch: self.epoch,
@@ -629,6 +651,7 @@ impl State {
             balancer: &self.config.balancer,
             protected,
             now: SystemTime::now(),
+            same_routes_as: same_routes.then_some(&**current),
         }));
         let label = service.to_string();
         metrics::gauge!("switchman_directory_instances", "service" => label.clone())
@@ -657,9 +680,11 @@ impl State {
                 .map(|(i, p)| (p.address.clone(), i))
                 .collect_with(self.registry.hasher().clone());
         }
-        self.published = next;
-        self.shared.current.store(snap.clone());
+        let previous = self.shared.current.swap(snap.clone());
         let _ = self.epoch_tx.send(self.epoch);
+        // Freed after the new snapshot is visible: not on the push-to-visible path.
+        drop(previous);
+        self.published = next;
         Some(snap)
     }
 }
@@ -971,6 +996,64 @@ mod tests {
             let i = s.select(&Invocation::new("m"), &[], &mut rng).unwrap();
             assert_eq!(s.endpoints()[i].instance.port(), 3);
         }
+    }
+
+    /// A weight-only push keeps the route table (the balancer tables see the new weights);
+    /// anything routing reads, or a rule naming weights, rebuilds it.
+    #[tokio::test]
+    async fn weight_changes_reuse_the_route_table_and_routing_stays_right() {
+        let zoned = |port: u16, zone: &str, weight: u32| {
+            Instance::builder("10.0.0.1", port)
+                .zone(zone)
+                .param("zone", zone)
+                .weight(weight)
+                .build()
+        };
+        let chain = RouterChain::new()
+            .with_rule("svc.condition-router", "method = find* => zone = z1")
+            .unwrap();
+        let dir = RegistryDirectory::spawn(cfg().router(chain), None);
+        let list = |w: u32| vec![zoned(1, "z1", 100), zoned(2, "z1", w), zoned(3, "z2", 100)];
+        dir.apply(Update::Reset(list(100)));
+        let s1 = settle(&dir, 1).await;
+        dir.apply(Update::Reset(list(0)));
+        let s2 = settle(&dir, 2).await;
+        assert!(
+            Arc::ptr_eq(&s1.routes, &s2.routes),
+            "weight-only: table kept"
+        );
+        assert!(Arc::ptr_eq(&s1.index, &s2.index));
+        // Routing still right, and the new weight (0) applies: only port 1 for find*.
+        let mut rng = fastrand::Rng::with_seed(5);
+        for _ in 0..200 {
+            let i = s2
+                .select(&Invocation::new("findUser"), &[], &mut rng)
+                .unwrap();
+            assert_eq!(s2.endpoints()[i].instance.port(), 1);
+        }
+        // A zone change is a routing change: rebuilt, and routed by the new zone.
+        dir.apply(Update::Add(vec![zoned(3, "z1", 100)]));
+        let s3 = settle(&dir, 3).await;
+        assert!(!Arc::ptr_eq(&s2.routes, &s3.routes));
+        let picked: std::collections::BTreeSet<u16> = (0..200)
+            .map(|_| {
+                let i = s3
+                    .select(&Invocation::new("findUser"), &[], &mut rng)
+                    .unwrap();
+                s3.endpoints()[i].instance.port()
+            })
+            .collect();
+        assert_eq!(picked, [1, 3].into());
+        // A rule that names weights: weight-only pushes rebuild.
+        dir.set_router(
+            RouterChain::new()
+                .with_rule("svc.condition-router", "weight = 100 => zone = z1")
+                .unwrap(),
+        );
+        let s4 = settle(&dir, 4).await;
+        dir.apply(Update::Add(vec![zoned(2, "z1", 50)]));
+        let s5 = settle(&dir, 5).await;
+        assert!(!Arc::ptr_eq(&s4.routes, &s5.routes));
     }
 
     /// Readers running while the owner publishes many snapshots never see the epoch go

@@ -17,8 +17,8 @@ pub struct Snapshot {
     all: Arc<[Arc<Instance>]>,
     /// The available instances (enabled and healthy), sorted by address: what routing sees.
     endpoints: Arc<[Endpoint]>,
-    index: AddrMap<usize>,
-    routes: RouteTable,
+    pub(crate) index: Arc<AddrMap<usize>>,
+    pub(crate) routes: Arc<RouteTable>,
     pickers: Vec<Box<dyn Picker>>,
     balancer: Arc<dyn LoadBalance>,
     /// True when the registry's list is empty but the empty-list protection kept the previous
@@ -58,20 +58,32 @@ pub(crate) struct SnapshotParts<'a> {
     pub(crate) balancer: &'a Arc<dyn LoadBalance>,
     pub(crate) protected: bool,
     pub(crate) now: SystemTime,
+    /// A previous snapshot whose endpoints are these, in the same order, differing at most in
+    /// weights (see `Instance::same_but_weight`), under the same rules: its route table and
+    /// address index hold for this one and are shared instead of rebuilt.
+    pub(crate) same_routes_as: Option<&'a Snapshot>,
 }
 
 impl Snapshot {
     pub(crate) fn build(p: SnapshotParts<'_>) -> Snapshot {
-        let instances: Vec<Arc<Instance>> =
-            p.endpoints.iter().map(|e| e.instance.clone()).collect();
-        let routes = p.router.build(&instances, p.consumer);
+        let (routes, index) = match p.same_routes_as {
+            Some(prev) => (prev.routes.clone(), prev.index.clone()),
+            None => {
+                let instances: Vec<Arc<Instance>> =
+                    p.endpoints.iter().map(|e| e.instance.clone()).collect();
+                let mut index = AddrMap::with_capacity_and_hasher(p.addresses.len(), p.hasher);
+                index.extend(p.addresses.into_iter().enumerate().map(|(i, a)| (a, i)));
+                (
+                    Arc::new(p.router.build(&instances, p.consumer)),
+                    Arc::new(index),
+                )
+            }
+        };
         let pickers = routes
             .subsets()
             .iter()
             .map(|members| p.balancer.prepare(&p.endpoints, members.clone(), p.now))
             .collect();
-        let mut index = AddrMap::with_capacity_and_hasher(p.addresses.len(), p.hasher);
-        index.extend(p.addresses.into_iter().enumerate().map(|(i, a)| (a, i)));
         Snapshot {
             epoch: p.epoch,
             service: p.service.clone(),
@@ -99,6 +111,7 @@ impl Snapshot {
             balancer: &balancer,
             protected: false,
             now: SystemTime::now(),
+            same_routes_as: None,
         })
     }
 

@@ -187,6 +187,18 @@ impl RouterChain {
         self.rules.iter().find(|r| &*r.key == key).map(|r| &*r.raw)
     }
 
+    /// Whether a rule may read an instance's weight, warm-up or start timestamp (its text
+    /// names one of them; a conservative check). When none does, a change of only those values
+    /// leaves every routing result as it was, and a directory keeps its route table.
+    pub fn reads_weighting(&self) -> bool {
+        self.rules.iter().any(|r| {
+            let text = r.raw.to_ascii_lowercase();
+            ["weight", "warmup", "timestamp"]
+                .iter()
+                .any(|w| text.contains(w))
+        })
+    }
+
     /// Number of rules.
     pub fn len(&self) -> usize {
         self.rules.len()
