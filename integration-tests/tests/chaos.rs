@@ -927,10 +927,9 @@ async fn chaos_7_every_provider_failing_stays_within_the_retry_budget() {
 // -----------------------------------------------------------------------------------------
 
 /// Calls per run of scenario 8. Hedged calls spend the retry budget (20% of calls + 10/s over
-/// 10 s, one window per run here). Round robin gives the slow provider a third of the picks,
-/// but the hedge's own pick takes the next slot of the rotation (the fast provider after the
-/// slow one), so the slow provider gets every other FIRST attempt: ~50% of calls hedge, and a
-/// run must stay within 0.2 x calls + 100 hedges: 240 calls need ~125 of 148.
+/// 10 s, one window per run here). Round robin gives the slow provider a third of the first
+/// attempts (a hedge's pick does not advance the rotation), so ~33% of calls hedge and a run
+/// must stay within 0.2 x calls + 100 hedges: 240 calls need ~80 of 148.
 const CALLS_8: usize = 240;
 /// Each caller's pause in scenario 8 (two callers, ~70 calls/s: within the budget's floor).
 const PACE_8: Duration = Duration::from_millis(8);

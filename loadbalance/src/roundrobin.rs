@@ -289,13 +289,21 @@ impl Picker for RoundRobinPicker {
         &self,
         _endpoints: &[Endpoint],
         ctx: &PickContext<'_>,
-        _rng: &mut fastrand::Rng,
+        rng: &mut fastrand::Rng,
     ) -> Option<usize> {
         if self.members.is_empty() {
             return None;
         }
-        let slot = method_slot(&ctx.invocation.method);
-        let c = self.counters[slot].0.fetch_add(1, Ordering::Relaxed);
+        // A retry or hedge (the call already tried someone) takes a random position of the
+        // period, which is a weighted random pick, and leaves the rotation alone: if it
+        // advanced the rotation, the instance after a slow or failing one would lose its turns
+        // to retries and the slow one would get more than its share of first attempts.
+        let c = if ctx.tried.is_empty() {
+            let slot = method_slot(&ctx.invocation.method);
+            self.counters[slot].0.fetch_add(1, Ordering::Relaxed)
+        } else {
+            rng.u64(..)
+        };
         self.order.position(c).map(|p| self.members[p] as usize)
     }
 

@@ -45,6 +45,35 @@ fn roundrobin_five_one_one() {
     assert_eq!(seq.join(" "), "A A B A C A A A A B A C A A");
 }
 
+/// Retries and hedges (a pick with something already tried) do not take turns from the
+/// rotation: first attempts keep the exact sequence, and retries spread by weight.
+#[test]
+fn roundrobin_retries_leave_the_rotation_alone() {
+    let eps = endpoints(&[5, 1, 1]);
+    let p = RoundRobinBalance::new().prepare(&eps, (0..3).collect(), SystemTime::now());
+    let inv = Invocation::new("sayHello");
+    let mut rng = fastrand::Rng::with_seed(1);
+    let mut firsts = Vec::new();
+    let mut retries = [0u32; 3];
+    for _ in 0..7_000 {
+        let first = pick_with(p.as_ref(), &eps, &inv);
+        firsts.push(first);
+        let tried = [first];
+        let ctx = PickContext {
+            invocation: &inv,
+            tried: &tried,
+        };
+        retries[p.pick(&eps, &ctx, &mut rng).unwrap()] += 1;
+    }
+    let names = ["A", "B", "C"];
+    let seq: Vec<&str> = firsts[..14].iter().map(|&i| names[i]).collect();
+    assert_eq!(seq.join(" "), "A A B A C A A A A B A C A A");
+    let a = firsts.iter().filter(|&&i| i == 0).count();
+    assert_eq!(a, 5_000, "first attempts keep exact shares");
+    // Weighted random over 7,000 draws: 5/7 = 5,000 expected, 3 sigma ~ 115.
+    assert!((4_850..=5_150).contains(&retries[0]), "{retries:?}");
+}
+
 #[test]
 fn roundrobin_state_is_per_method() {
     let eps = endpoints(&[2, 1]);
