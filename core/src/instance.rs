@@ -144,11 +144,30 @@ impl Instance {
         let port = url
             .port()
             .ok_or_else(|| Error::bad_config(format!("{}: missing port", what())))?;
+        if port == 0 {
+            return Err(Error::bad_config(format!("{}: port 0", what())));
+        }
         let interface = url
             .param("interface")
             .or_else(|| url.param("service"))
             .filter(|s| !s.is_empty())
             .unwrap_or(url.path());
+        for (name, value) in [
+            ("interface", interface),
+            ("group", url.param("group").unwrap_or("")),
+            ("version", url.param("version").unwrap_or("")),
+        ] {
+            // Written back as URL parameters (the cache file, registration): they must not
+            // carry the query's separators.
+            if let Some(c) = value.chars().find(|&c| {
+                matches!(c, '&' | '=' | '?' | '#') || c.is_whitespace() || c.is_control()
+            }) {
+                return Err(Error::bad_config(format!(
+                    "{}: {name} contains {c:?}",
+                    what()
+                )));
+            }
+        }
         let mut b = Instance::builder(url.host(), port)
             .protocol(url.protocol().parse().unwrap_or(Protocol::Http))
             .path(url.path())
@@ -477,6 +496,22 @@ mod tests {
         assert_eq!(i.tag(), Some("gray"));
         assert_eq!(i.param("side"), Some("provider"));
         assert!(i.is_available());
+    }
+
+    #[test]
+    fn provider_urls_that_could_not_be_written_back_are_rejected() {
+        for (url, why) in [
+            ("http://h:0/S", "port 0"),
+            ("http://h:1/a&b=c", "interface contains '&'"),
+            ("http://h:1/S?group=a%20b c", "group contains ' '"),
+            ("http://h:1/S?version=1#2", "invalid character"),
+        ] {
+            let e = Url::parse(url)
+                .map_err(|e| e.to_string())
+                .and_then(|u| Instance::from_url(&u).map_err(|e| e.to_string()))
+                .unwrap_err();
+            assert!(e.contains(why), "{url}: {e}");
+        }
     }
 
     #[test]
