@@ -31,8 +31,18 @@ enum Key {
 }
 
 const KNOWN: [&str; 12] = [
-    "protocol", "path", "weight", "warmup", "timestamp", "zone", "enabled", "disabled",
-    "application", "dubbo.tag", "interface", "version",
+    "protocol",
+    "path",
+    "weight",
+    "warmup",
+    "timestamp",
+    "zone",
+    "enabled",
+    "disabled",
+    "application",
+    "dubbo.tag",
+    "interface",
+    "version",
 ];
 
 fuzz_target!(|input: Input| {

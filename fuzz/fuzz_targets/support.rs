@@ -45,7 +45,10 @@ pub fn route_some_calls(key: &str, text: &str) {
             Route::Forbidden(_) => &[],
         };
         for &i in members {
-            assert!((i as usize) < instances.len(), "subset member {i} out of range");
+            assert!(
+                (i as usize) < instances.len(),
+                "subset member {i} out of range"
+            );
         }
     }
 }
