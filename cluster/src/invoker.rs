@@ -362,7 +362,7 @@ impl ClusterInvoker {
     /// Makes one call.
     pub async fn invoke(&self, invocation: &Invocation) -> Result<Value> {
         let inner = &*self.inner;
-        let snap = inner.directory.load();
+        let snap = inner.directory.snapshot();
         let resolved = inner.effective(&snap, &invocation.method);
         drop(snap);
         let overridden = apply_attachments(&resolved, invocation);

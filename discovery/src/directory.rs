@@ -225,9 +225,18 @@ impl RegistryDirectory {
         Ok(Self::spawn(config, Some(rx)))
     }
 
-    /// The current snapshot (one atomic load and a reference-count increment).
+    /// The current snapshot (one atomic load and a reference-count increment). Keep it as
+    /// long as you like, across `.await`s included.
     pub fn load(&self) -> Arc<Snapshot> {
         self.shared.current.load_full()
+    }
+
+    /// The current snapshot for a moment: no write to the snapshot's shared reference count
+    /// (arc-swap's per-thread debt slots), so threads reading at once do not bounce its cache
+    /// line between cores. For a route and a pick, not to keep: each thread has a few slots,
+    /// and guards held beyond them fall back to the reference count.
+    pub fn snapshot(&self) -> arc_swap::Guard<Arc<Snapshot>> {
+        self.shared.current.load()
     }
 
     /// Feeds an update directly (besides the registry's).

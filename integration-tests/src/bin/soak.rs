@@ -144,7 +144,7 @@ fn main() {
                 while !stop.load(Ordering::Relaxed) {
                     for _ in 0..1000 {
                         let t = Instant::now();
-                        let snap = dir.load();
+                        let snap = dir.snapshot();
                         let i = snap.select(&inv, &[], &mut rng).expect("pick");
                         std::hint::black_box(i);
                         picks.record(t.elapsed().as_nanos() as u64);
@@ -200,7 +200,7 @@ fn main() {
         "soak: {seconds} s, {n} instances, {rounds} pushes (every 100 ms, 1% of weights changed), 2 reader threads"
     );
     println!(
-        "picks: {} total, p50 {} ns, p99 {} ns, max {} ns (load + route + pick)",
+        "picks: {} total, p50 {} ns, p99 {} ns, max {} ns (snapshot guard + route + pick)",
         picks.total,
         picks.percentile(50.0),
         picks.percentile(99.0),
