@@ -54,8 +54,8 @@ impl ProtocolInvoker {
         &self.triple
     }
 
-    /// Drops Triple connections to addresses that leave `directory` (see
-    /// [`TripleInvoker::track`]).
+    /// Drops Triple connections to addresses that leave `directory`, after the Triple
+    /// invoker's drain grace (see [`TripleInvoker::track`]).
     pub fn track(&self, directory: &Arc<RegistryDirectory>) -> JoinHandle<()> {
         self.triple.track(directory)
     }
