@@ -1,5 +1,4 @@
-use std::collections::{BTreeMap, HashMap};
-use std::hash::BuildHasher;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -12,7 +11,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
-use crate::snapshot::{AddrMap, Snapshot, SnapshotParts};
+use crate::snapshot::{AddrMap, AddrSet, Snapshot, SnapshotParts};
 use crate::{Configurator, Registry, Update, UpdateReceiver, cache, configurator};
 
 /// What the directory does when the registry reports that a service has no instance left.
@@ -196,11 +195,10 @@ impl RegistryDirectory {
             config,
             registry: AddrMap::default(),
             published: Vec::new(),
-            published_at: AddrMap::default(),
+            published_addresses: AddrSet::default(),
             configurators: BTreeMap::new(),
             epoch: 0,
-            rules_changed: false,
-            routes_stale: true,
+            routed_with: RouterChain::new(),
             shared: shared.clone(),
             epoch_tx,
             cache_tx,
@@ -313,15 +311,14 @@ struct State {
     registry: AddrMap<Arc<Instance>>,
     /// What the last snapshot holds, sorted by address.
     published: Vec<Published>,
-    /// Position of each address in `published`.
-    published_at: AddrMap<usize>,
+    /// The addresses in `published`, to find new ones in O(1).
+    published_addresses: AddrSet,
     /// Override rules by source.
     configurators: BTreeMap<String, Vec<Configurator>>,
     epoch: u64,
-    /// A rule changed since the last snapshot: publish even if the instances did not.
-    rules_changed: bool,
-    /// The router chain changed since the last snapshot: its route table cannot be reused.
-    routes_stale: bool,
+    /// The router chain the last snapshot's route table was built with: when the configured
+    /// chain is another one, the next snapshot is published and its table rebuilt.
+    routed_with: RouterChain,
     shared: Arc<Shared>,
     epoch_tx: watch::Sender<u64>,
     cache_tx: Option<watch::Sender<Option<Vec<u8>>>>,
@@ -379,7 +376,7 @@ impl State {
                 },
                 c = control.recv() => match c {
                     Some(Control::Update(u)) => self.apply(u),
-                    Some(Control::Router(r)) => { self.config.router = r; self.routes_stale = true; force = true; }
+                    Some(Control::Router(r)) => self.config.router = r,
                     Some(Control::Balancer(b)) => { self.config.balancer = b; force = true; }
                     None => return,
                 },
@@ -400,11 +397,7 @@ impl State {
                     drained = true;
                     match c {
                         Control::Update(u) => self.apply(u),
-                        Control::Router(r) => {
-                            self.config.router = r;
-                            self.routes_stale = true;
-                            force = true;
-                        }
+                        Control::Router(r) => self.config.router = r,
                         Control::Balancer(b) => {
                             self.config.balancer = b;
                             force = true;
@@ -412,7 +405,7 @@ impl State {
                     }
                 }
             }
-            let force = force || std::mem::take(&mut self.rules_changed);
+            let force = force || !self.config.router.is_same(&self.routed_with);
             if let Some(snap) = self.publish(force) {
                 refresh = snap.refresh_after();
             }
@@ -422,8 +415,7 @@ impl State {
     fn apply(&mut self, update: Update) {
         match update {
             Update::Reset(list) => {
-                let mut next =
-                    AddrMap::with_capacity_and_hasher(list.len(), self.registry.hasher().clone());
+                let mut next = AddrMap::with_capacity_and_hasher(list.len(), Default::default());
                 for inst in list {
                     let (address, inst) = self.reuse(inst);
                     if let Some(dup) = next.insert(address, inst) {
@@ -469,15 +461,11 @@ impl State {
             None => {
                 info!(service = %service, rule = %key, "routing rule removed");
                 self.config.router = self.config.router.without_rule(&key);
-                self.rules_changed = true;
-                self.routes_stale = true;
             }
             Some(text) => match self.config.router.with_rule(&key, &text) {
                 Ok(chain) => {
                     info!(service = %service, rule = %key, "routing rule applied");
                     self.config.router = chain;
-                    self.rules_changed = true;
-                    self.routes_stale = true;
                 }
                 Err(e) => {
                     warn!(service = %service, rule = %key, "routing rule rejected, previous rules stay in force: {e}")
@@ -537,7 +525,7 @@ impl State {
         let mut fresh: Vec<(Arc<str>, Arc<Instance>)> = self
             .registry
             .iter()
-            .filter(|(k, _)| !self.published_at.contains_key(&***k))
+            .filter(|(k, _)| !self.published_addresses.contains(&***k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         fresh.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -623,30 +611,34 @@ impl State {
             }
         }
         let all: Arc<[Arc<Instance>]> = next.iter().map(|p| p.effective.clone()).collect();
-        let (endpoints, addresses): (Vec<Endpoint>, Vec<Arc<str>>) = next
+        let routable: Vec<&Published> = next
             .iter()
             .filter(|p| self.config.is_routable(&p.effective))
-            .map(|p| {
-                (
-                    Endpoint {
-                        instance: p.effective.clone(),
-                        stats: p.stats.clone(),
-                    },
-                    p.address.clone(),
-                )
+            .collect();
+        let endpoints: Vec<Endpoint> = routable
+            .iter()
+            .map(|p| Endpoint {
+                instance: p.effective.clone(),
+                stats: p.stats.clone(),
             })
-            .unzip();
+            .collect();
         // Same endpoints in the same order, differing at most in weights, under the same
         // rules (none reading weights): the route table still holds (an operator's weight
         // change rebuilds only the balancer tables).
-        let same_routes = !self.routes_stale
+        let same_routes = self.config.router.is_same(&self.routed_with)
             && self.epoch > 0
             && endpoints.len() == current.endpoints().len()
             && !self.config.router.reads_weighting()
             && endpoints.iter().zip(current.endpoints()).all(|(a, b)| {
                 Arc::ptr_eq(&a.instance, &b.instance) || a.instance.same_but_weight(&b.instance)
             });
-        self.routes_stale = false;
+        self.routed_with = self.config.router.clone();
+        // The address index is only rebuilt with the route table.
+        let addresses = if same_routes {
+            Vec::new()
+        } else {
+            routable.iter().map(|p| p.address.clone()).collect()
+        };
         self.epoch += 1;
         let snap = Arc::new(Snapshot::build(SnapshotParts {
             epoch: self.epoch,
@@ -654,7 +646,6 @@ impl State {
             all,
             endpoints: endpoints.into(),
             addresses,
-            hasher: self.registry.hasher().clone(),
             router: &self.config.router,
             consumer: &self.config.consumer,
             balancer: &self.config.balancer,
@@ -683,11 +674,7 @@ impl State {
             }
         }
         if added + removed > 0 {
-            self.published_at = next
-                .iter()
-                .enumerate()
-                .map(|(i, p)| (p.address.clone(), i))
-                .collect_with(self.registry.hasher().clone());
+            self.published_addresses = next.iter().map(|p| p.address.clone()).collect();
         }
         let previous = self.shared.current.swap(snap.clone());
         let _ = self.epoch_tx.send(self.epoch);
@@ -695,19 +682,6 @@ impl State {
         drop(previous);
         self.published = next;
         Some(snap)
-    }
-}
-
-/// Collecting into a map with a given hasher.
-trait CollectWith<K, V> {
-    fn collect_with<S: BuildHasher>(self, hasher: S) -> HashMap<K, V, S>;
-}
-
-impl<K: std::hash::Hash + Eq, V, I: ExactSizeIterator<Item = (K, V)>> CollectWith<K, V> for I {
-    fn collect_with<S: BuildHasher>(self, hasher: S) -> HashMap<K, V, S> {
-        let mut map = HashMap::with_capacity_and_hasher(self.len(), hasher);
-        map.extend(self);
-        map
     }
 }
 

@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -44,15 +44,17 @@ impl fmt::Debug for Snapshot {
 /// seeded per process, so addresses chosen by whoever writes the registry cannot be crafted to
 /// collide.
 pub(crate) type AddrMap<V> = HashMap<Arc<str>, V, foldhash::fast::RandomState>;
+/// A set of addresses (see [`AddrMap`]).
+pub(crate) type AddrSet = HashSet<Arc<str>, foldhash::fast::RandomState>;
 
 pub(crate) struct SnapshotParts<'a> {
     pub(crate) epoch: u64,
     pub(crate) service: &'a ServiceKey,
     pub(crate) all: Arc<[Arc<Instance>]>,
     pub(crate) endpoints: Arc<[Endpoint]>,
-    /// The address of each endpoint (shared keys: no allocation per snapshot).
+    /// The address of each endpoint (shared keys: no allocation per snapshot); unused (may be
+    /// empty) with `same_routes_as`.
     pub(crate) addresses: Vec<Arc<str>>,
-    pub(crate) hasher: foldhash::fast::RandomState,
     pub(crate) router: &'a RouterChain,
     pub(crate) consumer: &'a ConsumerInfo,
     pub(crate) balancer: &'a Arc<dyn LoadBalance>,
@@ -71,8 +73,12 @@ impl Snapshot {
             None => {
                 let instances: Vec<Arc<Instance>> =
                     p.endpoints.iter().map(|e| e.instance.clone()).collect();
-                let mut index = AddrMap::with_capacity_and_hasher(p.addresses.len(), p.hasher);
-                index.extend(p.addresses.into_iter().enumerate().map(|(i, a)| (a, i)));
+                let index: AddrMap<usize> = p
+                    .addresses
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, a)| (a, i))
+                    .collect();
                 (
                     Arc::new(p.router.build(&instances, p.consumer)),
                     Arc::new(index),
@@ -105,7 +111,6 @@ impl Snapshot {
             all: Arc::from(Vec::new()),
             endpoints: Arc::from(Vec::new()),
             addresses: Vec::new(),
-            hasher: Default::default(),
             router: &RouterChain::new(),
             consumer: &ConsumerInfo::new("127.0.0.1", "switchman"),
             balancer: &balancer,

@@ -187,6 +187,12 @@ impl RouterChain {
         self.rules.iter().find(|r| &*r.key == key).map(|r| &*r.raw)
     }
 
+    /// Whether `other` is this very chain (a clone of it), not merely an equal one: every
+    /// change (`with_rule`, `without_rule`, `with_force`) makes a new chain.
+    pub fn is_same(&self, other: &RouterChain) -> bool {
+        Arc::ptr_eq(&self.rules, &other.rules)
+    }
+
     /// Whether a rule may read an instance's weight, warm-up or start timestamp (its text
     /// names one of them; a conservative check). When none does, a change of only those values
     /// leaves every routing result as it was, and a directory keeps its route table.
