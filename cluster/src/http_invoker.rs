@@ -9,7 +9,8 @@ use tracing::debug;
 
 /// How much of an error body is kept in a business error's message.
 const MAX_ERROR_BODY: usize = 1024;
-/// Default of [`HttpInvoker::with_drain_grace`]: 10 s, Dubbo's shutdown wait.
+/// Default of [`HttpInvoker::with_drain_grace`] and `TripleInvoker::drain_grace`: 10 s,
+/// Dubbo's shutdown wait.
 pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(10);
 
 /// A REST mapping for one method: HTTP method and a path template whose `{0}`, `{1}`, ...

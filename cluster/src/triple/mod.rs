@@ -68,8 +68,8 @@ use framing::FrameDecoder;
 use pool::{ConnectSettings, Pool};
 
 const USER_AGENT: &str = concat!("switchman/", env!("CARGO_PKG_VERSION"));
-/// Default of [`TripleInvoker::drain_grace`].
-pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(10);
+/// Default of [`TripleInvoker::drain_grace`]: the same grace as HTTP's.
+pub use crate::DEFAULT_DRAIN_GRACE;
 
 #[derive(Debug, Clone, Default)]
 struct ServiceCodecs {
