@@ -110,15 +110,19 @@ pub fn is_valid_host(host: &str) -> bool {
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
         .unwrap_or(host);
-    if bare.is_empty() {
-        return false;
-    }
     if bare.contains(':') {
-        bare.chars()
-            .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+        valid_ipv6_literal(bare)
     } else {
-        bare == host && bare.chars().all(valid_host_char)
+        !bare.is_empty() && bare == host && bare.chars().all(valid_host_char)
     }
+}
+
+/// The inside of `[...]`: hex digits, `:` and `.` (an embedded IPv4 tail).
+fn valid_ipv6_literal(host: &str) -> bool {
+    !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
 }
 
 fn valid_host_char(c: char) -> bool {
@@ -198,11 +202,7 @@ impl Url {
                 return Err(err(hostport_start, "unclosed '[' in IPv6 host"));
             };
             let host = &stripped[..close];
-            if host.is_empty()
-                || !host
-                    .chars()
-                    .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
-            {
+            if !valid_ipv6_literal(host) {
                 return Err(err(hostport_start + 1, "invalid IPv6 address"));
             }
             let after = &stripped[close + 1..];
