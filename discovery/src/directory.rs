@@ -196,6 +196,7 @@ impl RegistryDirectory {
             registry: AddrMap::default(),
             published: Vec::new(),
             published_addresses: AddrSet::default(),
+            pending: Pending::Full,
             configurators: BTreeMap::new(),
             epoch: 0,
             routed_with: RouterChain::new(),
@@ -313,6 +314,8 @@ struct State {
     published: Vec<Published>,
     /// The addresses in `published`, to find new ones in O(1).
     published_addresses: AddrSet,
+    /// What changed in `registry` since the last snapshot.
+    pending: Pending,
     /// Override rules by source.
     configurators: BTreeMap<String, Vec<Configurator>>,
     epoch: u64,
@@ -322,6 +325,36 @@ struct State {
     shared: Arc<Shared>,
     epoch_tx: watch::Sender<u64>,
     cache_tx: Option<watch::Sender<Option<Vec<u8>>>>,
+}
+
+/// What changed in the registry's list since the last snapshot.
+#[derive(Debug)]
+enum Pending {
+    /// Nothing.
+    Clean,
+    /// Only instances at addresses the last snapshot already holds; these addresses (possibly
+    /// repeated). When every change is a weight change, the next snapshot is patched from the
+    /// last one instead of rebuilt (see `State::publish_touched`).
+    Touched(Vec<Arc<str>>),
+    /// Addresses came or went, or the list was replaced wholesale: rebuild.
+    Full,
+}
+
+impl Pending {
+    fn touch(&mut self, address: &Arc<str>) {
+        match self {
+            Pending::Clean => *self = Pending::Touched(vec![address.clone()]),
+            Pending::Touched(list) => list.push(address.clone()),
+            Pending::Full => {}
+        }
+    }
+}
+
+/// How a reported instance relates to the registry's current entry at its address.
+enum Change {
+    Same,
+    Replaced,
+    New,
 }
 
 /// One instance of the last snapshot.
@@ -416,23 +449,44 @@ impl State {
         match update {
             Update::Reset(list) => {
                 let mut next = AddrMap::with_capacity_and_hasher(list.len(), Default::default());
+                let mut touched = Vec::new();
                 for inst in list {
-                    let (address, inst) = self.reuse(inst);
+                    let (address, inst, change) = self.reuse(inst);
+                    match change {
+                        Change::Same => {}
+                        Change::Replaced => touched.push(address.clone()),
+                        Change::New => self.pending = Pending::Full,
+                    }
                     if let Some(dup) = next.insert(address, inst) {
                         warn!(service = %self.config.service, address = %dup.address(), "registry listed an address twice; the later entry wins");
+                        self.pending = Pending::Full;
                     }
+                }
+                if next.len() != self.registry.len() {
+                    // Some addresses left.
+                    self.pending = Pending::Full;
+                }
+                for address in &touched {
+                    self.pending.touch(address);
                 }
                 self.registry = next;
             }
             Update::Add(list) => {
                 for inst in list {
-                    let (address, inst) = self.reuse(inst);
+                    let (address, inst, change) = self.reuse(inst);
+                    match change {
+                        Change::Same => {}
+                        Change::Replaced => self.pending.touch(&address),
+                        Change::New => self.pending = Pending::Full,
+                    }
                     self.registry.insert(address, inst);
                 }
             }
             Update::Remove(addrs) => {
                 for a in addrs {
-                    self.registry.remove(a.as_str());
+                    if self.registry.remove(a.as_str()).is_some() {
+                        self.pending = Pending::Full;
+                    }
                 }
             }
             Update::Rule { key, text } => self.set_rule(key, text),
@@ -449,6 +503,8 @@ impl State {
                 } else {
                     self.configurators.insert(source, good);
                 }
+                // Overrides can change any instance.
+                self.pending = Pending::Full;
             }
         }
     }
@@ -494,11 +550,11 @@ impl State {
     /// The address key and `Arc` for a reported instance: both reused from the registry's
     /// current entry when the instance did not change, so unchanged instances are shared
     /// between snapshots and an address is allocated once.
-    fn reuse(&self, inst: Instance) -> (Arc<str>, Arc<Instance>) {
+    fn reuse(&self, inst: Instance) -> (Arc<str>, Arc<Instance>, Change) {
         match self.registry.get_key_value(inst.address()) {
-            Some((k, old)) if **old == inst => (k.clone(), old.clone()),
-            Some((k, _)) => (k.clone(), Arc::new(inst)),
-            None => (Arc::from(inst.address()), Arc::new(inst)),
+            Some((k, old)) if **old == inst => (k.clone(), old.clone(), Change::Same),
+            Some((k, _)) => (k.clone(), Arc::new(inst), Change::Replaced),
+            None => (Arc::from(inst.address()), Arc::new(inst), Change::New),
         }
     }
 
@@ -546,7 +602,131 @@ impl State {
         merged
     }
 
+    /// Publishes a snapshot for what changed since the last one (`force`: even if nothing
+    /// did, to rebuild the tables). Returns it, or `None` when nothing changed.
     fn publish(&mut self, force: bool) -> Option<Arc<Snapshot>> {
+        let pending = std::mem::replace(&mut self.pending, Pending::Clean);
+        if !force {
+            match pending {
+                Pending::Clean => {
+                    debug!(service = %self.config.service, epoch = self.epoch, "update changed nothing");
+                    return None;
+                }
+                Pending::Touched(addresses) => {
+                    if let Some(published) = self.publish_touched(&addresses) {
+                        return published;
+                    }
+                }
+                Pending::Full => {}
+            }
+        }
+        self.publish_full(force)
+    }
+
+    /// The patch path for pushes that changed only weights (and warm-up or start time) of
+    /// instances the last snapshot already holds: an operator tuning weights. The last
+    /// snapshot's arrays are copied with the changed entries swapped in, its route table and
+    /// address index are shared, and only the balancer tables are rebuilt; the directory's own
+    /// list is patched in place. No pass over the other instances besides those copies.
+    ///
+    /// Returns `None` when the change is anything else (the caller rebuilds), else what
+    /// [`State::publish`] returns.
+    fn publish_touched(&mut self, addresses: &[Arc<str>]) -> Option<Option<Arc<Snapshot>>> {
+        let current = self.shared.current.load_full();
+        if self.epoch == 0
+            || current.is_protected()
+            || self.config.router.reads_weighting()
+            || !self.config.router.is_same(&self.routed_with)
+            || self.published.len() != self.registry.len()
+        {
+            return None;
+        }
+        // Past a quarter of the list, one rebuild is cheaper than patching.
+        if addresses.len() > self.published.len() / 4 + 1 {
+            return None;
+        }
+        let mut positions = Vec::with_capacity(addresses.len());
+        for address in addresses {
+            let at = self
+                .published
+                .binary_search_by(|p| (*p.address).cmp(address))
+                .ok()?;
+            positions.push(at);
+        }
+        positions.sort_unstable();
+        positions.dedup();
+        // Plan every change before touching anything, so a fallback leaves the state intact.
+        let mut changes: Vec<(usize, Arc<Instance>, Arc<Instance>)> = Vec::new();
+        for at in positions {
+            let prev = &self.published[at];
+            let reported = self.registry.get(&*prev.address)?;
+            let effective = self.effective(reported, Some(prev));
+            if Arc::ptr_eq(&prev.reported, reported) && Arc::ptr_eq(&prev.effective, &effective) {
+                continue;
+            }
+            changes.push((at, reported.clone(), effective));
+        }
+        let mut patched = 0usize;
+        for (at, _, effective) in &changes {
+            let prev = &self.published[*at];
+            if Arc::ptr_eq(&prev.effective, effective) {
+                continue;
+            }
+            // Anything routing reads (or availability) changed: not a weight change.
+            if !effective.same_but_weight(&prev.effective) {
+                return None;
+            }
+            patched += 1;
+        }
+        let reported_changed = changes
+            .iter()
+            .any(|(at, reported, _)| !Arc::ptr_eq(&self.published[*at].reported, reported));
+        if patched == 0 && !reported_changed {
+            debug!(service = %self.config.service, epoch = self.epoch, "update changed nothing");
+            return Some(None);
+        }
+        let mut all = current.instances().to_vec();
+        let mut endpoints = current.endpoints().to_vec();
+        for (at, reported, effective) in changes {
+            let entry = &mut self.published[at];
+            if !Arc::ptr_eq(&entry.effective, &effective) {
+                all[at] = effective.clone();
+                if let Some(e) = current.index_of(&entry.address) {
+                    endpoints[e].instance = effective.clone();
+                }
+            }
+            entry.reported = reported;
+            entry.effective = effective;
+        }
+        self.epoch += 1;
+        let snap = Arc::new(Snapshot::build(SnapshotParts {
+            epoch: self.epoch,
+            service: &self.config.service,
+            all: all.into(),
+            endpoints: endpoints.into(),
+            addresses: Vec::new(),
+            router: &self.config.router,
+            consumer: &self.config.consumer,
+            balancer: &self.config.balancer,
+            protected: false,
+            now: SystemTime::now(),
+            same_routes_as: Some(&current),
+        }));
+        drop(current);
+        let counts = Counts {
+            added: 0,
+            removed: 0,
+            changed: patched,
+            reported_changed,
+        };
+        self.install(snap.clone(), counts);
+        Some(Some(snap))
+    }
+
+    /// The full path: pairs the registry's list (or, under empty-list protection, the last
+    /// one) with the last snapshot's, keeping live stats and shared `Arc`s, and rebuilds the
+    /// snapshot (the route table only when routing can see a difference).
+    fn publish_full(&mut self, force: bool) -> Option<Arc<Snapshot>> {
         let service = &self.config.service;
         let protected = self.registry.is_empty()
             && self.config.empty_policy == EmptyPolicy::KeepLast
@@ -595,6 +775,9 @@ impl State {
             && next.len() == self.published.len();
         if unchanged && !force {
             debug!(service = %service, epoch = self.epoch, "update changed nothing");
+            // The registry's entries may be new `Arc`s equal to the old ones: keep the
+            // published list in step with the registry for the patch path.
+            self.published = next;
             return None;
         }
         if protected && !current.is_protected() {
@@ -653,6 +836,33 @@ impl State {
             now: SystemTime::now(),
             same_routes_as: same_routes.then_some(&**current),
         }));
+        drop(current);
+        if added + removed > 0 {
+            self.published_addresses = next.iter().map(|p| p.address.clone()).collect();
+        }
+        let previous = std::mem::replace(&mut self.published, next);
+        let counts = Counts {
+            added,
+            removed,
+            changed,
+            reported_changed,
+        };
+        self.install(snap.clone(), counts);
+        // Freed after the new snapshot is visible: not on the push-to-visible path.
+        drop(previous);
+        Some(snap)
+    }
+
+    /// Makes `snap` (built from `self.published`) the current snapshot: metrics, a log line,
+    /// the cache file, then one `ArcSwap::swap`.
+    fn install(&mut self, snap: Arc<Snapshot>, counts: Counts) {
+        let service = &self.config.service;
+        let Counts {
+            added,
+            removed,
+            changed,
+            reported_changed,
+        } = counts;
         let label = service.to_string();
         metrics::gauge!("switchman_directory_instances", "service" => label.clone())
             .set(snap.instances().len() as f64);
@@ -666,23 +876,27 @@ impl State {
             debug!(service = %service, epoch = self.epoch, "directory tables rebuilt");
         }
         if let Some(tx) = &self.cache_tx {
-            if !protected && (added + removed > 0 || reported_changed || self.epoch == 1) {
+            if !snap.is_protected() && (added + removed > 0 || reported_changed || self.epoch == 1)
+            {
                 tx.send_replace(Some(cache::encode(
                     service,
-                    next.iter().map(|p| p.reported.as_ref()),
+                    self.published.iter().map(|p| p.reported.as_ref()),
                 )));
             }
         }
-        if added + removed > 0 {
-            self.published_addresses = next.iter().map(|p| p.address.clone()).collect();
-        }
-        let previous = self.shared.current.swap(snap.clone());
+        let previous = self.shared.current.swap(snap);
         let _ = self.epoch_tx.send(self.epoch);
         // Freed after the new snapshot is visible: not on the push-to-visible path.
         drop(previous);
-        self.published = next;
-        Some(snap)
     }
+}
+
+/// What a snapshot changed, for the log line and the cache file.
+struct Counts {
+    added: usize,
+    removed: usize,
+    changed: usize,
+    reported_changed: bool,
 }
 
 #[cfg(test)]
@@ -1037,6 +1251,217 @@ mod tests {
         dir.apply(Update::Add(vec![zoned(2, "z1", 50)]));
         let s5 = settle(&dir, 5).await;
         assert!(!Arc::ptr_eq(&s4.routes, &s5.routes));
+    }
+
+    /// A weight-only push of a few addresses patches the last snapshot: the route table,
+    /// address index and live stats stay, the entry is swapped at the right position of both
+    /// arrays (they differ when an instance is not routable), and the cache file follows.
+    #[tokio::test]
+    async fn weight_only_deltas_patch_the_last_snapshot() {
+        let cache =
+            std::env::temp_dir().join(format!("switchman-dir-patch-{}.json", std::process::id()));
+        std::fs::remove_file(&cache).ok();
+        let chain = RouterChain::new()
+            .with_rule("svc.condition-router", "method = find* => zone = z1")
+            .unwrap();
+        let dir = RegistryDirectory::spawn(cfg().router(chain).cache_file(&cache), None);
+        let node = |port: u16, weight: u32, enabled: bool| {
+            Instance::builder("10.0.0.1", port)
+                .zone(if port % 2 == 0 { "z1" } else { "z2" })
+                .param("zone", if port % 2 == 0 { "z1" } else { "z2" })
+                .weight(weight)
+                .enabled(enabled)
+                .build()
+        };
+        // Port 2 is disabled: listed in `instances()`, absent from `endpoints()`.
+        dir.apply(Update::Reset(
+            (1..=6).map(|p| node(p, 100, p != 2)).collect(),
+        ));
+        let s1 = settle(&dir, 1).await;
+        assert_eq!((s1.instances().len(), s1.endpoints().len()), (6, 5));
+        s1.endpoints()[3]
+            .stats
+            .begin()
+            .finish(Duration::from_millis(1), true);
+        dir.apply(Update::Add(vec![node(4, 0, true), node(5, 30, true)]));
+        let s2 = settle(&dir, 2).await;
+        assert!(Arc::ptr_eq(&s1.routes, &s2.routes) && Arc::ptr_eq(&s1.index, &s2.index));
+        let weights: Vec<(u16, u32)> = s2
+            .endpoints()
+            .iter()
+            .map(|e| (e.instance.port(), e.instance.weight()))
+            .collect();
+        assert_eq!(weights, [(1, 100), (3, 100), (4, 0), (5, 30), (6, 100)]);
+        assert_eq!(s2.instances()[3].weight(), 0);
+        assert_eq!(s2.instances()[1].port(), 2);
+        for (a, b) in s1.endpoints().iter().zip(s2.endpoints()) {
+            assert!(Arc::ptr_eq(&a.stats, &b.stats), "live stats carried over");
+        }
+        assert_eq!(s2.endpoints()[3].stats.succeeded(), 1);
+        // Weight 0 on port 4 leaves port 6 as the only z1 target for find*.
+        let mut rng = fastrand::Rng::with_seed(9);
+        for _ in 0..100 {
+            let i = s2
+                .select(&Invocation::new("findAll"), &[], &mut rng)
+                .unwrap();
+            assert_eq!(s2.endpoints()[i].instance.port(), 6);
+        }
+        // The cache file holds the new weights.
+        let saved = loop {
+            let found = cache::load(&cache, &ServiceKey::new("com.foo.Bar")).unwrap();
+            if found
+                .as_ref()
+                .is_some_and(|l| l.iter().any(|i| i.weight() == 30))
+            {
+                break found.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert_eq!(saved.len(), 6);
+        std::fs::remove_file(&cache).ok();
+        // Enabling port 2 is not a weight change: rebuilt, now routable.
+        dir.apply(Update::Add(vec![node(2, 100, true)]));
+        let s3 = settle(&dir, 3).await;
+        assert!(!Arc::ptr_eq(&s2.routes, &s3.routes));
+        assert_eq!(s3.endpoints().len(), 6);
+        // The same address twice in one batch: the later entry counts.
+        let epoch = dir.load().epoch();
+        dir.apply(Update::Add(vec![node(1, 7, true), node(1, 8, true)]));
+        let s4 = settle(&dir, epoch + 1).await;
+        assert_eq!(s4.endpoints()[0].instance.weight(), 8);
+        // Re-sending what the directory holds publishes nothing.
+        dir.apply(Update::Add(vec![node(1, 8, true)]));
+        dir.apply(Update::Reset(
+            s4.instances().iter().map(|i| (**i).clone()).collect(),
+        ));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(dir.load().epoch(), s4.epoch());
+    }
+
+    /// Random pushes (resets, deltas, removals; weight, zone and availability changes) against
+    /// a model of what the registry says: after each one the snapshot lists exactly the
+    /// model's instances in address order, routes only to available ones, and keeps the live
+    /// stats of every address that stayed. Exercises the patch and the rebuild paths alike.
+    #[tokio::test]
+    async fn random_pushes_match_a_model_of_the_registry() {
+        let chain = RouterChain::new()
+            .with_rule("svc.condition-router", "method = find* => zone = z1")
+            .unwrap();
+        let dir = RegistryDirectory::spawn(cfg().router(chain), None);
+        let mut rng = fastrand::Rng::with_seed(42);
+        let mut model: BTreeMap<u16, Instance> = BTreeMap::new();
+        let make = |rng: &mut fastrand::Rng, port: u16| {
+            let zone = if rng.bool() { "z1" } else { "z2" };
+            Instance::builder("10.0.0.1", port)
+                .zone(zone)
+                .param("zone", zone)
+                .weight(rng.u32(0..=3) * 50)
+                .enabled(rng.u8(..10) != 0)
+                .build()
+        };
+        let mut stats_of: BTreeMap<u16, Arc<InstanceStats>> = BTreeMap::new();
+        let mut published = 0;
+        for step in 0..300 {
+            match rng.u8(..10) {
+                0 => {
+                    let list: Vec<Instance> = (0..rng.u16(1..40))
+                        .map(|_| {
+                            let port = rng.u16(1000..1040);
+                            make(&mut rng, port)
+                        })
+                        .collect();
+                    model = list.iter().map(|i| (i.port(), i.clone())).collect();
+                    dir.apply(Update::Reset(list));
+                }
+                1 if !model.is_empty() => {
+                    let ports: Vec<u16> = model.keys().copied().collect();
+                    let gone = ports[rng.usize(..ports.len())];
+                    model.remove(&gone);
+                    dir.apply(Update::Remove(vec![format!("10.0.0.1:{gone}")]));
+                }
+                2..=6 if !model.is_empty() => {
+                    // Weight-only changes of a few existing instances.
+                    let ports: Vec<u16> = model.keys().copied().collect();
+                    let mut delta = Vec::new();
+                    for _ in 0..rng.usize(1..4) {
+                        let port = ports[rng.usize(..ports.len())];
+                        let old = &model[&port];
+                        let changed = Instance::builder("10.0.0.1", port)
+                            .zone(old.zone().unwrap())
+                            .param("zone", old.zone().unwrap())
+                            .weight(rng.u32(0..=3) * 50)
+                            .enabled(old.enabled())
+                            .build();
+                        model.insert(port, changed.clone());
+                        delta.push(changed);
+                    }
+                    dir.apply(Update::Add(delta));
+                }
+                _ => {
+                    let port = rng.u16(1000..1040);
+                    let inst = make(&mut rng, port);
+                    model.insert(port, inst.clone());
+                    dir.apply(Update::Add(vec![inst]));
+                }
+            }
+            // A marker push (always a change) tells when everything before it is applied.
+            published += 1;
+            let marker = Instance::builder("10.0.0.2", 1).weight(step + 1).build();
+            dir.apply(Update::Add(vec![marker]));
+            let snap = dir
+                .wait_until(Duration::from_secs(5), |s| {
+                    s.instances()
+                        .iter()
+                        .any(|i| i.host() == "10.0.0.2" && i.weight() == step + 1)
+                })
+                .await
+                .unwrap();
+            let listed: Vec<(u16, u32, bool)> = snap
+                .instances()
+                .iter()
+                .filter(|i| i.host() == "10.0.0.1")
+                .map(|i| (i.port(), i.weight(), i.enabled()))
+                .collect();
+            let want: Vec<(u16, u32, bool)> = model
+                .values()
+                .map(|i| (i.port(), i.weight(), i.enabled()))
+                .collect();
+            assert_eq!(listed, want, "step {step}");
+            for (i, ep) in snap.endpoints().iter().enumerate() {
+                assert!(ep.instance.is_available());
+                assert_eq!(snap.index_of(ep.instance.address()), Some(i));
+                if ep.instance.host() == "10.0.0.1" {
+                    let port = ep.instance.port();
+                    assert_eq!(ep.instance.weight(), model[&port].weight(), "step {step}");
+                    let same = stats_of.entry(port).or_insert_with(|| ep.stats.clone());
+                    assert!(
+                        Arc::ptr_eq(same, &ep.stats),
+                        "step {step}: stats of {port} lost"
+                    );
+                }
+            }
+            let routable = snap.endpoints().len();
+            assert_eq!(
+                routable,
+                model.values().filter(|i| i.is_available()).count() + 1,
+                "step {step}"
+            );
+            // Stats of addresses that left are forgotten (a returning address starts fresh).
+            stats_of.retain(|port, _| model.get(port).is_some_and(|i| i.is_available()));
+            let find = Invocation::new("findAll");
+            // With an available z1 instance, find* goes to z1 (otherwise the non-forced
+            // condition rule falls back to every instance).
+            let z1 = model
+                .values()
+                .any(|i| i.is_available() && i.zone() == Some("z1"));
+            let i = snap.select(&find, &[], &mut rng).unwrap();
+            let picked = &snap.endpoints()[i].instance;
+            assert!(
+                !z1 || picked.zone() == Some("z1"),
+                "step {step}: {picked:?}"
+            );
+        }
+        assert!(published > 0);
     }
 
     /// Readers running while the owner publishes many snapshots never see the epoch go
