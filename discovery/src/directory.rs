@@ -336,6 +336,9 @@ enum Pending {
     /// repeated). When every change is a weight change, the next snapshot is patched from the
     /// last one instead of rebuilt (see `State::publish_touched`).
     Touched(Vec<Arc<str>>),
+    /// Only the override rules: every instance may have changed, none came or went. Patched
+    /// like `Touched` when the rules changed only weights.
+    Overrides,
     /// Addresses came or went, or the list was replaced wholesale: rebuild.
     Full,
 }
@@ -345,7 +348,15 @@ impl Pending {
         match self {
             Pending::Clean => *self = Pending::Touched(vec![address.clone()]),
             Pending::Touched(list) => list.push(address.clone()),
+            Pending::Overrides => *self = Pending::Full,
             Pending::Full => {}
+        }
+    }
+
+    fn overrides(&mut self) {
+        match self {
+            Pending::Clean | Pending::Overrides => *self = Pending::Overrides,
+            Pending::Touched(_) | Pending::Full => *self = Pending::Full,
         }
     }
 }
@@ -504,7 +515,7 @@ impl State {
                     self.configurators.insert(source, good);
                 }
                 // Overrides can change any instance.
-                self.pending = Pending::Full;
+                self.pending.overrides();
             }
         }
     }
@@ -613,7 +624,12 @@ impl State {
                     return None;
                 }
                 Pending::Touched(addresses) => {
-                    if let Some(published) = self.publish_touched(&addresses) {
+                    if let Some(published) = self.publish_touched(Some(&addresses)) {
+                        return published;
+                    }
+                }
+                Pending::Overrides => {
+                    if let Some(published) = self.publish_touched(None) {
                         return published;
                     }
                 }
@@ -631,40 +647,60 @@ impl State {
     ///
     /// Returns `None` when the change is anything else (the caller rebuilds), else what
     /// [`State::publish`] returns.
-    fn publish_touched(&mut self, addresses: &[Arc<str>]) -> Option<Option<Arc<Snapshot>>> {
+    fn publish_touched(&mut self, addresses: Option<&[Arc<str>]>) -> Option<Option<Arc<Snapshot>>> {
         let current = self.shared.current.load_full();
+        let n = self.published.len();
         if self.epoch == 0
             || current.is_protected()
             || self.config.router.reads_weighting()
             || !self.config.router.is_same(&self.routed_with)
-            || self.published.len() != self.registry.len()
+            || n != self.registry.len()
         {
             return None;
         }
         // Past a quarter of the list, one rebuild is cheaper than patching.
-        if addresses.len() > self.published.len() / 4 + 1 {
-            return None;
-        }
-        let mut positions = Vec::with_capacity(addresses.len());
-        for address in addresses {
-            let at = self
-                .published
-                .binary_search_by(|p| (*p.address).cmp(address))
-                .ok()?;
-            positions.push(at);
-        }
-        positions.sort_unstable();
-        positions.dedup();
+        let limit = n / 4 + 1;
         // Plan every change before touching anything, so a fallback leaves the state intact.
         let mut changes: Vec<(usize, Arc<Instance>, Arc<Instance>)> = Vec::new();
-        for at in positions {
-            let prev = &self.published[at];
-            let reported = self.registry.get(&*prev.address)?;
-            let effective = self.effective(reported, Some(prev));
-            if Arc::ptr_eq(&prev.reported, reported) && Arc::ptr_eq(&prev.effective, &effective) {
-                continue;
+        match addresses {
+            Some(addresses) => {
+                if addresses.len() > limit {
+                    return None;
+                }
+                let mut positions = Vec::with_capacity(addresses.len());
+                for address in addresses {
+                    let at = self
+                        .published
+                        .binary_search_by(|p| (*p.address).cmp(address))
+                        .ok()?;
+                    positions.push(at);
+                }
+                positions.sort_unstable();
+                positions.dedup();
+                for at in positions {
+                    let prev = &self.published[at];
+                    let reported = self.registry.get(&*prev.address)?;
+                    let effective = self.effective(reported, Some(prev));
+                    if !Arc::ptr_eq(&prev.reported, reported)
+                        || !Arc::ptr_eq(&prev.effective, &effective)
+                    {
+                        changes.push((at, reported.clone(), effective));
+                    }
+                }
             }
-            changes.push((at, reported.clone(), effective));
+            // New override rules: the registry's list is the same, every effective instance
+            // is computed again.
+            None => {
+                for (at, prev) in self.published.iter().enumerate() {
+                    let effective = self.effective(&prev.reported, Some(prev));
+                    if !Arc::ptr_eq(&prev.effective, &effective) {
+                        if changes.len() == limit {
+                            return None;
+                        }
+                        changes.push((at, prev.reported.clone(), effective));
+                    }
+                }
+            }
         }
         let mut patched = 0usize;
         for (at, _, effective) in &changes {
@@ -1329,6 +1365,36 @@ mod tests {
         dir.apply(Update::Add(vec![node(1, 7, true), node(1, 8, true)]));
         let s4 = settle(&dir, epoch + 1).await;
         assert_eq!(s4.endpoints()[0].instance.weight(), 8);
+        // An override rule that changes a weight is patched in too; clearing it restores it.
+        let epoch = dir.load().epoch();
+        dir.apply(Update::Configurators {
+            source: "zk".into(),
+            rules: vec![Configurator::for_address("10.0.0.1:3").param("weight", "9")],
+        });
+        let s5 = settle(&dir, epoch + 1).await;
+        assert!(Arc::ptr_eq(&s4.routes, &s5.routes));
+        assert_eq!(s5.endpoints()[2].instance.weight(), 9);
+        assert_eq!(s5.instances()[2].weight(), 9);
+        dir.apply(Update::Configurators {
+            source: "zk".into(),
+            rules: vec![],
+        });
+        let s6 = settle(&dir, epoch + 2).await;
+        assert!(Arc::ptr_eq(&s4.routes, &s6.routes));
+        assert_eq!(s6.endpoints()[2].instance.weight(), 100);
+        // An override that disables an instance is a routing change: rebuilt.
+        dir.apply(Update::Configurators {
+            source: "zk".into(),
+            rules: vec![Configurator::for_address("10.0.0.1:3").param("disabled", "true")],
+        });
+        let s7 = settle(&dir, epoch + 3).await;
+        assert!(!Arc::ptr_eq(&s6.routes, &s7.routes));
+        assert_eq!(s7.endpoints().len(), 5);
+        dir.apply(Update::Configurators {
+            source: "zk".into(),
+            rules: vec![],
+        });
+        let s4 = settle(&dir, epoch + 4).await;
         // Re-sending what the directory holds publishes nothing.
         dir.apply(Update::Add(vec![node(1, 8, true)]));
         dir.apply(Update::Reset(
@@ -1360,8 +1426,29 @@ mod tests {
                 .build()
         };
         let mut stats_of: BTreeMap<u16, Arc<InstanceStats>> = BTreeMap::new();
-        let mut published = 0;
-        for step in 0..300 {
+        let mut overrides: Option<(u16, u32)> = None;
+        // A marker instance that is always there; bumping its weight is a change that tells
+        // when a step that changed nothing has been processed.
+        let marker = |weight: u32| Instance::builder("10.0.0.2", 1).weight(weight).build();
+        let mut marker_weight = 1;
+        dir.apply(Update::Reset(vec![marker(marker_weight)]));
+        settle(&dir, 1).await;
+        let expected = |model: &BTreeMap<u16, Instance>, overrides: Option<(u16, u32)>| {
+            model
+                .values()
+                .map(|i| {
+                    let weight = match overrides {
+                        Some((port, weight)) if port == i.port() => weight,
+                        _ => i.weight(),
+                    };
+                    (i.port(), weight, i.enabled(), i.zone().map(str::to_string))
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut last_state = expected(&model, overrides);
+        let mut changed_steps = 0;
+        for step in 0..400 {
+            let epoch = dir.load().epoch();
             match rng.u8(..10) {
                 0 => {
                     let list: Vec<Instance> = (0..rng.u16(1..40))
@@ -1371,6 +1458,8 @@ mod tests {
                         })
                         .collect();
                     model = list.iter().map(|i| (i.port(), i.clone())).collect();
+                    let mut list = list;
+                    list.push(marker(marker_weight));
                     dir.apply(Update::Reset(list));
                 }
                 1 if !model.is_empty() => {
@@ -1378,6 +1467,27 @@ mod tests {
                     let gone = ports[rng.usize(..ports.len())];
                     model.remove(&gone);
                     dir.apply(Update::Remove(vec![format!("10.0.0.1:{gone}")]));
+                }
+                7 if !model.is_empty() => {
+                    // An override of one weight (the model tracks it as the effective weight).
+                    let ports: Vec<u16> = model.keys().copied().collect();
+                    let port = ports[rng.usize(..ports.len())];
+                    let weight = rng.u32(0..=3) * 50;
+                    overrides = Some((port, weight));
+                    dir.apply(Update::Configurators {
+                        source: "ops".into(),
+                        rules: vec![
+                            Configurator::for_address(&format!("10.0.0.1:{port}"))
+                                .param("weight", &weight.to_string()),
+                        ],
+                    });
+                }
+                8 => {
+                    overrides = None;
+                    dir.apply(Update::Configurators {
+                        source: "ops".into(),
+                        rules: vec![],
+                    });
                 }
                 2..=6 if !model.is_empty() => {
                     // Weight-only changes of a few existing instances.
@@ -1404,27 +1514,36 @@ mod tests {
                     dir.apply(Update::Add(vec![inst]));
                 }
             }
-            // A marker push (always a change) tells when everything before it is applied.
-            published += 1;
-            let marker = Instance::builder("10.0.0.2", 1).weight(step + 1).build();
-            dir.apply(Update::Add(vec![marker]));
-            let snap = dir
-                .wait_until(Duration::from_secs(5), |s| {
+            let state = expected(&model, overrides);
+            let snap = if state != last_state {
+                changed_steps += 1;
+                settle(&dir, epoch + 1).await
+            } else {
+                marker_weight += 1;
+                dir.apply(Update::Add(vec![marker(marker_weight)]));
+                let w = marker_weight;
+                dir.wait_until(Duration::from_secs(5), |s| {
                     s.instances()
                         .iter()
-                        .any(|i| i.host() == "10.0.0.2" && i.weight() == step + 1)
+                        .any(|i| i.host() == "10.0.0.2" && i.weight() == w)
                 })
                 .await
-                .unwrap();
+                .unwrap()
+            };
+            last_state = state;
             let listed: Vec<(u16, u32, bool)> = snap
                 .instances()
                 .iter()
                 .filter(|i| i.host() == "10.0.0.1")
                 .map(|i| (i.port(), i.weight(), i.enabled()))
                 .collect();
+            let effective_weight = |i: &Instance| match overrides {
+                Some((port, weight)) if port == i.port() => weight,
+                _ => i.weight(),
+            };
             let want: Vec<(u16, u32, bool)> = model
                 .values()
-                .map(|i| (i.port(), i.weight(), i.enabled()))
+                .map(|i| (i.port(), effective_weight(i), i.enabled()))
                 .collect();
             assert_eq!(listed, want, "step {step}");
             for (i, ep) in snap.endpoints().iter().enumerate() {
@@ -1432,7 +1551,11 @@ mod tests {
                 assert_eq!(snap.index_of(ep.instance.address()), Some(i));
                 if ep.instance.host() == "10.0.0.1" {
                     let port = ep.instance.port();
-                    assert_eq!(ep.instance.weight(), model[&port].weight(), "step {step}");
+                    assert_eq!(
+                        ep.instance.weight(),
+                        effective_weight(&model[&port]),
+                        "step {step}"
+                    );
                     let same = stats_of.entry(port).or_insert_with(|| ep.stats.clone());
                     assert!(
                         Arc::ptr_eq(same, &ep.stats),
@@ -1461,7 +1584,7 @@ mod tests {
                 "step {step}: {picked:?}"
             );
         }
-        assert!(published > 0);
+        assert!(changed_steps > 200, "{changed_steps}");
     }
 
     /// Readers running while the owner publishes many snapshots never see the epoch go

@@ -22,6 +22,7 @@
 pub mod cache;
 pub mod configurator;
 mod connect;
+mod deltas;
 mod directory;
 #[cfg(feature = "nacos")]
 pub mod nacos;

@@ -28,7 +28,8 @@ use switchman_core::{BoxFuture, Error, Instance, Result, ServiceKey, Url};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
-use crate::{Registry, Update, UpdateReceiver};
+use crate::deltas::Deltas;
+use crate::{Registry, UpdateReceiver};
 
 /// Largest static file read (1 MiB).
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
@@ -319,13 +320,19 @@ impl Registry for StaticRegistry {
             let accepts = move |i: &Instance| {
                 i.service().interface.is_empty() || service.accepts(i.service())
             };
-            let first: Vec<Instance> = rx
-                .borrow_and_update()
-                .iter()
-                .filter(|i| accepts(i))
-                .cloned()
-                .collect();
-            tx.send(Update::Reset(first)).await.ok();
+            // The whole list first, then only what changed (see `Deltas`).
+            let mut deltas = Deltas::default();
+            let current =
+                move |rx: &mut watch::Receiver<Arc<Vec<Instance>>>| -> Vec<Arc<Instance>> {
+                    rx.borrow_and_update()
+                        .iter()
+                        .filter(|i| accepts(i))
+                        .map(|i| Arc::new(i.clone()))
+                        .collect()
+                };
+            for update in deltas.next(&current(&mut rx)) {
+                tx.send(update).await.ok();
+            }
             tokio::spawn(async move {
                 loop {
                     tokio::select! {
@@ -333,10 +340,10 @@ impl Registry for StaticRegistry {
                             if changed.is_err() {
                                 return;
                             }
-                            let list: Vec<Instance> =
-                                rx.borrow_and_update().iter().filter(|i| accepts(i)).cloned().collect();
-                            if tx.send(Update::Reset(list)).await.is_err() {
-                                return;
+                            for update in deltas.next(&current(&mut rx)) {
+                                if tx.send(update).await.is_err() {
+                                    return;
+                                }
                             }
                         }
                         _ = tx.closed() => return,
@@ -351,6 +358,7 @@ impl Registry for StaticRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Update;
 
     #[test]
     fn parses_urls_and_records_and_reports_bad_lines() {
@@ -398,14 +406,19 @@ providers:
     }
 
     #[tokio::test]
-    async fn subscribers_get_resets_on_every_change() {
+    async fn subscribers_get_the_whole_list_then_its_changes() {
         let key = ServiceKey::new("com.foo.Bar");
         let reg = StaticRegistry::new(vec![Instance::builder("h", 1).build()]);
         let mut rx = reg.subscribe(&key).await.unwrap();
         assert!(matches!(rx.recv().await, Some(Update::Reset(l)) if l.len() == 1));
         reg.update(|l| l.push(Instance::builder("h", 2).weight(5).build()));
         match rx.recv().await {
-            Some(Update::Reset(l)) => assert_eq!(l[1].weight(), 5),
+            Some(Update::Add(l)) => assert_eq!((l.len(), l[0].weight()), (1, 5)),
+            other => panic!("{other:?}"),
+        }
+        reg.update(|l| l.retain(|i| i.port() == 2));
+        match rx.recv().await {
+            Some(Update::Remove(gone)) => assert_eq!(gone, ["h:1".to_string()]),
             other => panic!("{other:?}"),
         }
     }
@@ -428,7 +441,10 @@ providers:
             .await
             .unwrap()
         {
-            Some(Update::Reset(l)) => assert_eq!((l.len(), l[0].weight()), (2, 90)),
+            Some(Update::Add(mut l)) => {
+                l.sort_by_key(|i| i.address().to_string());
+                assert_eq!((l.len(), l[0].weight()), (2, 90))
+            }
             other => panic!("{other:?}"),
         }
         std::fs::write(&path, "providers: [unclosed\n").unwrap();

@@ -310,7 +310,7 @@ async fn nacos_config_centre_rules_arrive_as_rule_updates() {
     next_matching(
         &mut rx,
         FIRST_LIST,
-        |u| matches!(u, Update::Reset(l) if l.len() == 1),
+        |u| matches!(u, Update::Reset(l) | Update::Add(l) if l.len() == 1),
     )
     .await;
 
@@ -414,4 +414,54 @@ async fn nacos_weight_configurator_changes_the_snapshot() {
         .expect("override applied within 3 s");
     assert_eq!(s.instances().len(), 1);
     provider_reg.unregister(&inst).await.ok();
+}
+
+/// Nacos pushes whole lists; the adapter sends the directory only what changed. An operator's
+/// weight edit of one instance arrives as an `Add` of that instance alone (the directory's
+/// patch path), after a first whole list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nacos_weight_edits_arrive_as_a_delta_of_the_edited_instance() {
+    let service = unique("it.delta");
+    let (p1, p2, p3) = (provider().await, provider().await, provider().await);
+    let mut edited = open_api(&service, &p2);
+    for i in [
+        open_api(&service, &p1),
+        edited.clone(),
+        open_api(&service, &p3),
+    ] {
+        i.register(&nacos()).expect("register");
+    }
+    let (reg, _c) = registry("naming=plain");
+    let mut rx = reg
+        .subscribe(&ServiceKey::new(&service))
+        .await
+        .expect("subscribe");
+    // Until all three are listed (the first update is the whole list; should the server list
+    // them in two pushes, the rest follows as a delta).
+    let list_update =
+        |u: &Update| matches!(u, Update::Add(_) | Update::Remove(_) | Update::Reset(_));
+    let mut listed = std::collections::BTreeSet::new();
+    let mut first = true;
+    while listed.len() < 3 {
+        match next_matching(&mut rx, FIRST_LIST, list_update).await {
+            Update::Reset(l) if first => listed = l.iter().map(|i| i.port()).collect(),
+            Update::Add(l) if !first => listed.extend(l.iter().map(|i| i.port())),
+            other => panic!("a whole list first, then deltas: {other:?}"),
+        }
+        first = false;
+    }
+    edited.weight = 5.0;
+    edited.update(&nacos()).expect("PUT weight");
+    let port = p2.addr().port();
+    let delta = next_matching(&mut rx, PUSH, list_update).await;
+    match delta {
+        Update::Add(l) => {
+            assert_eq!(l.len(), 1, "only the edited instance: {l:?}");
+            assert_eq!((l[0].port(), l[0].weight()), (port, 500));
+        }
+        other => panic!("a weight edit is an Add of the edited instance: {other:?}"),
+    }
+    for p in [&p1, &p2, &p3] {
+        open_api(&service, p).deregister(&nacos()).ok();
+    }
 }

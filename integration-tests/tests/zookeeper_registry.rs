@@ -721,3 +721,53 @@ async fn oneshot_watch_mode_for_old_servers_sees_every_kind_of_change() {
     client.delete(&yaml_path, None).await.unwrap();
     cleanup(&client, &format!("/dubbo/{iface}")).await;
 }
+
+/// After the first whole list, the adapter sends only what changed: a provider that arrives is
+/// an `Add` of that provider, one that leaves a `Remove` of its address; the directory takes
+/// its patch path for such deltas. Unchanged nodes are not parsed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_first_list_only_changes_are_sent() {
+    logs();
+    let iface = interface("Deltas");
+    let producer = registry("");
+    for port in [18_101, 18_102, 18_103] {
+        producer
+            .register(&instance(&iface, port, 100, "it-deltas"))
+            .await
+            .unwrap();
+    }
+    let consumer = registry("");
+    let mut rx = consumer.subscribe(&ServiceKey::new(&iface)).await.unwrap();
+    let mut next_list_update = async || loop {
+        match tokio::time::timeout(WAIT, rx.recv()).await {
+            Ok(Some(u @ (Update::Reset(_) | Update::Add(_) | Update::Remove(_)))) => return u,
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("subscription ended"),
+            Err(_) => panic!("no list update within {WAIT:?}"),
+        }
+    };
+    match next_list_update().await {
+        Update::Reset(l) => assert_eq!(l.len(), 3, "{l:?}"),
+        other => panic!("the first list is whole: {other:?}"),
+    }
+    producer
+        .register(&instance(&iface, 18_104, 100, "it-deltas"))
+        .await
+        .unwrap();
+    match next_list_update().await {
+        Update::Add(l) => {
+            assert_eq!(l.len(), 1, "{l:?}");
+            assert_eq!(l[0].address(), "127.0.0.1:18104");
+        }
+        other => panic!("an arrival is an Add of it alone: {other:?}"),
+    }
+    producer
+        .unregister(&instance(&iface, 18_101, 100, "it-deltas"))
+        .await
+        .unwrap();
+    match next_list_update().await {
+        Update::Remove(gone) => assert_eq!(gone, ["127.0.0.1:18101".to_string()]),
+        other => panic!("a departure is a Remove of it alone: {other:?}"),
+    }
+    cleanup(&raw().await, &format!("/dubbo/{iface}")).await;
+}

@@ -8,8 +8,8 @@
 //!
 //! - Each naming event is handed to its listener in a task of its own, so two quick events can
 //!   arrive out of order. The event is therefore only a signal: the task reads the SDK's service
-//!   cache, which the SDK updates in order before it notifies, and sends that full list as a
-//!   [`Update::Reset`].
+//!   cache, which the SDK updates in order before it notifies. The first list goes out whole
+//!   ([`Update::Reset`]), later ones as what changed (`Deltas`).
 //! - A config listener added while its data id does not exist yet never hears about the first
 //!   publication (the SDK swallows the first change after a failed initial read). The task
 //!   therefore also reads every watched data id every [`RULE_POLL`]; a read of an existing
@@ -28,6 +28,7 @@ use tracing::{debug, info, warn};
 use super::rules::{RuleState, provider_app_data_ids};
 use super::{Clients, mapping};
 use crate::Update;
+use crate::deltas::Deltas;
 
 /// How often watched config data ids are re-read (see the module docs).
 pub(crate) const RULE_POLL: Duration = Duration::from_secs(2);
@@ -162,9 +163,10 @@ pub(crate) async fn run(
         .is_some()
         .then(|| tokio::spawn(run_rules(w.clone(), clients.clone(), apps_rx, tx.clone())));
     let mut apps: BTreeSet<String> = BTreeSet::new();
-    let mut last: Option<Vec<Instance>> = None;
+    // Nacos hands over the whole list each time; the directory gets what changed.
+    let mut deltas = Deltas::default();
 
-    loop {
+    'events: loop {
         let ev = tokio::select! {
             _ = tx.closed() => break,
             ev = ev_rx.recv() => ev,
@@ -174,8 +176,9 @@ pub(crate) async fn run(
             ev = newer;
         }
         let list = current_list(&clients, &w, &ev).await;
-        let instances = map_list(&w, &list);
-        if last.as_ref() == Some(&instances) {
+        let instances: Vec<Arc<Instance>> = map_list(&w, &list).into_iter().map(Arc::new).collect();
+        let updates = deltas.next(&instances);
+        if updates.is_empty() {
             debug!(service = %service, "nacos event without a change");
             continue;
         }
@@ -186,9 +189,10 @@ pub(crate) async fn run(
                 let _ = apps_tx.send(app.to_string());
             }
         }
-        last = Some(instances.clone());
-        if tx.send(Update::Reset(instances)).await.is_err() {
-            break;
+        for update in updates {
+            if tx.send(update).await.is_err() {
+                break 'events;
+            }
         }
     }
 

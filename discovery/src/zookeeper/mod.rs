@@ -26,7 +26,9 @@
 //!
 //! [`Registry::subscribe`] returns at once and works in a background task: it watches
 //! `/dubbo/{interface}` (persistent recursive watches, ZooKeeper 3.6+) and the config centre,
-//! sends a [`Update::Reset`](crate::Update::Reset) after every list, the override rules of
+//! sends a [`Update::Reset`](crate::Update::Reset) with the first list of a session and after a
+//! reconnect and [`Update::Add`](crate::Update::Add)/[`Update::Remove`](crate::Update::Remove)
+//! of what changed after later lists, the override rules of
 //! `/dubbo/{interface}/configurators` and of the `*.configurators` config-centre keys as
 //! [`Update::Configurators`](crate::Update::Configurators), and the routing rules
 //! (`*.condition-router`, `*.tag-router`) as [`Update::Rule`](crate::Update::Rule). After a

@@ -1,13 +1,68 @@
 //! What ZooKeeper nodes mean: provider children, override children, config-centre keys and the
 //! node a provider registers. Pure functions, unit-tested without a server.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use switchman_core::{ErrorKind, Instance, ServiceKey, Url};
 use tracing::{debug, warn};
 
 use crate::Configurator;
 use crate::override_parse;
+
+/// Provider nodes parsed before, by parent path and node name. A re-list reads every name of
+/// a `providers` node again (a 10k-provider service after any one change); with this only the
+/// names not seen before are parsed, the others keep their `Arc` (so the change detection of
+/// the subscription compares pointers), and a bad node is reported once, not at every change.
+#[derive(Debug, Default)]
+pub(crate) struct ParsedProviders {
+    by_path: HashMap<String, Names>,
+}
+
+/// Node name to what it parsed to (`None`: skipped). foldhash, seeded per process: names are
+/// written by whoever can write the registry.
+type Names = HashMap<String, Option<Arc<Instance>>, foldhash::fast::RandomState>;
+
+impl ParsedProviders {
+    /// Every usable provider among `children` of `path`; bad ones are logged (once) and
+    /// skipped.
+    pub(crate) fn providers(
+        &mut self,
+        filter: &ProviderFilter,
+        path: &str,
+        children: Vec<String>,
+    ) -> Vec<Arc<Instance>> {
+        let mut seen = self.by_path.remove(path).unwrap_or_default();
+        let mut now = Names::with_capacity_and_hasher(children.len(), Default::default());
+        let mut out = Vec::with_capacity(children.len());
+        for name in children {
+            let parsed = match seen.remove(&name) {
+                Some(parsed) => parsed,
+                None => match filter.parse_child(&name) {
+                    Ok(found) => found.map(Arc::new),
+                    Err(e) => {
+                        warn!(path, node = %shorten(&name), "skipping provider node: {e}");
+                        None
+                    }
+                },
+            };
+            out.extend(parsed.clone());
+            now.insert(name, parsed);
+        }
+        self.by_path.insert(path.to_string(), now);
+        out
+    }
+
+    /// Forgets the nodes of `path` (it is gone).
+    pub(crate) fn forget(&mut self, path: &str) {
+        self.by_path.remove(path);
+    }
+
+    /// Forgets every path but `paths` (interfaces that went away under a `*` subscription).
+    pub(crate) fn keep_only(&mut self, paths: &BTreeSet<String>) {
+        self.by_path.retain(|p, _| paths.contains(p));
+    }
+}
 
 /// Longest child name read (a URL-encoded provider URL); longer ones are skipped.
 pub(crate) const MAX_NODE_NAME: usize = 16 * 1024;
@@ -85,19 +140,6 @@ impl ProviderFilter {
         Instance::from_url(&url)
             .map(Some)
             .map_err(|e| e.message().to_string())
-    }
-
-    /// Every usable provider among `children` of `path`; bad ones are logged and skipped.
-    pub(crate) fn providers(&self, path: &str, children: &[String]) -> Vec<Instance> {
-        let mut out = Vec::with_capacity(children.len());
-        for name in children {
-            match self.parse_child(name) {
-                Ok(Some(i)) => out.push(i),
-                Ok(None) => {}
-                Err(e) => warn!(path, node = %shorten(name), "skipping provider node: {e}"),
-            }
-        }
-        out
     }
 
     /// The override rules among the `children` of a `configurators` node, with Dubbo's list
@@ -310,9 +352,23 @@ mod tests {
             "garbage%".to_string(),
             enc("http://127.0.0.1:2/svc?weight=-1"),
         ];
-        let list = f.providers("/dubbo/svc/providers", &children);
+        let mut parsed = ParsedProviders::default();
+        let path = "/dubbo/svc/providers";
+        let list = parsed.providers(&f, path, children.clone());
         assert_eq!(list.len(), 1, "only the good node survives");
         assert_eq!(list[0].weight(), 5);
+        // Listed again with one more node: the known node keeps its Arc, the new one is parsed.
+        let mut more = children.clone();
+        more.push(enc("http://127.0.0.1:3/svc?weight=7"));
+        let again = parsed.providers(&f, path, more);
+        assert_eq!(again.len(), 2);
+        assert!(Arc::ptr_eq(&list[0], &again[0]));
+        assert_eq!(again[1].weight(), 7);
+        // A node that went away is forgotten: back again, it is parsed anew.
+        parsed.providers(&f, path, Vec::new());
+        let back = parsed.providers(&f, path, children);
+        assert!(!Arc::ptr_eq(&list[0], &back[0]));
+        assert_eq!(back[0].weight(), 5);
     }
 
     #[test]

@@ -20,9 +20,10 @@ use zookeeper_client as zk;
 
 use super::WatchMode;
 use super::app;
-use super::nodes::{self, MAX_NODE_DATA, ProviderFilter, RuleKind};
+use super::nodes::{self, MAX_NODE_DATA, ParsedProviders, ProviderFilter, RuleKind};
 use super::reader::{Arms, Reader, Watches};
 use super::session::{CallError, Conn, Session, call};
+use crate::deltas::Deltas;
 use crate::{Configurator, Update, override_parse};
 
 /// Nodes under `/dubbo` that are not interfaces.
@@ -61,9 +62,12 @@ impl Dirty {
 /// What was last sent, so only changes are sent again.
 #[derive(Debug, Default)]
 struct Sent {
-    interface_level: Vec<Instance>,
-    app_level: Vec<Instance>,
-    reset: Option<Vec<Instance>>,
+    interface_level: Vec<Arc<Instance>>,
+    app_level: Vec<Arc<Instance>>,
+    /// Provider nodes parsed so far.
+    parsed: ParsedProviders,
+    /// The merged list last sent: later lists go out as what changed.
+    deltas: Deltas,
     configurators: BTreeMap<String, Vec<Configurator>>,
     rules: BTreeMap<String, Option<String>>,
     apps: BTreeSet<String>,
@@ -184,6 +188,8 @@ async fn serve(
     // by the re-list.
     let mut rewatch = false;
     let mut dirty = Dirty::everything();
+    // A new session starts with the whole list (the `Registry` contract), then changes.
+    sent.deltas.resend();
     let mut connected = true;
     loop {
         if connected && rewatch {
@@ -263,6 +269,7 @@ async fn serve(
                         }
                         if !connected {
                             rewatch = true;
+                            sent.deltas.resend();
                         }
                         connected = true;
                         // Events may have been lost while disconnected.
@@ -371,7 +378,7 @@ async fn relist(
     let iface = filter.key.interface.to_string();
     let mut list_changed = false;
     if dirty.providers {
-        match read_providers(reader, cfg, filter, &iface).await {
+        match read_providers(reader, cfg, filter, &iface, &mut sent.parsed).await {
             Ok(list) => {
                 dirty.providers = false;
                 sent.interface_level = list;
@@ -390,7 +397,7 @@ async fn relist(
         match app::read_instances(reader, cfg, filter).await {
             Ok(list) => {
                 dirty.app_level = false;
-                sent.app_level = list;
+                sent.app_level = list.into_iter().map(Arc::new).collect();
                 list_changed = true;
             }
             Err(e) => {
@@ -401,27 +408,29 @@ async fn relist(
         dirty.app_level = false;
     }
     if list_changed {
+        // Interface-level entries win over application-level ones at the same address.
         let mut merged = sent.interface_level.clone();
-        let known: BTreeSet<String> = merged.iter().map(|i| i.address().to_string()).collect();
-        merged.extend(
-            sent.app_level
-                .iter()
-                .filter(|i| !known.contains(i.address()))
-                .cloned(),
-        );
-        // New applications bring their config-centre keys.
-        let before = sent.apps.len();
-        sent.apps.extend(
-            merged
-                .iter()
-                .filter_map(|i| i.application().map(str::to_string)),
-        );
-        if sent.apps.len() != before {
-            dirty.all_rules = true;
+        if !sent.app_level.is_empty() {
+            let known: std::collections::HashSet<&str> =
+                sent.interface_level.iter().map(|i| i.address()).collect();
+            merged.extend(
+                sent.app_level
+                    .iter()
+                    .filter(|i| !known.contains(i.address()))
+                    .cloned(),
+            );
         }
-        // Always send after a (re)list: the directory ignores an identical list.
-        send(tx, Update::Reset(merged.clone())).await?;
-        sent.reset = Some(merged);
+        // New applications bring their config-centre keys.
+        for app in merged.iter().filter_map(|i| i.application()) {
+            if !sent.apps.contains(app) {
+                sent.apps.insert(app.to_string());
+                dirty.all_rules = true;
+            }
+        }
+        // The whole list after a new session or a reconnect, otherwise only what changed.
+        for update in sent.deltas.next(&merged) {
+            send(tx, update).await?;
+        }
     }
     if dirty.configurators {
         let result = if iface == "*" {
@@ -539,7 +548,8 @@ async fn read_providers(
     cfg: &super::ZkConfig,
     filter: &ProviderFilter,
     iface: &str,
-) -> Result<Vec<Instance>, CallError> {
+    parsed: &mut ParsedProviders,
+) -> Result<Vec<Arc<Instance>>, CallError> {
     let interfaces: Vec<String> = if iface == "*" {
         reader
             .children(&cfg.root)
@@ -552,12 +562,16 @@ async fn read_providers(
         vec![iface.to_string()]
     };
     let mut out = Vec::new();
+    let mut paths = BTreeSet::new();
     for i in interfaces {
         let path = format!("{}/{i}/providers", cfg.root);
-        if let Some(children) = reader.children(&path).await? {
-            out.extend(filter.providers(&path, &children));
+        match reader.children(&path).await? {
+            Some(children) => out.extend(parsed.providers(filter, &path, children)),
+            None => parsed.forget(&path),
         }
+        paths.insert(path);
     }
+    parsed.keep_only(&paths);
     Ok(out)
 }
 

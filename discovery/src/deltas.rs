@@ -1,0 +1,178 @@
+//! Successive complete lists of one subscription, turned into the [`Update`]s that carry only
+//! what changed.
+//!
+//! ZooKeeper and Nacos hand an adapter the whole provider list after every change. Sent as a
+//! [`Update::Reset`], a one-weight change of a 10k-instance service makes the directory compare
+//! and replace all 10k entries; sent as an [`Update::Add`] of the one instance that changed,
+//! it takes the directory's patch path (see `RegistryDirectory`), which copies the last
+//! snapshot with that entry swapped in.
+
+use std::sync::Arc;
+
+use switchman_core::Instance;
+
+use crate::Update;
+use crate::snapshot::AddrMap;
+
+/// The list last sent by one subscription, by address.
+#[derive(Debug, Default)]
+pub(crate) struct Deltas {
+    /// `None` before the first list and after [`Deltas::resend`]: the next list goes out whole.
+    last: Option<AddrMap<Arc<Instance>>>,
+}
+
+impl Deltas {
+    /// The next list is sent whole (a [`Update::Reset`]), as after a reconnect.
+    #[cfg_attr(not(feature = "zookeeper"), allow(dead_code))]
+    pub(crate) fn resend(&mut self) {
+        self.last = None;
+    }
+
+    /// The updates that take a directory holding the list last sent to `list`: the whole list
+    /// (`Reset`) the first time and after [`Deltas::resend`]; otherwise an `Add` of the new and
+    /// changed instances, then a `Remove` of the addresses that left. Adds go first, so a
+    /// provider that moves never leaves a moment without it. Empty when nothing changed.
+    ///
+    /// As in a `Reset`, the later of two entries for one address wins. Unchanged instances are
+    /// recognised by pointer first (adapters that cache what they parsed hand the same `Arc`
+    /// again), else by comparison.
+    pub(crate) fn next(&mut self, list: &[Arc<Instance>]) -> Vec<Update> {
+        let mut next: AddrMap<Arc<Instance>> =
+            AddrMap::with_capacity_and_hasher(list.len(), Default::default());
+        let last = self.last.take();
+        for inst in list {
+            // The address key of the last list is shared, not allocated again.
+            let key = last
+                .as_ref()
+                .and_then(|l| l.get_key_value(inst.address()))
+                .map(|(k, _)| k.clone())
+                .unwrap_or_else(|| Arc::from(inst.address()));
+            next.insert(key, inst.clone());
+        }
+        let updates = match &last {
+            None => vec![Update::Reset(
+                next.values().map(|i| Instance::clone(i)).collect(),
+            )],
+            Some(last) => {
+                let added: Vec<Instance> = next
+                    .iter()
+                    .filter(|(address, inst)| match last.get(&***address) {
+                        Some(old) => !Arc::ptr_eq(old, inst) && **old != ***inst,
+                        None => true,
+                    })
+                    .map(|(_, inst)| Instance::clone(inst))
+                    .collect();
+                let removed: Vec<String> = last
+                    .keys()
+                    .filter(|address| !next.contains_key(&***address))
+                    .map(|address| address.to_string())
+                    .collect();
+                let mut updates = Vec::new();
+                if !added.is_empty() {
+                    updates.push(Update::Add(added));
+                }
+                if !removed.is_empty() {
+                    updates.push(Update::Remove(removed));
+                }
+                updates
+            }
+        };
+        self.last = Some(next);
+        updates
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inst(port: u16, weight: u32) -> Arc<Instance> {
+        Arc::new(Instance::builder("10.0.0.1", port).weight(weight).build())
+    }
+
+    fn ports(list: &[Instance]) -> Vec<(u16, u32)> {
+        let mut p: Vec<(u16, u32)> = list.iter().map(|i| (i.port(), i.weight())).collect();
+        p.sort();
+        p
+    }
+
+    #[test]
+    fn first_list_whole_then_only_changes_adds_before_removes() {
+        let mut d = Deltas::default();
+        let a = inst(1, 100);
+        let b = inst(2, 100);
+        match &d.next(&[a.clone(), b.clone()])[..] {
+            [Update::Reset(l)] => assert_eq!(ports(l), [(1, 100), (2, 100)]),
+            other => panic!("{other:?}"),
+        }
+        // Same Arcs, or equal new ones: nothing to send.
+        assert!(d.next(&[a.clone(), b.clone()]).is_empty());
+        assert!(d.next(&[inst(1, 100), inst(2, 100)]).is_empty());
+        // A weight change, an arrival and a departure.
+        match &d.next(&[inst(1, 5), inst(3, 100)])[..] {
+            [Update::Add(added), Update::Remove(gone)] => {
+                assert_eq!(ports(added), [(1, 5), (3, 100)]);
+                assert_eq!(gone, &["10.0.0.1:2".to_string()]);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Everything gone: one Remove.
+        match &d.next(&[])[..] {
+            [Update::Remove(gone)] => assert_eq!(gone.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        d.resend();
+        assert!(matches!(&d.next(&[a])[..], [Update::Reset(l)] if l.len() == 1));
+    }
+
+    #[test]
+    fn the_later_entry_for_an_address_wins_as_in_a_reset() {
+        let mut d = Deltas::default();
+        d.next(&[inst(1, 2)]);
+        // The first entry differs from what was sent, the later one does not: nothing changed.
+        assert!(d.next(&[inst(1, 1), inst(1, 2)]).is_empty());
+        match &d.next(&[inst(1, 2), inst(1, 3)])[..] {
+            [Update::Add(added)] => assert_eq!(ports(added), [(1, 3)]),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Feeding a directory model the updates gives the same state as feeding it the lists.
+    #[test]
+    fn applied_updates_reproduce_every_list() {
+        let mut rng = fastrand::Rng::with_seed(11);
+        let mut d = Deltas::default();
+        let mut model: std::collections::BTreeMap<String, Instance> = Default::default();
+        for round in 0..500 {
+            let list: Vec<Arc<Instance>> = (0..rng.usize(0..12))
+                .map(|_| inst(rng.u16(1..10), rng.u32(0..3)))
+                .collect();
+            for u in d.next(&list) {
+                match u {
+                    Update::Reset(l) => {
+                        model = l
+                            .into_iter()
+                            .map(|i| (i.address().to_string(), i))
+                            .collect()
+                    }
+                    Update::Add(l) => {
+                        for i in l {
+                            model.insert(i.address().to_string(), i);
+                        }
+                    }
+                    Update::Remove(l) => {
+                        for a in l {
+                            model.remove(&a);
+                        }
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            let want: std::collections::BTreeMap<String, Instance> = list
+                .iter()
+                .map(|i| (i.address().to_string(), Instance::clone(i)))
+                .collect();
+            assert_eq!(model, want, "round {round}");
+        }
+    }
+}
