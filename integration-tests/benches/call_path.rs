@@ -18,7 +18,8 @@
 //! * `apply_update/{N}/{full|1pct|1pct-delta}`: a registry push of N instances (everything
 //!   new), of the same list with 1% of the weights changed, or of only the 1% that changed
 //!   (`Update::Add`), until the new snapshot (route subsets and balancer tables included) is
-//!   published.
+//!   published; `override`: an override rule that changes one instance's weight, set and
+//!   cleared in turn.
 //!
 //! Allocations per call and per push are counted by a counting global allocator and printed
 //! before the timings (`alloc: ...` lines).
@@ -35,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use switchman_core::{Instance, Invocation, ServiceKey};
+use switchman_discovery::configurator::Configurator;
 use switchman_discovery::{DirectoryConfig, RegistryDirectory, Update};
 use switchman_loadbalance::balancer_by_name;
 use switchman_router::RouterChain;
@@ -376,6 +378,35 @@ fn bench_apply_update(c: &mut Criterion) {
                         let e = dir.load().epoch();
                         let t = Instant::now();
                         dir.apply(Update::Add(delta));
+                        dir.wait_until(Duration::from_secs(60), |s| s.epoch() > e)
+                            .await
+                            .unwrap();
+                        total += t.elapsed();
+                    });
+                }
+                total
+            })
+        });
+        // An operator's weight override of one instance (a dubbo-admin weight rule), set and
+        // cleared in turn: every effective instance is computed again under the new rules.
+        let mut set = false;
+        group.bench_function("override", |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    set = !set;
+                    let rules = if set {
+                        vec![Configurator::for_address("10.0.0.1:20880").param("weight", "7")]
+                    } else {
+                        Vec::new()
+                    };
+                    rt.block_on(async {
+                        let e = dir.load().epoch();
+                        let t = Instant::now();
+                        dir.apply(Update::Configurators {
+                            source: "bench".into(),
+                            rules,
+                        });
                         dir.wait_until(Duration::from_secs(60), |s| s.epoch() > e)
                             .await
                             .unwrap();
