@@ -7,20 +7,24 @@
 //! it takes the directory's patch path (see `RegistryDirectory`), which copies the last
 //! snapshot with that entry swapped in.
 
+use std::borrow::Borrow;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use switchman_core::Instance;
+use tracing::warn;
 
 use crate::Update;
-use crate::snapshot::AddrMap;
 
-/// The list last sent by one subscription, by address.
+/// The list last sent by one subscription.
 #[derive(Debug, Default)]
+#[cfg_attr(not(any(feature = "zookeeper", feature = "nacos")), allow(dead_code))]
 pub(crate) struct Deltas {
     /// `None` before the first list and after [`Deltas::resend`]: the next list goes out whole.
-    last: Option<AddrMap<Arc<Instance>>>,
+    last: Option<Vec<Arc<Instance>>>,
 }
 
+#[cfg_attr(not(any(feature = "zookeeper", feature = "nacos")), allow(dead_code))]
 impl Deltas {
     /// The next list is sent whole (a [`Update::Reset`]), as after a reconnect.
     #[cfg_attr(not(feature = "zookeeper"), allow(dead_code))]
@@ -29,57 +33,68 @@ impl Deltas {
     }
 
     /// The updates that take a directory holding the list last sent to `list`: the whole list
-    /// (`Reset`) the first time and after [`Deltas::resend`]; otherwise an `Add` of the new and
-    /// changed instances, then a `Remove` of the addresses that left. Adds go first, so a
-    /// provider that moves never leaves a moment without it. Empty when nothing changed.
-    ///
-    /// As in a `Reset`, the later of two entries for one address wins. Unchanged instances are
-    /// recognised by pointer first (adapters that cache what they parsed hand the same `Arc`
-    /// again), else by comparison.
-    pub(crate) fn next(&mut self, list: &[Arc<Instance>]) -> Vec<Update> {
-        let mut next: AddrMap<Arc<Instance>> =
-            AddrMap::with_capacity_and_hasher(list.len(), Default::default());
-        let last = self.last.take();
-        for inst in list {
-            // The address key of the last list is shared, not allocated again.
-            let key = last
-                .as_ref()
-                .and_then(|l| l.get_key_value(inst.address()))
-                .map(|(k, _)| k.clone())
-                .unwrap_or_else(|| Arc::from(inst.address()));
-            next.insert(key, inst.clone());
-        }
-        let updates = match &last {
+    /// (`Reset`) the first time and after [`Deltas::resend`], otherwise [`changes`]. Unchanged
+    /// instances are recognised by pointer first (adapters that cache what they parsed hand
+    /// the same `Arc` again), else by comparison.
+    pub(crate) fn next(&mut self, list: Vec<Arc<Instance>>) -> Vec<Update> {
+        let updates = match &self.last {
             None => vec![Update::Reset(
-                next.values().map(|i| Instance::clone(i)).collect(),
+                list.iter().map(|i| Instance::clone(i)).collect(),
             )],
-            Some(last) => {
-                let added: Vec<Instance> = next
-                    .iter()
-                    .filter(|(address, inst)| match last.get(&***address) {
-                        Some(old) => !Arc::ptr_eq(old, inst) && **old != ***inst,
-                        None => true,
-                    })
-                    .map(|(_, inst)| Instance::clone(inst))
-                    .collect();
-                let removed: Vec<String> = last
-                    .keys()
-                    .filter(|address| !next.contains_key(&***address))
-                    .map(|address| address.to_string())
-                    .collect();
-                let mut updates = Vec::new();
-                if !added.is_empty() {
-                    updates.push(Update::Add(added));
-                }
-                if !removed.is_empty() {
-                    updates.push(Update::Remove(removed));
-                }
-                updates
-            }
+            Some(last) => changes(last, &list),
         };
-        self.last = Some(next);
+        self.last = Some(list);
         updates
     }
+}
+
+/// By address; the later of two entries for one address wins, as in a `Reset`.
+fn by_address<T: Borrow<Instance>>(list: &[T], warn_twice: bool) -> Addressed<'_> {
+    let mut map = Addressed::with_capacity_and_hasher(list.len(), Default::default());
+    for inst in list {
+        let inst = inst.borrow();
+        if map.insert(inst.address(), inst).is_some() && warn_twice {
+            warn!(address = %inst.address(), "registry listed an address twice; the later entry wins");
+        }
+    }
+    map
+}
+
+/// Address to instance, borrowed from a list. foldhash, seeded per process (addresses come
+/// from the registry).
+type Addressed<'a> = HashMap<&'a str, &'a Instance, foldhash::fast::RandomState>;
+
+/// What changed from `last` to `next`, both whole lists: an `Add` of the instances that are new
+/// or differ, then a `Remove` of the addresses that left. Adds go first, so a provider that
+/// moves never leaves a moment without it. Empty when nothing changed. Only changed instances
+/// are cloned; an instance that is the same object in both lists is not even compared.
+pub(crate) fn changes<A: Borrow<Instance>, B: Borrow<Instance>>(
+    last: &[A],
+    next: &[B],
+) -> Vec<Update> {
+    let before = by_address(last, false);
+    let after = by_address(next, true);
+    let added: Vec<Instance> = after
+        .iter()
+        .filter(|(address, inst)| match before.get(*address) {
+            Some(old) => !std::ptr::eq(*old, **inst) && *old != **inst,
+            None => true,
+        })
+        .map(|(_, inst)| Instance::clone(inst))
+        .collect();
+    let removed: Vec<String> = before
+        .keys()
+        .filter(|address| !after.contains_key(*address))
+        .map(|address| address.to_string())
+        .collect();
+    let mut updates = Vec::new();
+    if !added.is_empty() {
+        updates.push(Update::Add(added));
+    }
+    if !removed.is_empty() {
+        updates.push(Update::Remove(removed));
+    }
+    updates
 }
 
 #[cfg(test)]
@@ -101,15 +116,15 @@ mod tests {
         let mut d = Deltas::default();
         let a = inst(1, 100);
         let b = inst(2, 100);
-        match &d.next(&[a.clone(), b.clone()])[..] {
+        match &d.next(vec![a.clone(), b.clone()])[..] {
             [Update::Reset(l)] => assert_eq!(ports(l), [(1, 100), (2, 100)]),
             other => panic!("{other:?}"),
         }
         // Same Arcs, or equal new ones: nothing to send.
-        assert!(d.next(&[a.clone(), b.clone()]).is_empty());
-        assert!(d.next(&[inst(1, 100), inst(2, 100)]).is_empty());
+        assert!(d.next(vec![a.clone(), b.clone()]).is_empty());
+        assert!(d.next(vec![inst(1, 100), inst(2, 100)]).is_empty());
         // A weight change, an arrival and a departure.
-        match &d.next(&[inst(1, 5), inst(3, 100)])[..] {
+        match &d.next(vec![inst(1, 5), inst(3, 100)])[..] {
             [Update::Add(added), Update::Remove(gone)] => {
                 assert_eq!(ports(added), [(1, 5), (3, 100)]);
                 assert_eq!(gone, &["10.0.0.1:2".to_string()]);
@@ -117,21 +132,21 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // Everything gone: one Remove.
-        match &d.next(&[])[..] {
+        match &d.next(vec![])[..] {
             [Update::Remove(gone)] => assert_eq!(gone.len(), 2),
             other => panic!("{other:?}"),
         }
         d.resend();
-        assert!(matches!(&d.next(&[a])[..], [Update::Reset(l)] if l.len() == 1));
+        assert!(matches!(&d.next(vec![a])[..], [Update::Reset(l)] if l.len() == 1));
     }
 
     #[test]
     fn the_later_entry_for_an_address_wins_as_in_a_reset() {
         let mut d = Deltas::default();
-        d.next(&[inst(1, 2)]);
+        d.next(vec![inst(1, 2)]);
         // The first entry differs from what was sent, the later one does not: nothing changed.
-        assert!(d.next(&[inst(1, 1), inst(1, 2)]).is_empty());
-        match &d.next(&[inst(1, 2), inst(1, 3)])[..] {
+        assert!(d.next(vec![inst(1, 1), inst(1, 2)]).is_empty());
+        match &d.next(vec![inst(1, 2), inst(1, 3)])[..] {
             [Update::Add(added)] => assert_eq!(ports(added), [(1, 3)]),
             other => panic!("{other:?}"),
         }
@@ -147,7 +162,7 @@ mod tests {
             let list: Vec<Arc<Instance>> = (0..rng.usize(0..12))
                 .map(|_| inst(rng.u16(1..10), rng.u32(0..3)))
                 .collect();
-            for u in d.next(&list) {
+            for u in d.next(list.clone()) {
                 match u {
                     Update::Reset(l) => {
                         model = l

@@ -28,8 +28,8 @@ use switchman_core::{BoxFuture, Error, Instance, Result, ServiceKey, Url};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
-use crate::deltas::Deltas;
-use crate::{Registry, UpdateReceiver};
+use crate::deltas::changes;
+use crate::{Registry, Update, UpdateReceiver};
 
 /// Largest static file read (1 MiB).
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
@@ -320,19 +320,18 @@ impl Registry for StaticRegistry {
             let accepts = move |i: &Instance| {
                 i.service().interface.is_empty() || service.accepts(i.service())
             };
-            // The whole list first, then only what changed (see `Deltas`).
-            let mut deltas = Deltas::default();
-            let current =
-                move |rx: &mut watch::Receiver<Arc<Vec<Instance>>>| -> Vec<Arc<Instance>> {
-                    rx.borrow_and_update()
-                        .iter()
-                        .filter(|i| accepts(i))
-                        .map(|i| Arc::new(i.clone()))
-                        .collect()
-                };
-            for update in deltas.next(&current(&mut rx)) {
-                tx.send(update).await.ok();
-            }
+            // The whole list first, then only what changed against the list last sent.
+            // The registry's own list when every entry is for this service (no copy).
+            let current = move |rx: &mut watch::Receiver<Arc<Vec<Instance>>>| {
+                let list = rx.borrow_and_update().clone();
+                if list.iter().all(&accepts) {
+                    list
+                } else {
+                    Arc::new(list.iter().filter(|i| accepts(i)).cloned().collect())
+                }
+            };
+            let mut last = current(&mut rx);
+            tx.send(Update::Reset(last.to_vec())).await.ok();
             tokio::spawn(async move {
                 loop {
                     tokio::select! {
@@ -340,11 +339,13 @@ impl Registry for StaticRegistry {
                             if changed.is_err() {
                                 return;
                             }
-                            for update in deltas.next(&current(&mut rx)) {
+                            let now = current(&mut rx);
+                            for update in changes(&last, &now) {
                                 if tx.send(update).await.is_err() {
                                     return;
                                 }
                             }
+                            last = now;
                         }
                         _ = tx.closed() => return,
                     }
@@ -358,7 +359,6 @@ impl Registry for StaticRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Update;
 
     #[test]
     fn parses_urls_and_records_and_reports_bad_lines() {

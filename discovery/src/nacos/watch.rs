@@ -177,7 +177,7 @@ pub(crate) async fn run(
         }
         let list = current_list(&clients, &w, &ev).await;
         let instances: Vec<Arc<Instance>> = map_list(&w, &list).into_iter().map(Arc::new).collect();
-        let updates = deltas.next(&instances);
+        let updates = deltas.next(instances.clone());
         if updates.is_empty() {
             debug!(service = %service, "nacos event without a change");
             continue;

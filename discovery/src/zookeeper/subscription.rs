@@ -428,7 +428,7 @@ async fn relist(
             }
         }
         // The whole list after a new session or a reconnect, otherwise only what changed.
-        for update in sent.deltas.next(&merged) {
+        for update in sent.deltas.next(merged) {
             send(tx, update).await?;
         }
     }
