@@ -98,20 +98,25 @@ impl fmt::Display for Protocol {
 
 /// One provider instance, parsed once at the edge into typed fields. Share it as
 /// `Arc<Instance>`; nothing downstream re-reads parameters as strings on the call path.
+///
+/// The fields balancer tables read for every member (weight, warm-up, start time,
+/// availability) come first, in declaration order (`repr(C)`): next to the `Arc`'s reference
+/// counts, whose cache line copying a snapshot's arrays has just loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[repr(C)]
 pub struct Instance {
-    host: String,
-    port: u16,
-    address: String,
-    protocol: Protocol,
-    path: String,
-    service: ServiceKey,
     weight: u32,
-    warmup: Duration,
-    timestamp_ms: Option<u64>,
-    zone: Option<String>,
+    port: u16,
     enabled: bool,
     healthy: bool,
+    timestamp_ms: Option<u64>,
+    warmup: Duration,
+    protocol: Protocol,
+    host: String,
+    address: String,
+    path: String,
+    service: ServiceKey,
+    zone: Option<String>,
     application: Option<String>,
     tag: Option<String>,
     params: BTreeMap<String, String>,
