@@ -5,10 +5,10 @@
 //! handed to the registry is kept aside, so a reader that sees the round knows when it was sent.
 //!
 //! ```text
-//! cargo run --release -p switchman-integration-tests --bin soak -- [SECONDS] [INSTANCES]
+//! cargo run --release -p switchman-integration-tests --bin soak -- [SECONDS] [INSTANCES] [READERS]
 //! ```
 //!
-//! Defaults: 60 s, 10,000 instances. Bounded: it stops by itself.
+//! Defaults: 60 s, 10,000 instances, 2 reader threads. Bounded: it stops by itself.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -105,6 +105,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(60);
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let reader_threads: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(2).max(1);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -146,7 +147,7 @@ fn main() {
         })
     };
 
-    let readers: Vec<_> = (0..2)
+    let readers: Vec<_> = (0..reader_threads)
         .map(|seed| {
             let (dir, stop, sent) = (dir.clone(), stop.clone(), sent.clone());
             std::thread::spawn(move || {
@@ -212,7 +213,7 @@ fn main() {
         }
     };
     println!(
-        "soak: {seconds} s, {n} instances, {rounds} pushes through a StaticRegistry (every 100 ms, 1% of weights changed), 2 reader threads"
+        "soak: {seconds} s, {n} instances, {rounds} pushes through a StaticRegistry (every 100 ms, 1% of weights changed), {reader_threads} reader threads"
     );
     println!(
         "picks: {} total, p50 {} ns, p99 {} ns, max {} ns (snapshot guard + route + pick)",
