@@ -36,16 +36,31 @@ impl Deltas {
     /// (`Reset`) the first time and after [`Deltas::resend`], otherwise [`changes`]. Unchanged
     /// instances are recognised by pointer first (adapters that cache what they parsed hand
     /// the same `Arc` again), else by comparison.
-    pub(crate) fn next(&mut self, list: Vec<Arc<Instance>>) -> Vec<Update> {
+    ///
+    /// Also returns the list it replaces, for the caller to free after sending the updates and
+    /// yielding (see [`free_after_yield`]): freeing 10k instances takes milliseconds.
+    pub(crate) fn next(&mut self, list: Vec<Arc<Instance>>) -> (Vec<Update>, Retired) {
         let updates = match &self.last {
             None => vec![Update::Reset(
                 list.iter().map(|i| Instance::clone(i)).collect(),
             )],
             Some(last) => changes(last, &list),
         };
-        self.last = Some(list);
-        updates
+        (updates, Retired(self.last.replace(list)))
     }
+}
+
+/// A list that was replaced, to be freed off the push-to-visible path.
+#[must_use = "free it with free_after_yield once the updates are sent"]
+#[derive(Debug)]
+pub(crate) struct Retired(#[allow(dead_code)] Option<Vec<Arc<Instance>>>);
+
+/// Frees `retired` after letting the runtime run other tasks first, so that on a busy or
+/// single-worker runtime the directory applies the updates just sent before this task spends
+/// milliseconds freeing the list they replaced.
+pub(crate) async fn free_after_yield<T>(retired: T) {
+    tokio::task::yield_now().await;
+    drop(retired);
 }
 
 /// By address; the later of two entries for one address wins, as in a `Reset`.
@@ -116,15 +131,15 @@ mod tests {
         let mut d = Deltas::default();
         let a = inst(1, 100);
         let b = inst(2, 100);
-        match &d.next(vec![a.clone(), b.clone()])[..] {
+        match &d.next(vec![a.clone(), b.clone()]).0[..] {
             [Update::Reset(l)] => assert_eq!(ports(l), [(1, 100), (2, 100)]),
             other => panic!("{other:?}"),
         }
         // Same Arcs, or equal new ones: nothing to send.
-        assert!(d.next(vec![a.clone(), b.clone()]).is_empty());
-        assert!(d.next(vec![inst(1, 100), inst(2, 100)]).is_empty());
+        assert!(d.next(vec![a.clone(), b.clone()]).0.is_empty());
+        assert!(d.next(vec![inst(1, 100), inst(2, 100)]).0.is_empty());
         // A weight change, an arrival and a departure.
-        match &d.next(vec![inst(1, 5), inst(3, 100)])[..] {
+        match &d.next(vec![inst(1, 5), inst(3, 100)]).0[..] {
             [Update::Add(added), Update::Remove(gone)] => {
                 assert_eq!(ports(added), [(1, 5), (3, 100)]);
                 assert_eq!(gone, &["10.0.0.1:2".to_string()]);
@@ -132,21 +147,21 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // Everything gone: one Remove.
-        match &d.next(vec![])[..] {
+        match &d.next(vec![]).0[..] {
             [Update::Remove(gone)] => assert_eq!(gone.len(), 2),
             other => panic!("{other:?}"),
         }
         d.resend();
-        assert!(matches!(&d.next(vec![a])[..], [Update::Reset(l)] if l.len() == 1));
+        assert!(matches!(&d.next(vec![a]).0[..], [Update::Reset(l)] if l.len() == 1));
     }
 
     #[test]
     fn the_later_entry_for_an_address_wins_as_in_a_reset() {
         let mut d = Deltas::default();
-        d.next(vec![inst(1, 2)]);
+        let _ = d.next(vec![inst(1, 2)]);
         // The first entry differs from what was sent, the later one does not: nothing changed.
-        assert!(d.next(vec![inst(1, 1), inst(1, 2)]).is_empty());
-        match &d.next(vec![inst(1, 2), inst(1, 3)])[..] {
+        assert!(d.next(vec![inst(1, 1), inst(1, 2)]).0.is_empty());
+        match &d.next(vec![inst(1, 2), inst(1, 3)]).0[..] {
             [Update::Add(added)] => assert_eq!(ports(added), [(1, 3)]),
             other => panic!("{other:?}"),
         }
@@ -162,7 +177,7 @@ mod tests {
             let list: Vec<Arc<Instance>> = (0..rng.usize(0..12))
                 .map(|_| inst(rng.u16(1..10), rng.u32(0..3)))
                 .collect();
-            for u in d.next(list.clone()) {
+            for u in d.next(list.clone()).0 {
                 match u {
                     Update::Reset(l) => {
                         model = l

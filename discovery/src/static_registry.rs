@@ -28,7 +28,7 @@ use switchman_core::{BoxFuture, Error, Instance, Result, ServiceKey, Url};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
-use crate::deltas::changes;
+use crate::deltas::{changes, free_after_yield};
 use crate::{Registry, Update, UpdateReceiver};
 
 /// Largest static file read (1 MiB).
@@ -345,7 +345,7 @@ impl Registry for StaticRegistry {
                                     return;
                                 }
                             }
-                            last = now;
+                            free_after_yield(std::mem::replace(&mut last, now)).await;
                         }
                         _ = tx.closed() => return,
                     }

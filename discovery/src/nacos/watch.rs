@@ -28,7 +28,7 @@ use tracing::{debug, info, warn};
 use super::rules::{RuleState, provider_app_data_ids};
 use super::{Clients, mapping};
 use crate::Update;
-use crate::deltas::Deltas;
+use crate::deltas::{Deltas, free_after_yield};
 
 /// How often watched config data ids are re-read (see the module docs).
 pub(crate) const RULE_POLL: Duration = Duration::from_secs(2);
@@ -177,7 +177,7 @@ pub(crate) async fn run(
         }
         let list = current_list(&clients, &w, &ev).await;
         let instances: Vec<Arc<Instance>> = map_list(&w, &list).into_iter().map(Arc::new).collect();
-        let updates = deltas.next(instances.clone());
+        let (updates, retired) = deltas.next(instances.clone());
         if updates.is_empty() {
             debug!(service = %service, "nacos event without a change");
             continue;
@@ -194,6 +194,7 @@ pub(crate) async fn run(
                 break 'events;
             }
         }
+        free_after_yield((retired, list)).await;
     }
 
     // The rule task ends by itself once the receiver is gone, removing its config listeners.

@@ -23,7 +23,7 @@ use super::app;
 use super::nodes::{self, MAX_NODE_DATA, ParsedProviders, ProviderFilter, RuleKind};
 use super::reader::{Arms, Reader, Watches};
 use super::session::{CallError, Conn, Session, call};
-use crate::deltas::Deltas;
+use crate::deltas::{Deltas, free_after_yield};
 use crate::{Configurator, Update, override_parse};
 
 /// Nodes under `/dubbo` that are not interfaces.
@@ -428,9 +428,11 @@ async fn relist(
             }
         }
         // The whole list after a new session or a reconnect, otherwise only what changed.
-        for update in sent.deltas.next(merged) {
+        let (updates, retired) = sent.deltas.next(merged);
+        for update in updates {
             send(tx, update).await?;
         }
+        free_after_yield(retired).await;
     }
     if dirty.configurators {
         let result = if iface == "*" {
