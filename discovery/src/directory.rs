@@ -639,8 +639,10 @@ impl State {
         self.publish_full(force)
     }
 
-    /// The patch path for pushes that changed only weights (and warm-up or start time) of
-    /// instances the last snapshot already holds: an operator tuning weights. The last
+    /// The patch path for updates that changed only weights (and warm-up or start time) of
+    /// instances the last snapshot already holds: an operator tuning weights in the registry
+    /// (`addresses`: the addresses the updates touched) or by override rules (`None`: every
+    /// instance is looked at again under the new rules). The last
     /// snapshot's arrays are copied with the changed entries swapped in, its route table and
     /// address index are shared, and only the balancer tables are rebuilt; the directory's own
     /// list is patched in place. No pass over the other instances besides those copies.
@@ -717,7 +719,15 @@ impl State {
         let reported_changed = changes
             .iter()
             .any(|(at, reported, _)| !Arc::ptr_eq(&self.published[*at].reported, reported));
-        if patched == 0 && !reported_changed {
+        if patched == 0 {
+            // What the registry says changed, what the snapshot holds did not (an override
+            // masks it): keep the list and the cache file in step, publish nothing.
+            for (at, reported, _) in changes {
+                self.published[at].reported = reported;
+            }
+            if reported_changed {
+                self.save_cache();
+            }
             debug!(service = %self.config.service, epoch = self.epoch, "update changed nothing");
             return Some(None);
         }
@@ -812,8 +822,12 @@ impl State {
         if unchanged && !force {
             debug!(service = %service, epoch = self.epoch, "update changed nothing");
             // The registry's entries may be new `Arc`s equal to the old ones: keep the
-            // published list in step with the registry for the patch path.
+            // published list in step with the registry for the patch path, and the cache file
+            // with what the registry says (an override may hide a change).
             self.published = next;
+            if reported_changed && !protected {
+                self.save_cache();
+            }
             return None;
         }
         if protected && !current.is_protected() {
@@ -911,19 +925,25 @@ impl State {
         } else {
             debug!(service = %service, epoch = self.epoch, "directory tables rebuilt");
         }
-        if let Some(tx) = &self.cache_tx {
-            if !snap.is_protected() && (added + removed > 0 || reported_changed || self.epoch == 1)
-            {
-                tx.send_replace(Some(cache::encode(
-                    service,
-                    self.published.iter().map(|p| p.reported.as_ref()),
-                )));
-            }
+        if !snap.is_protected() && (added + removed > 0 || reported_changed || self.epoch == 1) {
+            self.save_cache();
         }
         let previous = self.shared.current.swap(snap);
         let _ = self.epoch_tx.send(self.epoch);
         // Freed after the new snapshot is visible: not on the push-to-visible path.
         drop(previous);
+    }
+}
+
+impl State {
+    /// Hands what the registry reported (the published list) to the cache file's writer.
+    fn save_cache(&self) {
+        if let Some(tx) = &self.cache_tx {
+            tx.send_replace(Some(cache::encode(
+                &self.config.service,
+                self.published.iter().map(|p| p.reported.as_ref()),
+            )));
+        }
     }
 }
 
@@ -1402,6 +1422,44 @@ mod tests {
         ));
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(dir.load().epoch(), s4.epoch());
+    }
+
+    /// A registry change that an override rule hides publishes nothing, yet the cache file
+    /// (what the registry says) follows it, on both the patch and the rebuild path.
+    #[tokio::test]
+    async fn a_change_hidden_by_an_override_updates_only_the_cache_file() {
+        let cache =
+            std::env::temp_dir().join(format!("switchman-dir-hidden-{}.json", std::process::id()));
+        std::fs::remove_file(&cache).ok();
+        let dir = RegistryDirectory::spawn(cfg().cache_file(&cache), None);
+        dir.apply(Update::Reset(vec![inst(1, 100), inst(2, 100)]));
+        settle(&dir, 1).await;
+        dir.apply(Update::Configurators {
+            source: "zk".into(),
+            rules: vec![Configurator::for_address("10.0.0.1:1").param("weight", "5")],
+        });
+        settle(&dir, 2).await;
+        let cached_weight = |w: u32| {
+            let cache = cache.clone();
+            async move {
+                for _ in 0..500 {
+                    let found = cache::load(&cache, &ServiceKey::new("com.foo.Bar")).unwrap();
+                    if found.is_some_and(|l| l.iter().any(|i| i.port() == 1 && i.weight() == w)) {
+                        return true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                false
+            }
+        };
+        // Patch path (a delta), then rebuild path (a whole list).
+        dir.apply(Update::Add(vec![inst(1, 50)]));
+        assert!(cached_weight(50).await);
+        dir.apply(Update::Reset(vec![inst(1, 60), inst(2, 100)]));
+        assert!(cached_weight(60).await);
+        assert_eq!(dir.load().epoch(), 2, "nothing visible changed");
+        assert_eq!(dir.load().instances()[0].weight(), 5);
+        std::fs::remove_file(&cache).ok();
     }
 
     /// Random pushes (resets, deltas, removals; weight, zone and availability changes) against
