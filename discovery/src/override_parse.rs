@@ -36,7 +36,7 @@
 //! - Consumer-side rules (`side=consumer`, or a legacy `override://` URL whose host has no
 //!   port, which Dubbo reads as a consumer address): they configure the consuming
 //!   application itself, not the provider instances a directory holds. They are reported as
-//!   [`ErrorKind::Unsupported`](switchman_core::ErrorKind::Unsupported) and skipped.
+//!   [`ErrorKind::Unsupported`] and skipped.
 //! - Dubbo 3.0 `match:` conditions, legacy `~key` conditions, `absent://` rules and
 //!   `0.0.0.0:port` addresses (every host on one port): reported as `Unsupported` and skipped,
 //!   so a rule is never applied wider than it was written.
@@ -87,7 +87,7 @@ pub fn is_clear_marker(url: &Url) -> bool {
 
 /// Parses one `override://` URL (as found, decoded, under `/dubbo/{interface}/configurators`).
 ///
-/// Errors: [`ErrorKind::BadConfig`](switchman_core::ErrorKind::BadConfig) for a malformed rule
+/// Errors: [`ErrorKind::BadConfig`] for a malformed rule
 /// (wrong protocol or category, bad weight, no parameter); `Unsupported` for consumer-side and
 /// other rules this crate does not apply (see the module docs). A rule whose
 /// `providerAddresses` name several providers cannot be one [`Configurator`]: use

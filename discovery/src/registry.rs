@@ -45,7 +45,9 @@ pub type UpdateReceiver = mpsc::Receiver<Update>;
 /// string or a registry client type.
 pub trait Registry: Send + Sync + fmt::Debug {
     /// Subscribes to the providers of `service`. The first message should be a
-    /// [`Update::Reset`] with the current list.
+    /// [`Update::Reset`] with the current list; later ones carry what changed
+    /// ([`Update::Add`], [`Update::Remove`]; the built-in adapters diff the whole lists their
+    /// registries hand them) or a new `Reset`.
     ///
     /// Adapters return the receiver at once, even while the registry is unreachable, and keep
     /// (re)connecting in the background, sending a fresh `Reset` after every (re)connect; the

@@ -81,7 +81,7 @@ impl StaticRegistry {
         }
     }
 
-    /// Replaces the whole list; every subscriber receives a reset.
+    /// Replaces the whole list; every subscriber receives what changed (see [`Registry`]).
     pub fn set(&self, instances: Vec<Instance>) {
         self.inner.list.send_replace(Arc::new(instances));
     }
