@@ -9,6 +9,20 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A plain ZooKeeper client (10 s session) for a test to read or write nodes itself; panics
+/// if it is not connected within `within`.
+pub async fn raw_client(connect: &str, within: Duration) -> zookeeper_client::Client {
+    tokio::time::timeout(
+        within,
+        zookeeper_client::Client::connector()
+            .with_session_timeout(Duration::from_secs(10))
+            .connect(connect),
+    )
+    .await
+    .expect("raw ZooKeeper client connects in time")
+    .expect("raw ZooKeeper client connects")
+}
+
 /// One server process of a [`ZkServer`].
 #[derive(Debug)]
 struct Node {

@@ -15,6 +15,7 @@ use switchman_discovery::zookeeper::ZookeeperRegistry;
 use switchman_discovery::{
     DirectoryConfig, EmptyPolicy, Registrar, Registry, RegistryDirectory, Update,
 };
+use switchman_integration_tests::zk_server::raw_client;
 use switchman_integration_tests::{unique, zookeeper};
 use zookeeper_client as zk;
 
@@ -38,15 +39,7 @@ fn registry(extra: &str) -> ZookeeperRegistry {
 }
 
 async fn raw() -> zk::Client {
-    tokio::time::timeout(
-        WAIT,
-        zk::Client::connector()
-            .with_session_timeout(Duration::from_secs(10))
-            .connect(&zookeeper()),
-    )
-    .await
-    .expect("raw client connects in time")
-    .expect("raw client connects")
+    raw_client(&zookeeper(), WAIT).await
 }
 
 fn persistent() -> zk::CreateOptions<'static> {

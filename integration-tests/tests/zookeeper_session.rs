@@ -13,7 +13,7 @@ use switchman_core::{Instance, Invocation, Protocol, ServiceKey, Url};
 use switchman_discovery::zookeeper::ZookeeperRegistry;
 use switchman_discovery::{DirectoryConfig, EmptyPolicy, Registrar, RegistryDirectory};
 use switchman_integration_tests::unique;
-use switchman_integration_tests::zk_server::ZkServer;
+use switchman_integration_tests::zk_server::{ZkServer, raw_client};
 use zookeeper_client as zk;
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -44,18 +44,6 @@ fn instance(iface: &str, port: u16) -> Instance {
 
 async fn start(f: impl FnOnce() -> ZkServer + Send + 'static) -> ZkServer {
     tokio::task::spawn_blocking(f).await.unwrap()
-}
-
-async fn raw(connect: &str) -> zk::Client {
-    tokio::time::timeout(
-        WAIT,
-        zk::Client::connector()
-            .with_session_timeout(Duration::from_secs(10))
-            .connect(connect),
-    )
-    .await
-    .expect("raw client connects in time")
-    .expect("raw client connects")
 }
 
 /// The ephemeral owners of the provider nodes of `iface`.
@@ -91,7 +79,7 @@ async fn session_expiry_recreates_the_provider_node_and_restores_the_subscriptio
     dir.wait_until(WAIT, |s| s.instances().len() == 1)
         .await
         .unwrap();
-    let before = owners(&raw(&server.connect_string()).await, &iface).await;
+    let before = owners(&raw_client(&server.connect_string(), WAIT).await, &iface).await;
     assert_eq!(before.len(), 1);
 
     // Freeze the server past the session timeout: both sessions expire (the clients give up
@@ -100,7 +88,7 @@ async fn session_expiry_recreates_the_provider_node_and_restores_the_subscriptio
     tokio::time::sleep(Duration::from_millis(4500)).await;
     server.signal(0, "CONT");
 
-    let client = raw(&server.connect_string()).await;
+    let client = raw_client(&server.connect_string(), WAIT).await;
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let now = owners(&client, &iface).await;
