@@ -48,19 +48,21 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use switchman_cluster::provider::HttpProvider;
 use switchman_cluster::{BudgetConfig, ClusterConfig, Settings, Strategy};
 use switchman_core::{ErrorKind, Instance, ServiceKey, Url};
 use switchman_discovery::nacos::NacosRegistry;
 use switchman_discovery::zookeeper::ZookeeperRegistry;
 use switchman_discovery::{
-    EmptyPolicy, Registrar, RegistryDirectory, StaticRegistry, cache as snapshot_cache,
+    DirectoryConfig, EmptyPolicy, Registrar, Registry, RegistryDirectory, StaticRegistry,
+    cache as snapshot_cache,
 };
 use switchman_integration_tests::chaos::{
     CountingInvoker, Figures, Load, ProviderProcess, ScratchDir, TcpProxy, addresses,
     counted_cluster, directory_config, http_instance, ms, percentile, serve_ok,
 };
 use switchman_integration_tests::nacos_server::NacosServer;
-use switchman_integration_tests::zk_server::ZkServer;
+use switchman_integration_tests::zk_server::{ZkServer, raw_client};
 use switchman_integration_tests::{unique, zookeeper};
 use zookeeper_client as zk;
 
@@ -154,6 +156,68 @@ where
     }
 }
 
+/// Three in-process providers answering `{"from": "p1"}` .. `"p3"`, and their instances of
+/// `key`.
+async fn three_providers(key: &ServiceKey) -> ([HttpProvider; 3], Vec<Instance>) {
+    let providers = [
+        serve_ok("p1").await,
+        serve_ok("p2").await,
+        serve_ok("p3").await,
+    ];
+    let instances = providers
+        .iter()
+        .map(|p| http_instance(key, p.addr().port()))
+        .collect();
+    (providers, instances)
+}
+
+/// Subscribes `consumer` with `config`, waits until `listed` providers are routable, and
+/// starts the steady load until `ok` calls succeeded.
+async fn under_load(
+    consumer: &dyn Registry,
+    config: DirectoryConfig,
+    listed: usize,
+    ok: u64,
+    phase: &str,
+) -> (Arc<RegistryDirectory>, Arc<CountingInvoker>, Load) {
+    let dir = Arc::new(
+        RegistryDirectory::subscribe(consumer, config)
+            .await
+            .expect("subscribe"),
+    );
+    dir.wait_until(WAIT, |s| s.endpoints().len() == listed)
+        .await
+        .unwrap_or_else(|e| panic!("{listed} providers listed: {e}"));
+    let (cluster, counter) = counted_cluster(dir.clone(), ClusterConfig::default());
+    let load = Load::start(cluster, CALLERS, PACE);
+    load.wait_for_ok(ok, WAIT, phase).await;
+    (dir, counter, load)
+}
+
+/// After a registry restart: waits until `late` (registered after the restart, served by
+/// `provider`) is in the snapshot (the recovery), then until all three providers are back
+/// (`again` says how the first two came back), then until `provider` receives calls.
+/// Returns the times from `restarted_at` to the first two points.
+async fn restored_after_restart(
+    dir: &RegistryDirectory,
+    late: &Instance,
+    provider: &HttpProvider,
+    restarted_at: Instant,
+    again: &str,
+) -> (Duration, Duration) {
+    let address = late.address().to_string();
+    dir.wait_until(RESTORED, |s| s.index_of(&address).is_some())
+        .await
+        .expect("the subscription is restored: p3, registered after the restart, is seen");
+    let recovery = restarted_at.elapsed();
+    dir.wait_until(RESTORED, |s| s.endpoints().len() == 3)
+        .await
+        .expect(again);
+    let all_back = restarted_at.elapsed();
+    poll_until(WAIT, "p3 receives calls", || async { provider.hits() > 0 }).await;
+    (recovery, all_back)
+}
+
 // -----------------------------------------------------------------------------------------
 // 1. kill -9 one provider mid-run
 // -----------------------------------------------------------------------------------------
@@ -218,32 +282,21 @@ async fn chaos_2_zookeeper_stopped_and_restarted_mid_run() {
     let mut server = start_zk().await;
     let url = server.registry_url("session=2000&timeout=1000");
     let key = ServiceKey::new(interface("ZkRestart"));
-    let providers = [
-        serve_ok("p1").await,
-        serve_ok("p2").await,
-        serve_ok("p3").await,
-    ];
-    let instances: Vec<Instance> = providers
-        .iter()
-        .map(|p| http_instance(&key, p.addr().port()))
-        .collect();
+    let (providers, instances) = three_providers(&key).await;
     // Held to the end: dropping a registry handle unregisters its providers.
     let producer = zk_registry(&url);
     for i in &instances[..2] {
         producer.register(i).await.expect("register p1, p2");
     }
     let consumer = zk_registry(&url);
-    let dir = Arc::new(
-        RegistryDirectory::subscribe(&consumer, directory_config(key.clone()))
-            .await
-            .expect("subscribe"),
-    );
-    dir.wait_until(WAIT, |s| s.endpoints().len() == 2)
-        .await
-        .expect("p1 and p2 listed");
-    let (cluster, counter) = counted_cluster(dir.clone(), ClusterConfig::default());
-    let load = Load::start(cluster, CALLERS, PACE);
-    load.wait_for_ok(100, WAIT, "before the outage").await;
+    let (dir, counter, load) = under_load(
+        &consumer,
+        directory_config(key.clone()),
+        2,
+        100,
+        "before the outage",
+    )
+    .await;
 
     // Down (SIGKILL) for longer than the 2 s session, so the restart brings new sessions.
     let down = Duration::from_millis(3500);
@@ -260,17 +313,13 @@ async fn chaos_2_zookeeper_stopped_and_restarted_mid_run() {
     late.register(&instances[2])
         .await
         .expect("register p3 after the restart");
-    let p3 = instances[2].address().to_string();
-    dir.wait_until(RESTORED, |s| s.index_of(&p3).is_some())
-        .await
-        .expect("the subscription is restored: p3, registered after the restart, is seen");
-    let recovery = restarted_at.elapsed();
-    dir.wait_until(RESTORED, |s| s.endpoints().len() == 3)
-        .await
-        .expect("p1 and p2 are re-registered by their new session");
-    poll_until(WAIT, "p3 receives calls", || async {
-        providers[2].hits() > 0
-    })
+    let (recovery, _) = restored_after_restart(
+        &dir,
+        &instances[2],
+        &providers[2],
+        restarted_at,
+        "p1 and p2 are re-registered by their new session",
+    )
     .await;
     let calls = load.stop().await;
 
@@ -329,31 +378,20 @@ async fn chaos_3_nacos_stopped_and_restarted_mid_run() {
     let mut server = tokio::task::block_in_place(NacosServer::start);
     let scratch = ScratchDir::new("switchman-chaos-nacos");
     let key = ServiceKey::new(unique("chaos.nacos"));
-    let providers = [
-        serve_ok("p1").await,
-        serve_ok("p2").await,
-        serve_ok("p3").await,
-    ];
-    let instances: Vec<Instance> = providers
-        .iter()
-        .map(|p| http_instance(&key, p.addr().port()))
-        .collect();
+    let (providers, instances) = three_providers(&key).await;
     let producer = nacos_registry(&server.addr(), &scratch, "producer");
     for i in &instances[..2] {
         register_within(&producer, i, Duration::from_secs(10)).await;
     }
     let consumer = nacos_registry(&server.addr(), &scratch, "consumer");
-    let dir = Arc::new(
-        RegistryDirectory::subscribe(&consumer, directory_config(key.clone()))
-            .await
-            .expect("subscribe"),
-    );
-    dir.wait_until(WAIT, |s| s.endpoints().len() == 2)
-        .await
-        .expect("p1 and p2 listed");
-    let (cluster, counter) = counted_cluster(dir.clone(), ClusterConfig::default());
-    let load = Load::start(cluster, CALLERS, PACE);
-    load.wait_for_ok(100, WAIT, "before the outage").await;
+    let (dir, counter, load) = under_load(
+        &consumer,
+        directory_config(key.clone()),
+        2,
+        100,
+        "before the outage",
+    )
+    .await;
 
     let stopped_at = Instant::now();
     tokio::task::block_in_place(|| server.stop());
@@ -367,18 +405,13 @@ async fn chaos_3_nacos_stopped_and_restarted_mid_run() {
     let late = nacos_registry(&server.addr(), &scratch, "late");
     register_within(&late, &instances[2], RESTORED).await;
     let registered = restarted_at.elapsed();
-    let p3 = instances[2].address().to_string();
-    dir.wait_until(RESTORED, |s| s.index_of(&p3).is_some())
-        .await
-        .expect("the subscription is restored: p3, registered after the restart, is seen");
-    let recovery = restarted_at.elapsed();
-    dir.wait_until(RESTORED, |s| s.endpoints().len() == 3)
-        .await
-        .expect("p1 and p2 are registered again by their client");
-    let all_back = restarted_at.elapsed();
-    poll_until(WAIT, "p3 receives calls", || async {
-        providers[2].hits() > 0
-    })
+    let (recovery, all_back) = restored_after_restart(
+        &dir,
+        &instances[2],
+        &providers[2],
+        restarted_at,
+        "p1 and p2 are registered again by their client",
+    )
     .await;
     let calls = load.stop().await;
 
@@ -417,17 +450,10 @@ async fn chaos_4_consumer_starts_with_the_registry_down_from_its_snapshot_cache(
     let scratch = ScratchDir::new("switchman-chaos-cache");
     let cache = scratch.path().join("snapshot.json");
     let key = ServiceKey::new(interface("Cache"));
-    let providers = [
-        serve_ok("p1").await,
-        serve_ok("p2").await,
-        serve_ok("p3").await,
-    ];
+    let (providers, instances) = three_providers(&key).await;
     let producer = zk_registry(&url);
-    for p in &providers {
-        producer
-            .register(&http_instance(&key, p.addr().port()))
-            .await
-            .expect("register");
+    for i in &instances {
+        producer.register(i).await.expect("register");
     }
 
     // A first consumer run writes the snapshot cache.
@@ -517,7 +543,7 @@ struct EmptyPush {
     instances: Vec<Instance>,
     registrar: ZookeeperRegistry,
     _consumer: ZookeeperRegistry,
-    _providers: Vec<switchman_cluster::provider::HttpProvider>,
+    _providers: [HttpProvider; 3],
     dir: Arc<RegistryDirectory>,
     counter: Arc<CountingInvoker>,
     load: Load,
@@ -527,34 +553,20 @@ struct EmptyPush {
 async fn empty_push(policy: EmptyPolicy) -> EmptyPush {
     let url = format!("zookeeper://{}?timeout=2000", zookeeper());
     let key = ServiceKey::new(interface("Empty"));
-    let providers = vec![
-        serve_ok("p1").await,
-        serve_ok("p2").await,
-        serve_ok("p3").await,
-    ];
-    let instances: Vec<Instance> = providers
-        .iter()
-        .map(|p| http_instance(&key, p.addr().port()))
-        .collect();
+    let (providers, instances) = three_providers(&key).await;
     let registrar = zk_registry(&url);
     for i in &instances {
         registrar.register(i).await.expect("register");
     }
     let consumer = zk_registry(&url);
-    let dir = Arc::new(
-        RegistryDirectory::subscribe(
-            &consumer,
-            directory_config(key.clone()).empty_policy(policy),
-        )
-        .await
-        .expect("subscribe"),
-    );
-    dir.wait_until(WAIT, |s| s.endpoints().len() == 3)
-        .await
-        .expect("three providers listed");
-    let (cluster, counter) = counted_cluster(dir.clone(), ClusterConfig::default());
-    let load = Load::start(cluster, CALLERS, PACE);
-    load.wait_for_ok(200, WAIT, "before the empty push").await;
+    let (dir, counter, load) = under_load(
+        &consumer,
+        directory_config(key.clone()).empty_policy(policy),
+        3,
+        200,
+        "before the empty push",
+    )
+    .await;
     let deregistered_at = Instant::now();
     for i in &instances {
         registrar.unregister(i).await.expect("unregister");
@@ -712,18 +724,6 @@ async fn chaos_5b_empty_push_with_publish_fails_calls_with_no_provider() {
 // 6. ZooKeeper session expiry: the consumer cut off longer than its session timeout
 // -----------------------------------------------------------------------------------------
 
-async fn raw_zk(connect: &str) -> zk::Client {
-    tokio::time::timeout(
-        WAIT,
-        zk::Client::connector()
-            .with_session_timeout(Duration::from_secs(10))
-            .connect(connect),
-    )
-    .await
-    .expect("raw ZooKeeper client connects in time")
-    .expect("raw ZooKeeper client connects")
-}
-
 /// The session owning the provider node of `instance`, if the node exists.
 async fn node_owner(client: &zk::Client, instance: &Instance) -> Option<i64> {
     let dir = format!("/dubbo/{}/providers", instance.service().interface);
@@ -778,7 +778,7 @@ async fn chaos_6_zookeeper_session_expiry_while_the_consumer_is_cut_off() {
         async move { ok }
     })
     .await;
-    let raw = raw_zk(&server.connect_string()).await;
+    let raw = raw_client(&server.connect_string(), WAIT).await;
     let b_owner = node_owner(&raw, &ib)
         .await
         .expect("b's node exists before the cut");
