@@ -39,21 +39,20 @@ impl Deltas {
     ///
     /// Also returns the list it replaces, for the caller to free after sending the updates and
     /// yielding (see [`free_after_yield`]): freeing 10k instances takes milliseconds.
-    pub(crate) fn next(&mut self, list: Vec<Arc<Instance>>) -> (Vec<Update>, Retired) {
+    #[must_use = "send the updates, then free the replaced list with free_after_yield"]
+    pub(crate) fn next(
+        &mut self,
+        list: Vec<Arc<Instance>>,
+    ) -> (Vec<Update>, Option<Vec<Arc<Instance>>>) {
         let updates = match &self.last {
             None => vec![Update::Reset(
                 list.iter().map(|i| Instance::clone(i)).collect(),
             )],
             Some(last) => changes(last, &list),
         };
-        (updates, Retired(self.last.replace(list)))
+        (updates, self.last.replace(list))
     }
 }
-
-/// A list that was replaced, to be freed off the push-to-visible path.
-#[must_use = "free it with free_after_yield once the updates are sent"]
-#[derive(Debug)]
-pub(crate) struct Retired(#[allow(dead_code)] Option<Vec<Arc<Instance>>>);
 
 /// Frees `retired` after letting the runtime run other tasks first, so that on a busy or
 /// single-worker runtime the directory applies the updates just sent before this task spends

@@ -460,12 +460,11 @@ impl State {
         match update {
             Update::Reset(list) => {
                 let mut next = AddrMap::with_capacity_and_hasher(list.len(), Default::default());
-                let mut touched = Vec::new();
                 for inst in list {
                     let (address, inst, change) = self.reuse(inst);
                     match change {
                         Change::Same => {}
-                        Change::Replaced => touched.push(address.clone()),
+                        Change::Replaced => self.pending.touch(&address),
                         Change::New => self.pending = Pending::Full,
                     }
                     if let Some(dup) = next.insert(address, inst) {
@@ -476,9 +475,6 @@ impl State {
                 if next.len() != self.registry.len() {
                     // Some addresses left.
                     self.pending = Pending::Full;
-                }
-                for address in &touched {
-                    self.pending.touch(address);
                 }
                 self.registry = next;
             }
