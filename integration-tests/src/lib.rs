@@ -9,6 +9,7 @@
 )]
 
 pub mod chaos;
+pub mod java_peer;
 pub mod nacos_api;
 pub mod nacos_server;
 pub mod python_peer;

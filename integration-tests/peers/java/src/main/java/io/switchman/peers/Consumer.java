@@ -1,0 +1,136 @@
+package io.switchman.peers;
+
+import org.apache.dubbo.config.ApplicationConfig;
+import org.apache.dubbo.config.ReferenceConfig;
+import org.apache.dubbo.config.RegistryConfig;
+import org.apache.dubbo.config.bootstrap.DubboBootstrap;
+import org.apache.dubbo.rpc.service.GenericException;
+import org.apache.dubbo.rpc.service.GenericService;
+
+import java.io.PrintStream;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Calls one method through a registry with Dubbo's own ReferenceConfig and generic invocation
+ * ({@code GenericService.$invoke}); prints one JSON line per call.
+ */
+final class Consumer {
+    private Consumer() {}
+
+    static int run(Args a) throws Exception {
+        LoopbackConfiguratorFactory.pinLocalHost();
+        PrintStream out = Main.STDOUT;
+        String registry = a.require("registry");
+        String iface = a.require("interface");
+        String method = a.require("method");
+        List<String> typeList = new ArrayList<>();
+        for (String t : a.get("types", "").split(",")) {
+            if (!t.trim().isEmpty()) {
+                typeList.add(t.trim());
+            }
+        }
+        String[] types = typeList.toArray(new String[0]);
+        Object parsed = Json.parse(a.get("args", "[]"));
+        if (!(parsed instanceof List)) {
+            throw new IllegalArgumentException("--args must be a JSON array");
+        }
+        Object[] args = ((List<?>) parsed).toArray();
+        if (args.length != types.length) {
+            throw new IllegalArgumentException(
+                    "--types has " + types.length + " entries but --args has " + args.length);
+        }
+        int count = a.getInt("count", 1);
+
+        String migration = a.get("migration", a.get("register-mode", null));
+        if (migration != null) {
+            System.setProperty("dubbo.application.migration.step", migration);
+            System.setProperty("dubbo.application.service-discovery.migration", migration);
+        }
+
+        ApplicationConfig app = new ApplicationConfig(a.get("application", "switchman-java-consumer"));
+        app.setQosEnable(false);
+        app.setEnableFileCache(false);
+        app.setShutwait("0");
+
+        ReferenceConfig<GenericService> ref = new ReferenceConfig<>();
+        ref.setInterface(iface);
+        ref.setGeneric("true");
+        if (a.has("group")) {
+            ref.setGroup(a.get("group", null));
+        }
+        if (a.has("version")) {
+            ref.setVersion(a.get("version", null));
+        }
+        if (a.has("protocol")) {
+            ref.setProtocol(a.get("protocol", null));
+        }
+        if (a.has("timeout-ms")) {
+            ref.setTimeout(a.getInt("timeout-ms", null));
+        }
+        if (a.has("retries")) {
+            ref.setRetries(a.getInt("retries", null));
+        }
+        if (a.has("check")) {
+            ref.setCheck(Boolean.parseBoolean(a.get("check", "true")));
+        }
+        if (migration != null) {
+            Map<String, String> p = new HashMap<>();
+            p.put("migration.step", migration);
+            ref.setParameters(p);
+        }
+
+        DubboBootstrap bootstrap = DubboBootstrap.getInstance()
+                .application(app)
+                .registry(new RegistryConfig(registry))
+                .reference(ref);
+        boolean allOk = true;
+        try {
+            bootstrap.start();
+            GenericService service = ref.get();
+            for (int i = 0; i < count; i++) {
+                String line;
+                try {
+                    Object result = service.$invoke(method, types, args);
+                    line = "{\"ok\":true,\"result\":" + Json.write(result) + "}";
+                } catch (Throwable t) {
+                    allOk = false;
+                    line = failure(t);
+                }
+                out.println(line);
+                out.flush();
+            }
+        } catch (Throwable t) {
+            // The reference itself failed (e.g. check=true and no provider).
+            out.println(failure(t));
+            out.flush();
+            allOk = false;
+        }
+        try {
+            bootstrap.destroy();
+        } catch (Throwable t) {
+            System.err.println("[java-peer] consumer shutdown: " + t);
+        }
+        return allOk ? 0 : 1;
+    }
+
+    private static String failure(Throwable t) {
+        return "{\"ok\":false,\"error\":" + Json.write(describe(t)) + "}";
+    }
+
+    /** {@code "<class>: <message>"}; for an exception the provider threw, its own class. */
+    static String describe(Throwable t) {
+        for (Throwable c = t; c != null; c = c.getCause()) {
+            if (c instanceof GenericException) {
+                GenericException g = (GenericException) c;
+                return g.getExceptionClass() + ": " + g.getExceptionMessage();
+            }
+            if (c.getCause() == c) {
+                break;
+            }
+        }
+        return t.getClass().getName() + ": " + t.getMessage();
+    }
+}

@@ -1,0 +1,38 @@
+package io.switchman.peers;
+
+import java.util.List;
+import java.util.Map;
+
+/** The interface every Java peer serves and calls (a plain Java interface, no IDL). */
+public interface DemoService {
+    /** {@code "hello, " + name + " from " + instanceName}. */
+    String sayHello(String name);
+
+    int add(int a, int b);
+
+    /** The size of {@code items}. */
+    long count(List<String> items);
+
+    /** A user filled deterministically from {@code id} ({@link User#sample(long)}). */
+    User getUser(long id);
+
+    /** The same user, {@code name} suffixed {@code " (saved)"}. */
+    User save(User user);
+
+    /** {@code m} unchanged. */
+    Map<String, Object> echo(Map<String, Object> m);
+
+    void ping();
+
+    /** Returns null. */
+    String nothing();
+
+    /** Throws {@link DemoException}{@code (message)}. */
+    String fail(String message) throws DemoException;
+
+    /** Sleeps {@code ms}, then returns {@code "slow " + ms + " from " + instanceName}. */
+    String slow(int ms);
+
+    /** The instance name. */
+    String whoami();
+}

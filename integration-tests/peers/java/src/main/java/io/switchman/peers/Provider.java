@@ -1,0 +1,98 @@
+package io.switchman.peers;
+
+import org.apache.dubbo.config.ApplicationConfig;
+import org.apache.dubbo.config.ProtocolConfig;
+import org.apache.dubbo.config.RegistryConfig;
+import org.apache.dubbo.config.ServiceConfig;
+import org.apache.dubbo.config.bootstrap.DubboBootstrap;
+
+import java.io.IOException;
+import java.io.PrintStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+
+/**
+ * Exports {@link DemoService} over dubbo:// or tri:// on 127.0.0.1 and registers it, then prints
+ * {@code READY <protocol> <port>}. SIGTERM runs Dubbo's own shutdown hook (graceful).
+ */
+final class Provider {
+    private Provider() {}
+
+    static int run(Args a) throws Exception {
+        LoopbackConfiguratorFactory.pinLocalHost();
+        PrintStream out = Main.STDOUT;
+        String protocol = a.get("protocol", "dubbo");
+        String registry = a.require("registry");
+        int port = a.getInt("port", 0);
+        if (port == 0) {
+            port = freePort();
+        }
+        String name = a.get("name", "127.0.0.1:" + port);
+
+        ApplicationConfig app = new ApplicationConfig(a.get("application", "switchman-java-provider"));
+        app.setQosEnable(false);
+        app.setRegisterMode(a.get("register-mode", "interface"));
+        app.setMetadataType(a.get("metadata-type", "local"));
+        app.setShutwait(String.valueOf(a.getInt("shutdown-wait-ms", 2000)));
+        // Several providers of one application run at once: no shared cache files in ~/.dubbo.
+        app.setEnableFileCache(false);
+
+        RegistryConfig reg = new RegistryConfig(registry);
+
+        ProtocolConfig pc = new ProtocolConfig(protocol, port);
+        pc.setHost("127.0.0.1");
+        if (a.has("heartbeat-ms")) {
+            pc.setHeartbeat(a.getInt("heartbeat-ms", null));
+        }
+
+        ServiceConfig<DemoService> svc = new ServiceConfig<>();
+        svc.setInterface(DemoService.class);
+        svc.setRef(new DemoServiceImpl(name, out));
+        if (a.has("group")) {
+            svc.setGroup(a.get("group", null));
+        }
+        if (a.has("version")) {
+            svc.setVersion(a.get("version", null));
+        }
+        if (a.has("weight")) {
+            svc.setWeight(a.getInt("weight", null));
+        }
+        Map<String, String> params = new LinkedHashMap<>();
+        for (String kv : a.all("param")) {
+            int eq = kv.indexOf('=');
+            if (eq <= 0) {
+                throw new IllegalArgumentException("--param needs k=v, got " + kv);
+            }
+            params.put(kv.substring(0, eq), kv.substring(eq + 1));
+        }
+        if (!params.isEmpty()) {
+            svc.setParameters(params);
+        }
+
+        long t0 = System.nanoTime();
+        DubboBootstrap.getInstance()
+                .application(app)
+                .registry(reg)
+                .protocol(pc)
+                .service(svc)
+                .start();
+        System.err.printf("[java-peer] provider %s exported and registered in %d ms%n",
+                name, (System.nanoTime() - t0) / 1_000_000);
+        synchronized (out) {
+            out.println("READY " + protocol + " " + port);
+            out.flush();
+        }
+        // Serve until SIGTERM (Dubbo's shutdown hook runs) or SIGKILL.
+        new CountDownLatch(1).await();
+        return 0;
+    }
+
+    private static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getByName("127.0.0.1"))) {
+            return s.getLocalPort();
+        }
+    }
+}
