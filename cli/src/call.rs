@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use switchman_cluster::dubbo::DubboInvoker;
 use switchman_cluster::triple::{Payload, TripleInvoker};
 use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker, Strategy};
 use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, Result, ServiceKey};
@@ -25,6 +26,14 @@ pub(crate) struct CallArgs {
     /// Arguments as a JSON array (a single non-array value is wrapped).
     #[arg(long, default_value = "[]")]
     args: String,
+    /// Java parameter types for dubbo:// calls, comma-separated (`int,int`,
+    /// `java.lang.String`, `com.foo.User`). Without them a dubbo:// call is generic and the
+    /// provider finds the method by name.
+    #[arg(long, value_delimiter = ',')]
+    types: Vec<String>,
+    /// Send dubbo:// calls as Dubbo generic calls (`$invoke`, POJOs as maps) even with --types.
+    #[arg(long)]
+    generic: bool,
     /// Triple payload codec: `json` (default) or `raw` (bytes; see --data).
     #[arg(long, default_value = "json")]
     payload: String,
@@ -142,7 +151,9 @@ async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
     let payload: Payload = args.payload.parse().map_err(|e: switchman_core::Error| {
         format!("--payload {:?}: {}", args.payload, e.message())
     })?;
-    let transport = ProtocolInvoker::new().triple(TripleInvoker::new().payload(payload));
+    let transport = ProtocolInvoker::new()
+        .triple(TripleInvoker::new().payload(payload))
+        .dubbo(DubboInvoker::new().generic(args.generic));
     // Drop Triple connections of providers that leave the directory.
     let _tracker = transport.track(&directory);
     let counting = Arc::new(Counting {
@@ -153,7 +164,9 @@ async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
         .strategy(strategy)
         .timeout(Duration::from_millis(args.timeout));
     let cluster = ClusterInvoker::new(directory.clone(), counting.clone(), config);
-    let mut inv = Invocation::new(&args.method).with_args(arguments);
+    let mut inv = Invocation::new(&args.method)
+        .with_args(arguments)
+        .with_types(args.types.iter().map(|t| t.trim()));
     for (k, v) in attachments {
         inv.set_attachment(k, v);
     }

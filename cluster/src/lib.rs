@@ -24,6 +24,7 @@
 mod budget;
 mod call;
 mod config;
+pub mod dubbo;
 mod http_invoker;
 mod invoker;
 mod protocol;

@@ -10,31 +10,44 @@ use switchman_core::{
 use switchman_discovery::RegistryDirectory;
 use tokio::task::JoinHandle;
 
+use crate::dubbo::DubboInvoker;
 use crate::http_invoker::HttpInvoker;
 use crate::triple::TripleInvoker;
 
-/// The invoker for mixed fleets: `tri` instances through a [`TripleInvoker`], `http` and
-/// `rest` instances through an [`HttpInvoker`], anything else (`dubbo://` Hessian2, ...) fails
-/// with an [`ErrorKind::Unsupported`] error naming the protocol and the address (not retried).
+/// The invoker for mixed fleets: `dubbo` instances through a [`DubboInvoker`], `tri`
+/// instances through a [`TripleInvoker`], `http` and `rest` instances through an
+/// [`HttpInvoker`]; anything else fails with an [`ErrorKind::Unsupported`] error naming the
+/// protocol and the address (not retried).
 ///
 /// The directory's [`DirectoryConfig::protocols`](switchman_discovery::DirectoryConfig)
 /// already keeps such instances out of routing, so that error only shows when a directory was
 /// told to route every protocol.
 #[derive(Debug, Clone, Default)]
 pub struct ProtocolInvoker {
+    dubbo: DubboInvoker,
     triple: TripleInvoker,
     http: HttpInvoker,
 }
 
 impl ProtocolInvoker {
-    /// Default Triple and HTTP invokers.
+    /// Default dubbo://, Triple and HTTP invokers.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Both invokers, configured by you.
+    /// The Triple and HTTP invokers configured by you, the default dubbo:// one.
     pub fn with(triple: TripleInvoker, http: HttpInvoker) -> Self {
-        ProtocolInvoker { triple, http }
+        ProtocolInvoker {
+            dubbo: DubboInvoker::new(),
+            triple,
+            http,
+        }
+    }
+
+    /// Replaces the dubbo:// invoker.
+    pub fn dubbo(mut self, dubbo: DubboInvoker) -> Self {
+        self.dubbo = dubbo;
+        self
     }
 
     /// Replaces the Triple invoker.
@@ -69,13 +82,14 @@ impl Invoker for ProtocolInvoker {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Value>> {
         match target.protocol() {
+            Protocol::Dubbo => self.dubbo.invoke(target, invocation, timeout),
             Protocol::Tri => self.triple.invoke(target, invocation, timeout),
             Protocol::Http | Protocol::Rest => self.http.invoke(target, invocation, timeout),
             other => {
                 let e = Error::new(
                     ErrorKind::Unsupported,
                     format!(
-                        "{} speaks {other}://, which Switchman cannot call (supported: tri, http, rest)",
+                        "{} speaks {other}://, which Switchman cannot call (supported: dubbo, tri, http, rest)",
                         target.address()
                     ),
                 );
@@ -131,7 +145,7 @@ mod tests {
     async fn unsupported_protocols_fail_with_a_clear_error() {
         let inv = ProtocolInvoker::new();
         let target = Instance::builder("10.0.0.9", 20880)
-            .protocol(Protocol::Dubbo)
+            .protocol(Protocol::Other("grpc".into()))
             .build();
         let e = inv
             .invoke(&target, &Invocation::new("hi"), Duration::from_secs(1))
@@ -141,7 +155,7 @@ mod tests {
         assert!(!e.is_retryable());
         assert_eq!(
             e.message(),
-            "10.0.0.9:20880 speaks dubbo://, which Switchman cannot call (supported: tri, http, rest)"
+            "10.0.0.9:20880 speaks grpc://, which Switchman cannot call (supported: dubbo, tri, http, rest)"
         );
     }
 }

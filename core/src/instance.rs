@@ -58,7 +58,7 @@ pub enum Protocol {
     Http,
     /// REST (Spring Cloud style) over HTTP.
     Rest,
-    /// Dubbo's Hessian2 protocol (discovered, not callable).
+    /// Dubbo's default protocol: the Dubbo2 exchange format over TCP with Hessian2 bodies.
     Dubbo,
     /// Anything else, lower-cased.
     Other(String),

@@ -10,6 +10,10 @@ pub struct Invocation {
     pub arguments: Vec<Value>,
     /// Attachments, in insertion order. Few in practice: a linear scan beats a map.
     pub attachments: Vec<(String, String)>,
+    /// Java parameter types of the method (`java.lang.String`, `int`, `com.foo.User`, ...), for
+    /// protocols that select the method by signature (dubbo://). Empty: not given; the dubbo://
+    /// invoker then calls generically and the provider finds the method by name.
+    pub parameter_types: Vec<String>,
 }
 
 impl Invocation {
@@ -24,6 +28,12 @@ impl Invocation {
     /// Sets the arguments.
     pub fn with_args(mut self, args: Vec<Value>) -> Self {
         self.arguments = args;
+        self
+    }
+
+    /// Sets the Java parameter types (one per argument), e.g. `["int", "int"]`.
+    pub fn with_types<S: Into<String>>(mut self, types: impl IntoIterator<Item = S>) -> Self {
+        self.parameter_types = types.into_iter().map(Into::into).collect();
         self
     }
 

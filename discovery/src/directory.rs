@@ -44,9 +44,9 @@ pub struct DirectoryConfig {
     pub router: RouterChain,
     /// Empty-list policy.
     pub empty_policy: EmptyPolicy,
-    /// Protocols the consumer can call (default `tri`, `http`, `rest`). Instances speaking
-    /// anything else (for example `dubbo://` Hessian2) are listed in the snapshot but never
-    /// routed to, and a warning names them once. Empty: every protocol is routable.
+    /// Protocols the consumer can call (default `dubbo`, `tri`, `http`, `rest`). Instances
+    /// speaking anything else (for example `grpc://` or `injvm://`) are listed in the snapshot
+    /// but never routed to, and a warning names them once. Empty: every protocol is routable.
     pub protocols: Vec<Protocol>,
     /// Snapshot cache file: loaded at start (so calls work while the registry is down) and
     /// rewritten whenever the registry's list changes. `None`: no cache.
@@ -63,7 +63,12 @@ impl DirectoryConfig {
             router: RouterChain::new(),
             empty_policy: EmptyPolicy::default(),
             cache_file: None,
-            protocols: vec![Protocol::Tri, Protocol::Http, Protocol::Rest],
+            protocols: vec![
+                Protocol::Dubbo,
+                Protocol::Tri,
+                Protocol::Http,
+                Protocol::Rest,
+            ],
         }
     }
 
@@ -1142,20 +1147,22 @@ mod tests {
     #[tokio::test]
     async fn unsupported_protocols_are_listed_but_not_routed() {
         let dir = RegistryDirectory::spawn(cfg(), None);
-        let hessian = Instance::builder("10.0.0.1", 1)
-            .protocol(Protocol::Dubbo)
+        let grpc = Instance::builder("10.0.0.1", 1)
+            .protocol(Protocol::Other("grpc".into()))
             .build();
         let tri = Instance::builder("10.0.0.1", 2)
             .protocol(Protocol::Tri)
             .build();
-        dir.apply(Update::Reset(vec![hessian, tri]));
+        dir.apply(Update::Reset(vec![grpc, tri]));
         let s = settle(&dir, 1).await;
         assert_eq!(s.instances().len(), 2);
         assert_eq!(s.endpoints().len(), 1);
         assert_eq!(s.endpoints()[0].instance.port(), 2);
         let all = RegistryDirectory::spawn(cfg().protocols(vec![]), None);
         all.apply(Update::Reset(vec![
-            Instance::builder("h", 1).protocol(Protocol::Dubbo).build(),
+            Instance::builder("h", 1)
+                .protocol(Protocol::Other("grpc".into()))
+                .build(),
         ]));
         assert_eq!(settle(&all, 1).await.endpoints().len(), 1);
     }

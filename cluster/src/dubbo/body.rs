@@ -1,0 +1,556 @@
+//! Request and response bodies of dubbo:// in Hessian2, as Java's `DubboCodec` writes and
+//! `DecodeableRpcInvocation`/`DecodeableRpcResult` read them.
+//!
+//! Request: the Dubbo protocol version (`"2.0.2"`), the service path, the service version, the
+//! method name, the parameter descriptor (JVM descriptors concatenated), each argument, then the
+//! attachments as a map. A generic call (Dubbo's `GenericService.$invoke`) is the method
+//! `$invoke` with three arguments: the real method name, its parameter type names (or null: the
+//! provider then finds the method by name when it is not overloaded) and the arguments, with
+//! POJOs as maps; the attachment `generic=true` tells the provider's `GenericFilter`.
+//!
+//! Response with status 20: a flag (0 exception, 1 value, 2 null; 3/4/5 the same followed by
+//! an attachments map), then the value or the Throwable. Any other status: one string, the
+//! provider's error message.
+
+use std::time::Duration;
+
+use serde_json::Value as Json;
+use switchman_core::{Error, ErrorKind, Instance, Invocation, Result};
+use switchman_hessian::{Decoder, Encoder, List, Map, Value, from_json, java_exception, to_json};
+
+use super::{Response, status};
+
+/// The Dubbo protocol version Java 3.3 consumers send; 2.0.2 also asks the provider to send
+/// its attachments back with the result.
+pub(crate) const DUBBO_VERSION: &str = "2.0.2";
+/// The descriptor of `$invoke(String, String[], Object[])`.
+const GENERIC_DESC: &str = "Ljava/lang/String;[Ljava/lang/String;[Ljava/lang/Object;";
+
+/// The JVM descriptor of a Java type as written in a method signature: `int` → `I`,
+/// `java.lang.String` → `Ljava/lang/String;`, `int[]` → `[I`, `com.foo.User[][]` →
+/// `[[Lcom/foo/User;`. JVM names (`[I`, `[Ljava.lang.String;`) are accepted too.
+pub fn descriptor(java_type: &str) -> Result<String> {
+    let bad = |why: &str| {
+        Error::bad_config(format!(
+            "parameter type {java_type:?} is not a Java type name: {why}"
+        ))
+    };
+    let t = java_type.trim();
+    if t.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if let Some(rest) = t.strip_prefix('[') {
+        // A JVM array name: `[I`, `[[J`, `[Ljava.lang.String;`.
+        let depth = 1 + rest.chars().take_while(|&c| c == '[').count();
+        let elem = &t[depth..];
+        let inner = match elem {
+            "Z" | "B" | "C" | "S" | "I" | "J" | "F" | "D" => elem.to_string(),
+            _ => match elem.strip_prefix('L').and_then(|e| e.strip_suffix(';')) {
+                Some(class) => class_descriptor(class).ok_or_else(|| bad("bad class name"))?,
+                None => return Err(bad("bad array element")),
+            },
+        };
+        return Ok(format!("{}{inner}", "[".repeat(depth)));
+    }
+    let mut base = t;
+    let mut depth = 0;
+    while let Some(b) = base.strip_suffix("[]") {
+        base = b.trim_end();
+        depth += 1;
+    }
+    let inner = match base {
+        "boolean" => "Z".to_string(),
+        "byte" => "B".to_string(),
+        "char" => "C".to_string(),
+        "short" => "S".to_string(),
+        "int" => "I".to_string(),
+        "long" => "J".to_string(),
+        "float" => "F".to_string(),
+        "double" => "D".to_string(),
+        "void" => return Err(bad("void is not a parameter type")),
+        class => class_descriptor(class).ok_or_else(|| {
+            bad("expected a primitive, a class name such as java.lang.String, or an array T[]")
+        })?,
+    };
+    Ok(format!("{}{inner}", "[".repeat(depth)))
+}
+
+fn class_descriptor(class: &str) -> Option<String> {
+    let ok = !class.is_empty()
+        && class.split('.').all(|seg| {
+            let mut chars = seg.chars();
+            matches!(chars.next(), Some(c) if c.is_alphabetic() || c == '_' || c == '$')
+                && chars.all(|c| c.is_alphanumeric() || c == '_' || c == '$')
+        });
+    ok.then(|| format!("L{};", class.replace('.', "/")))
+}
+
+/// How one call is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// Method and descriptor from the invocation's parameter types.
+    Typed,
+    /// `$invoke(method, types, args)`.
+    Generic,
+}
+
+/// Decides the form: generic when asked (`generic=true` attachment or the invoker's setting)
+/// or when no parameter types were given for a call that has arguments.
+pub(crate) fn form_of(inv: &Invocation, generic: bool) -> Form {
+    let asked = generic || inv.attachment("generic").is_some_and(|g| g == "true");
+    if asked || (inv.parameter_types.is_empty() && !inv.arguments.is_empty()) {
+        Form::Generic
+    } else {
+        Form::Typed
+    }
+}
+
+/// Attachment keys the invoker sets itself; the invocation's own values for them are not
+/// sent (the consumer-side `retries` control would otherwise reach the provider too).
+const RESERVED: &[&str] = &[
+    "path",
+    "interface",
+    "version",
+    "group",
+    "timeout",
+    "dubbo",
+    "generic",
+    "retries",
+];
+
+/// The request body of `inv` to `target`.
+pub(crate) fn encode_request(
+    target: &Instance,
+    inv: &Invocation,
+    timeout: Duration,
+    form: Form,
+) -> Result<Vec<u8>> {
+    let key = target.service();
+    let path: &str = if target.path().is_empty() {
+        &key.interface
+    } else {
+        target.path()
+    };
+    let mut e = Encoder::new();
+    e.write_str(DUBBO_VERSION);
+    e.write_str(path);
+    e.write_str(&key.version);
+    match form {
+        Form::Typed => {
+            if inv.parameter_types.len() != inv.arguments.len() {
+                return Err(Error::bad_config(format!(
+                    "{}: {} parameter types ({}) for {} arguments",
+                    inv.method,
+                    inv.parameter_types.len(),
+                    inv.parameter_types.join(","),
+                    inv.arguments.len()
+                )));
+            }
+            let mut desc = String::new();
+            for t in &inv.parameter_types {
+                desc.push_str(&descriptor(t)?);
+            }
+            e.write_str(&inv.method);
+            e.write_str(&desc);
+            for (i, (arg, ty)) in inv.arguments.iter().zip(&inv.parameter_types).enumerate() {
+                let v = from_json(arg, Some(ty)).map_err(|err| {
+                    Error::bad_config(format!("{} argument {} as {ty}: {err}", inv.method, i + 1))
+                })?;
+                e.write(&v);
+            }
+        }
+        Form::Generic => {
+            for t in &inv.parameter_types {
+                descriptor(t)?;
+            }
+            e.write_str("$invoke");
+            e.write_str(GENERIC_DESC);
+            e.write_str(&inv.method);
+            if inv.parameter_types.is_empty() {
+                e.write(&Value::Null);
+            } else {
+                e.write(&Value::List(List {
+                    class: Some("[string".into()),
+                    items: inv
+                        .parameter_types
+                        .iter()
+                        .map(|t| Value::String(t.trim().to_string()))
+                        .collect(),
+                }));
+            }
+            let mut items = Vec::with_capacity(inv.arguments.len());
+            for (i, arg) in inv.arguments.iter().enumerate() {
+                items.push(generic_value(arg).map_err(|err| {
+                    Error::bad_config(format!("{} argument {}: {err}", inv.method, i + 1))
+                })?);
+            }
+            e.write(&Value::List(List {
+                class: Some("[object".into()),
+                items,
+            }));
+        }
+    }
+    let mut entries: Vec<(Value, Value)> = Vec::with_capacity(8 + inv.attachments.len());
+    let mut put =
+        |k: &str, v: &str| entries.push((Value::String(k.into()), Value::String(v.into())));
+    put("path", path);
+    put("interface", &key.interface);
+    if !key.version.is_empty() {
+        put("version", &key.version);
+    }
+    if !key.group.is_empty() {
+        put("group", &key.group);
+    }
+    put("timeout", &timeout.as_millis().max(1).to_string());
+    if form == Form::Generic {
+        put("generic", "true");
+    }
+    for (k, v) in &inv.attachments {
+        if !RESERVED.contains(&k.as_str()) {
+            put(k, v);
+        }
+    }
+    e.write(&Value::Map(Map {
+        class: None,
+        entries,
+    }));
+    Ok(e.into_bytes())
+}
+
+/// A JSON argument of a generic call: objects become maps (a `"class"` key stays a key, as
+/// Dubbo's `PojoUtils` expects), arrays untyped lists, scalars as [`from_json`] maps them.
+fn generic_value(json: &Json) -> std::result::Result<Value, String> {
+    Ok(match json {
+        Json::Object(m) => {
+            let mut entries = Vec::with_capacity(m.len());
+            for (k, v) in m {
+                entries.push((Value::String(k.clone()), generic_value(v)?));
+            }
+            Value::Map(Map {
+                class: None,
+                entries,
+            })
+        }
+        Json::Array(a) => Value::List(List {
+            class: None,
+            items: a
+                .iter()
+                .map(generic_value)
+                .collect::<std::result::Result<_, _>>()?,
+        }),
+        scalar => from_json(scalar, None).map_err(|e| e.to_string())?,
+    })
+}
+
+/// Turns a response into the call's result or its error, classified once here.
+pub(crate) fn decode_response(target: &Instance, resp: &Response) -> Result<Json> {
+    let addr = target.address();
+    let mut d = Decoder::new(&resp.body);
+    if resp.status != status::OK {
+        let message = match d.read() {
+            Ok(Value::String(s)) => s,
+            Ok(Value::Null) | Err(_) => String::new(),
+            Ok(other) => to_json(&other).to_string(),
+        };
+        return Err(status_error(addr, resp.status, &message));
+    }
+    let malformed = |what: String| {
+        Error::new(
+            ErrorKind::Transport,
+            format!("{addr} sent a dubbo:// reply that does not decode: {what}"),
+        )
+        // The provider ran the call: sending it again could repeat its side effects.
+        .with_retryable(false)
+        .with_outlier_strike(true)
+    };
+    let flag = match d.read() {
+        Ok(Value::Int(f)) => f,
+        Ok(other) => return Err(malformed(format!("result flag {other:?}"))),
+        Err(e) => return Err(malformed(e.to_string())),
+    };
+    match flag {
+        1 | 4 => d
+            .read()
+            .map(|v| to_json(&v))
+            .map_err(|e| malformed(e.to_string())),
+        2 | 5 => Ok(Json::Null),
+        0 | 3 => {
+            let thrown = d.read().map_err(|e| malformed(e.to_string()))?;
+            let text = match java_exception(&thrown) {
+                Some(ex) => ex.to_string(),
+                None => to_json(&thrown).to_string(),
+            };
+            Err(Error::business(format!("{addr} threw {text}")))
+        }
+        other => Err(malformed(format!("unknown result flag {other}"))),
+    }
+}
+
+/// The error of a non-OK status (Dubbo's `Response` status codes).
+fn status_error(addr: &str, code: u8, message: &str) -> Error {
+    let (kind, name, retryable) = match code {
+        status::CLIENT_TIMEOUT => (ErrorKind::Timeout, "client timeout", true),
+        status::SERVER_TIMEOUT => (ErrorKind::Timeout, "server timeout", true),
+        status::BAD_REQUEST => (ErrorKind::BadConfig, "bad request", false),
+        status::SERVICE_NOT_FOUND => (ErrorKind::Transport, "service not found", false),
+        status::SERVICE_ERROR => (ErrorKind::Business, "service error", false),
+        status::SERVER_THREADPOOL_EXHAUSTED_ERROR => {
+            (ErrorKind::Transport, "server thread pool exhausted", true)
+        }
+        status::BAD_RESPONSE => (ErrorKind::Transport, "bad response", true),
+        status::SERVER_ERROR => (ErrorKind::Transport, "server error", true),
+        status::CLIENT_ERROR => (ErrorKind::Transport, "client error", true),
+        _ => (ErrorKind::Transport, "unknown status", true),
+    };
+    let text = if message.is_empty() {
+        format!("{addr} answered status {code} ({name})")
+    } else {
+        format!("{addr} answered status {code} ({name}): {message}")
+    };
+    Error::new(kind, text).with_retryable(retryable)
+}
+
+/// Whether `target` accepts hessian2 (Switchman's serialization): from its
+/// `prefer.serialization` and `serialization` parameters; neither set means Dubbo 2's default,
+/// hessian2.
+pub(crate) fn check_serialization(target: &Instance) -> Result<()> {
+    let prefer = target.param("prefer.serialization").unwrap_or("");
+    let single = target.param("serialization").unwrap_or("");
+    let offered: Vec<&str> = prefer
+        .split(',')
+        .chain(std::iter::once(single))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if offered.is_empty() || offered.iter().any(|s| s.eq_ignore_ascii_case("hessian2")) {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "{} accepts serialization {} over dubbo://; Switchman speaks hessian2 only",
+            target.address(),
+            offered.join(",")
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchman_core::ServiceKey;
+
+    #[test]
+    fn descriptors_follow_the_jvm() {
+        let d = |t| descriptor(t).unwrap();
+        assert_eq!(d("int"), "I");
+        assert_eq!(d("long"), "J");
+        assert_eq!(d("boolean"), "Z");
+        assert_eq!(d("java.lang.String"), "Ljava/lang/String;");
+        assert_eq!(d("int[]"), "[I");
+        assert_eq!(d("com.foo.User[][]"), "[[Lcom/foo/User;");
+        assert_eq!(d("[Ljava.lang.String;"), "[Ljava/lang/String;");
+        assert_eq!(d("[[J"), "[[J");
+        assert_eq!(d("com.foo.Outer$Inner"), "Lcom/foo/Outer$Inner;");
+        for bad in [
+            "",
+            "void",
+            "java..String",
+            "1abc",
+            "a b",
+            "[Q",
+            "[Ljava.lang.String",
+        ] {
+            let e = descriptor(bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::BadConfig, "{bad:?}");
+            assert!(e.message().contains("parameter type"), "{}", e.message());
+        }
+    }
+
+    fn target() -> Instance {
+        Instance::builder("127.0.0.1", 20880)
+            .protocol(switchman_core::Protocol::Dubbo)
+            .service(ServiceKey::with("com.foo.Greeter", "g1", "1.0.0"))
+            .build()
+    }
+
+    fn strings(d: &mut Decoder<'_>, n: usize) -> Vec<String> {
+        (0..n)
+            .map(|_| match d.read().unwrap() {
+                Value::String(s) => s,
+                other => panic!("expected a string, got {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_typed_request_has_dubbo_codecs_layout() {
+        let inv = Invocation::new("add")
+            .with_args(vec![2.into(), 3.into()])
+            .with_types(["int", "int"])
+            .with_attachment("dubbo.tag", "gray")
+            .with_attachment("retries", "5");
+        let body =
+            encode_request(&target(), &inv, Duration::from_millis(800), Form::Typed).unwrap();
+        let mut d = Decoder::new(&body);
+        assert_eq!(
+            strings(&mut d, 5),
+            ["2.0.2", "com.foo.Greeter", "1.0.0", "add", "II"]
+        );
+        assert_eq!(d.read().unwrap(), Value::Int(2));
+        assert_eq!(d.read().unwrap(), Value::Int(3));
+        let Value::Map(att) = d.read().unwrap() else {
+            panic!("attachments are a map")
+        };
+        let get = |k: &str| {
+            att.entries.iter().find_map(|(key, v)| match (key, v) {
+                (Value::String(key), Value::String(v)) if key == k => Some(v.clone()),
+                _ => None,
+            })
+        };
+        assert_eq!(get("path").as_deref(), Some("com.foo.Greeter"));
+        assert_eq!(get("group").as_deref(), Some("g1"));
+        assert_eq!(get("version").as_deref(), Some("1.0.0"));
+        assert_eq!(get("timeout").as_deref(), Some("800"));
+        assert_eq!(get("dubbo.tag").as_deref(), Some("gray"));
+        assert_eq!(get("retries"), None, "consumer-side controls stay home");
+        assert!(d.is_at_end());
+    }
+
+    #[test]
+    fn a_call_without_types_goes_generic_with_null_types() {
+        let inv = Invocation::new("save").with_args(vec![serde_json::json!({"name": "Ann"})]);
+        assert_eq!(form_of(&inv, false), Form::Generic);
+        assert_eq!(form_of(&Invocation::new("ping"), false), Form::Typed);
+        let body = encode_request(&target(), &inv, Duration::from_secs(1), Form::Generic).unwrap();
+        let mut d = Decoder::new(&body);
+        assert_eq!(
+            strings(&mut d, 6),
+            [
+                "2.0.2",
+                "com.foo.Greeter",
+                "1.0.0",
+                "$invoke",
+                GENERIC_DESC,
+                "save"
+            ]
+        );
+        assert_eq!(d.read().unwrap(), Value::Null);
+        let Value::List(args) = d.read().unwrap() else {
+            panic!("arguments are a list")
+        };
+        assert_eq!(args.items.len(), 1);
+        assert!(
+            matches!(&args.items[0], Value::Map(_)),
+            "POJOs travel as maps"
+        );
+    }
+
+    #[test]
+    fn arity_and_argument_errors_name_the_method() {
+        let inv = Invocation::new("add")
+            .with_args(vec![2.into()])
+            .with_types(["int", "int"]);
+        let e = encode_request(&target(), &inv, Duration::from_secs(1), Form::Typed).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadConfig);
+        assert!(
+            e.message().contains("add: 2 parameter types"),
+            "{}",
+            e.message()
+        );
+        let inv = Invocation::new("add")
+            .with_args(vec!["x".into()])
+            .with_types(["int"]);
+        let e = encode_request(&target(), &inv, Duration::from_secs(1), Form::Typed).unwrap_err();
+        assert!(
+            e.message().starts_with("add argument 1 as int"),
+            "{}",
+            e.message()
+        );
+    }
+
+    fn response(status: u8, values: &[Value]) -> Response {
+        let mut e = Encoder::new();
+        for v in values {
+            e.write(v);
+        }
+        Response {
+            status,
+            serialization: super::super::HESSIAN2,
+            body: e.into_bytes().into(),
+        }
+    }
+
+    #[test]
+    fn responses_map_to_values_and_error_kinds() {
+        let t = target();
+        let ok = decode_response(&t, &response(20, &[Value::Int(1), Value::Int(5)])).unwrap();
+        assert_eq!(ok, serde_json::json!(5));
+        let with_att = response(
+            20,
+            &[
+                Value::Int(4),
+                Value::String("x".into()),
+                Value::Map(Map {
+                    class: None,
+                    entries: vec![],
+                }),
+            ],
+        );
+        assert_eq!(
+            decode_response(&t, &with_att).unwrap(),
+            serde_json::json!("x")
+        );
+        assert_eq!(
+            decode_response(&t, &response(20, &[Value::Int(2)])).unwrap(),
+            Json::Null
+        );
+        let cases = [
+            (30, ErrorKind::Timeout, true),
+            (31, ErrorKind::Timeout, true),
+            (40, ErrorKind::BadConfig, false),
+            (60, ErrorKind::Transport, false),
+            (70, ErrorKind::Business, false),
+            (80, ErrorKind::Transport, true),
+            (100, ErrorKind::Transport, true),
+        ];
+        for (code, kind, retryable) in cases {
+            let e =
+                decode_response(&t, &response(code, &[Value::String("why".into())])).unwrap_err();
+            assert_eq!(
+                (e.kind(), e.is_retryable()),
+                (kind, retryable),
+                "status {code}"
+            );
+            assert!(e.message().ends_with(": why"), "{}", e.message());
+        }
+        let e = decode_response(&t, &response(20, &[Value::Int(1)])).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Transport);
+        assert!(
+            !e.is_retryable(),
+            "a reply that does not decode is not retried"
+        );
+        assert!(
+            e.message().starts_with("127.0.0.1:20880 sent"),
+            "{}",
+            e.message()
+        );
+    }
+
+    #[test]
+    fn serialization_is_checked_against_the_provider() {
+        let with = |prefer: &str| {
+            Instance::builder("127.0.0.1", 20880)
+                .param("prefer.serialization", prefer)
+                .build()
+        };
+        assert!(check_serialization(&target()).is_ok());
+        assert!(check_serialization(&with("fastjson2,hessian2")).is_ok());
+        let e = check_serialization(&with("fastjson2,protobuf")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        assert_eq!(
+            e.message(),
+            "127.0.0.1:20880 accepts serialization fastjson2,protobuf over dubbo://; Switchman speaks hessian2 only"
+        );
+    }
+}

@@ -1,0 +1,687 @@
+//! One TCP connection to a provider, multiplexed by every call that uses it.
+//!
+//! Three tasks per connection, all ended by [`Shared::close`]:
+//!
+//! - the **writer** drains a bounded queue of frames; frames already queued are batched into
+//!   one write (small ones copied into a reused buffer, large bodies written as they are),
+//!   flushed when the queue is empty;
+//! - the **reader** splits the stream into frames, hands each response to the call waiting
+//!   for its id (a oneshot in a small map under a std mutex, never held across an await),
+//!   answers the provider's heartbeats and reads its readonly/writeable events;
+//! - the **heartbeat** timer, every third of the interval, sends a heartbeat when nothing was
+//!   read or nothing was written for one interval and closes the connection when nothing was
+//!   read for three (Dubbo's `HeartbeatTimerTask` and `ReconnectTimerTask`).
+//!
+//! A connection that breaks (end of stream, I/O error, bad frame, three silent heartbeat
+//! intervals) fails every call waiting on it at once with a retryable transport error, and
+//! is never used again. Dropping the last [`Connection`] handle closes it (a call in flight
+//! holds a handle, so that happens once it is idle).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use switchman_core::{Error, ErrorKind, Result};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::{Instant, MissedTickBehavior};
+use tracing::{debug, info, trace, warn};
+
+use super::exchange::{HEADER_LEN, HESSIAN2, Header, event, status};
+
+/// Dubbo's default payload limit, both directions: 8 MiB.
+pub const DEFAULT_PAYLOAD: usize = 8 * 1024 * 1024;
+/// Dubbo's default heartbeat interval: 60 s.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(60);
+/// Dubbo's default connect timeout: 3 s.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Frames waiting for the writer; a caller beyond it waits (within its timeout).
+const QUEUE: usize = 1024;
+/// Bodies up to this size are copied into the write buffer; larger ones are written directly.
+const INLINE_BODY: usize = 16 * 1024;
+/// The write buffer is written out once it holds this much.
+const WRITE_CHUNK: usize = 64 * 1024;
+/// Read granularity, and the chunk in which an oversized body is discarded.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Settings of the connections to providers.
+#[derive(Debug, Clone)]
+pub struct ExchangeConfig {
+    /// Idle interval after which a heartbeat is sent (Dubbo's `heartbeat`, default 60 s); a
+    /// connection on which nothing was read for three intervals is closed. Zero: no
+    /// heartbeats and no idle check.
+    pub heartbeat: Duration,
+    /// Largest body accepted, both ways (Dubbo's `payload`, default 8 MiB; 0: no limit).
+    pub payload: usize,
+    /// How long establishing a TCP connection may take (default 3 s).
+    pub connect_timeout: Duration,
+}
+
+impl Default for ExchangeConfig {
+    fn default() -> Self {
+        ExchangeConfig {
+            heartbeat: DEFAULT_HEARTBEAT,
+            payload: DEFAULT_PAYLOAD,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+}
+
+/// A provider's answer to one request: the header's status and serialization id, and the
+/// body, still serialized.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// The status byte ([`status::OK`] or an error code from [`status`]).
+    pub status: u8,
+    /// The serialization id of the body.
+    pub serialization: u8,
+    /// The body: for [`status::OK`] the serialized result, otherwise the error message.
+    pub body: Bytes,
+}
+
+/// One multiplexed connection to a provider. Cheap to clone; clones share the connection,
+/// which closes when the last clone is dropped.
+#[derive(Clone)]
+pub struct Connection {
+    handle: Arc<Handle>,
+}
+
+/// Closes the connection when the last [`Connection`] goes.
+struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.close("no longer used");
+    }
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.handle.shared;
+        f.debug_struct("Connection")
+            .field("address", &s.address)
+            .field("in_flight", &self.in_flight())
+            .field("readonly", &self.is_readonly())
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+impl Connection {
+    /// Connects to `address` (`host:port`, IPv6 as `[::1]:20880`) within
+    /// `config.connect_timeout`. Fails with a retryable transport error.
+    pub async fn connect(address: &str, config: ExchangeConfig) -> Result<Connection> {
+        let ms = config.connect_timeout.as_millis();
+        let stream = match tokio::time::timeout(config.connect_timeout, TcpStream::connect(address))
+            .await
+        {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                return Err(
+                    Error::transport(format!("cannot connect to {address}: {e}")).with_source(e),
+                );
+            }
+            Err(_) => {
+                return Err(Error::transport(format!(
+                    "connecting to {address} timed out after {ms} ms"
+                )));
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let local = stream.local_addr().ok();
+        let (rd, wr) = stream.into_split();
+        let (frames, queue) = mpsc::channel(QUEUE);
+        let (stop, _) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            address: address.to_string(),
+            heartbeat: config.heartbeat,
+            payload: config.payload,
+            epoch: Instant::now(),
+            next_id: AtomicI64::new(0),
+            calls: Mutex::new(Calls::default()),
+            in_flight: AtomicUsize::new(0),
+            frames,
+            stop,
+            closed: AtomicBool::new(false),
+            readonly: AtomicBool::new(false),
+            readonly_since: AtomicU64::new(0),
+            last_read: AtomicU64::new(0),
+            last_write: AtomicU64::new(0),
+            late: AtomicU64::new(0),
+        });
+        tokio::spawn(read_loop(shared.clone(), rd, shared.stop.subscribe()));
+        tokio::spawn(write_loop(
+            shared.clone(),
+            wr,
+            queue,
+            shared.stop.subscribe(),
+        ));
+        if !config.heartbeat.is_zero() {
+            tokio::spawn(heartbeat_loop(shared.clone(), shared.stop.subscribe()));
+        }
+        debug!(address, ?local, "dubbo connection established");
+        Ok(Connection {
+            handle: Arc::new(Handle { shared }),
+        })
+    }
+
+    /// One two-way request; `body` is the serialized request body, `serialization` its id
+    /// ([`HESSIAN2`](super::HESSIAN2)...). Bounded by `timeout`: a timeout error names the
+    /// address and the milliseconds, and a response arriving later is dropped.
+    ///
+    /// Errors: a body over the payload limit fails before sending (limit exceeded, not
+    /// retryable); a closed or broken connection fails at once (transport, retryable); a
+    /// response over the payload limit fails the call (limit exceeded, not retryable: the
+    /// provider did process the request).
+    pub async fn request(
+        &self,
+        serialization: u8,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<Response> {
+        let s = &*self.handle.shared;
+        let len = match i32::try_from(body.len()) {
+            Ok(len) if !s.over_payload(body.len()) => len,
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::LimitExceeded,
+                    format!(
+                        "the request to {} is {} bytes, over the payload limit of {} bytes",
+                        s.address,
+                        body.len(),
+                        s.payload
+                    ),
+                ));
+            }
+        };
+        let id = s.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        s.register(id, tx)?;
+        let waiting = Waiting { shared: s, id };
+        let frame = Frame {
+            header: Header::request(id, serialization, true, len).encode(),
+            body,
+        };
+        let exchange = async {
+            s.frames.send(frame).await.ok()?;
+            rx.await.ok()
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(Some(result)) => {
+                // Whoever answered (the reader or `close`) removed the entry.
+                std::mem::forget(waiting);
+                result
+            }
+            Ok(None) => {
+                drop(waiting);
+                Err(s.closed_error())
+            }
+            Err(_) => {
+                drop(waiting);
+                Err(Error::timeout(format!(
+                    "{} did not answer request {id} within {} ms",
+                    s.address,
+                    timeout.as_millis()
+                )))
+            }
+        }
+    }
+
+    /// Whether the provider sent its readonly event (it is shutting down gracefully, or was
+    /// taken offline) and has not sent the writeable event since.
+    pub fn is_readonly(&self) -> bool {
+        self.handle.shared.readonly.load(Ordering::Acquire)
+    }
+
+    /// Whether the connection is closed (broken, timed out by heartbeats, or dropped). A
+    /// closed connection never opens again.
+    pub fn is_closed(&self) -> bool {
+        self.handle.shared.closed.load(Ordering::Acquire)
+    }
+
+    /// Requests sent or queued and not yet answered.
+    pub fn in_flight(&self) -> usize {
+        self.handle.shared.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The address connected to, as given to [`Connection::connect`].
+    pub fn address(&self) -> &str {
+        &self.handle.shared.address
+    }
+
+    /// How long the connection has been readonly (`None` when it is not).
+    pub(crate) fn readonly_for(&self) -> Option<Duration> {
+        let s = &self.handle.shared;
+        if !self.is_readonly() {
+            return None;
+        }
+        let since = s.readonly_since.load(Ordering::Relaxed);
+        Some(Duration::from_millis(s.now_ms().saturating_sub(since)))
+    }
+
+    /// Whether `self` and `other` are handles of the same connection.
+    #[cfg(test)]
+    pub(crate) fn same(&self, other: &Connection) -> bool {
+        Arc::ptr_eq(&self.handle.shared, &other.handle.shared)
+    }
+
+    /// Responses that came after their call had given up.
+    #[cfg(test)]
+    pub(crate) fn late_responses(&self) -> u64 {
+        self.handle.shared.late.load(Ordering::Relaxed)
+    }
+}
+
+/// A frame for the writer.
+struct Frame {
+    header: [u8; HEADER_LEN],
+    body: Bytes,
+}
+
+/// Request ids are sequential: spread them with a multiplicative hash instead of SipHash.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_i64(&mut self, id: i64) {
+        self.0 = (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type Waiters = HashMap<i64, oneshot::Sender<Result<Response>>, BuildHasherDefault<IdHasher>>;
+
+#[derive(Default)]
+struct Calls {
+    waiting: Waiters,
+    /// Why the connection closed, once it did.
+    closed: Option<String>,
+}
+
+/// What the handles and the three tasks share.
+struct Shared {
+    address: String,
+    heartbeat: Duration,
+    payload: usize,
+    /// Timestamps are milliseconds since this instant.
+    epoch: Instant,
+    next_id: AtomicI64,
+    calls: Mutex<Calls>,
+    /// `calls.waiting.len()`, readable without the lock (updated under it).
+    in_flight: AtomicUsize,
+    frames: mpsc::Sender<Frame>,
+    stop: watch::Sender<bool>,
+    closed: AtomicBool,
+    readonly: AtomicBool,
+    readonly_since: AtomicU64,
+    last_read: AtomicU64,
+    last_write: AtomicU64,
+    late: AtomicU64,
+}
+
+/// Removes a call's entry when the call gives up (timeout or cancellation).
+struct Waiting<'a> {
+    shared: &'a Shared,
+    id: i64,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let _ = self.shared.take(self.id);
+    }
+}
+
+impl Shared {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Dubbo's check: a limit of 0 means none.
+    fn over_payload(&self, len: usize) -> bool {
+        self.payload > 0 && len > self.payload
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Calls> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn register(&self, id: i64, tx: oneshot::Sender<Result<Response>>) -> Result<()> {
+        let mut calls = self.lock();
+        if let Some(reason) = &calls.closed {
+            return Err(self.error(reason));
+        }
+        calls.waiting.insert(id, tx);
+        self.in_flight.store(calls.waiting.len(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn take(&self, id: i64) -> Option<oneshot::Sender<Result<Response>>> {
+        let mut calls = self.lock();
+        let tx = calls.waiting.remove(&id);
+        if tx.is_some() {
+            self.in_flight.store(calls.waiting.len(), Ordering::Relaxed);
+        }
+        tx
+    }
+
+    fn error(&self, reason: &str) -> Error {
+        Error::transport(format!(
+            "the connection to {} closed: {reason}",
+            self.address
+        ))
+    }
+
+    fn closed_error(&self) -> Error {
+        let calls = self.lock();
+        self.error(calls.closed.as_deref().unwrap_or("closed"))
+    }
+
+    /// Closes the connection (once): fails every waiting call with a retryable transport
+    /// error saying `reason`, and stops the tasks.
+    fn close(&self, reason: &str) {
+        let waiting = {
+            let mut calls = self.lock();
+            if calls.closed.is_some() {
+                return;
+            }
+            calls.closed = Some(reason.to_string());
+            self.closed.store(true, Ordering::Release);
+            self.in_flight.store(0, Ordering::Relaxed);
+            std::mem::take(&mut calls.waiting)
+        };
+        self.stop.send_replace(true);
+        if waiting.is_empty() {
+            debug!(address = %self.address, reason, "dubbo connection closed");
+        } else {
+            info!(address = %self.address, reason, failed = waiting.len(), "dubbo connection closed with calls in flight");
+        }
+        for (_, tx) in waiting {
+            let _ = tx.send(Err(self.error(reason)));
+        }
+    }
+
+    fn touch_read(&self) {
+        self.last_read.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    fn touch_write(&self) {
+        self.last_write.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    /// Queues a frame the transport itself sends (heartbeats and their answers). Dropped when
+    /// the queue is full: traffic is flowing then, and the reader must never wait on it.
+    fn send_control(&self, header: Header, body: Bytes) {
+        let frame = Frame {
+            header: header.encode(),
+            body,
+        };
+        if self.frames.try_send(frame).is_err() {
+            trace!(address = %self.address, "write queue full or closed: control frame dropped");
+        }
+    }
+
+    fn on_frame(&self, h: Header, body: Bytes) {
+        if h.is_request() {
+            if h.is_event() {
+                self.on_event(h, body);
+            } else {
+                self.on_call(h);
+            }
+        } else if h.is_event() {
+            trace!(address = %self.address, id = h.id, "heartbeat answered");
+        } else {
+            match self.take(h.id) {
+                Some(tx) => {
+                    let _ = tx.send(Ok(Response {
+                        status: h.status,
+                        serialization: h.serialization(),
+                        body,
+                    }));
+                }
+                None => self.late(h.id),
+            }
+        }
+    }
+
+    fn late(&self, id: i64) {
+        let late = self.late.fetch_add(1, Ordering::Relaxed) + 1;
+        debug!(address = %self.address, id, late, "dropped a response whose call had given up");
+    }
+
+    /// An event request from the provider.
+    fn on_event(&self, h: Header, body: Bytes) {
+        match event::classify(h.serialization(), &body) {
+            event::Event::Readonly => {
+                self.readonly_since.store(self.now_ms(), Ordering::Relaxed);
+                if !self.readonly.swap(true, Ordering::AcqRel) {
+                    info!(address = %self.address, "provider sent its readonly event (shutting down): no new calls on this connection");
+                }
+            }
+            event::Event::Writeable => {
+                if self.readonly.swap(false, Ordering::AcqRel) {
+                    info!(address = %self.address, "provider sent its writeable event: calls resume on this connection");
+                }
+            }
+            event::Event::Other if h.is_two_way() => {
+                // A heartbeat: answer with the serialized null of the same serialization
+                // (which is what the request carried).
+                let ser = h.serialization();
+                let reply = match event::null_body(ser) {
+                    Some(null) => Bytes::from_static(null),
+                    None => body,
+                };
+                trace!(address = %self.address, id = h.id, "answering the provider's heartbeat");
+                self.send_control(
+                    Header::response(h.id, ser, status::OK, true, reply.len() as i32),
+                    reply,
+                );
+            }
+            event::Event::Other => {
+                trace!(address = %self.address, id = h.id, "ignored a one-way event");
+            }
+        }
+    }
+
+    /// A call from the provider (a Dubbo callback): this consumer exports nothing.
+    fn on_call(&self, h: Header) {
+        if !h.is_two_way() {
+            debug!(address = %self.address, id = h.id, "ignored a one-way call from the provider");
+            return;
+        }
+        debug!(address = %self.address, id = h.id, "refused a call from the provider (callbacks are not supported)");
+        if h.serialization() == HESSIAN2 {
+            // A Hessian2 string of fewer than 32 ASCII characters: its length, then itself.
+            const MESSAGE: &[u8] = b"\x19consumer has no callbacks";
+            self.send_control(
+                Header::response(
+                    h.id,
+                    HESSIAN2,
+                    status::SERVICE_NOT_FOUND,
+                    false,
+                    MESSAGE.len() as i32,
+                ),
+                Bytes::from_static(MESSAGE),
+            );
+        }
+    }
+
+    /// A frame announcing more than the payload limit: fail its call (the body is skipped).
+    fn oversized(&self, h: &Header) {
+        let len = h.len;
+        if h.is_request() || h.is_event() {
+            warn!(address = %self.address, id = h.id, len, limit = self.payload, "skipping a request or event from the provider over the payload limit");
+            return;
+        }
+        match self.take(h.id) {
+            Some(tx) => {
+                let e = Error::new(
+                    ErrorKind::LimitExceeded,
+                    format!(
+                        "the response of {} to request {} is {len} bytes, over the payload limit of {} bytes",
+                        self.address, h.id, self.payload
+                    ),
+                )
+                .with_retryable(false);
+                let _ = tx.send(Err(e));
+            }
+            None => self.late(h.id),
+        }
+    }
+}
+
+/// Resolves once the connection is closing.
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|closed| *closed).await;
+}
+
+async fn read_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf, mut stop: watch::Receiver<bool>) {
+    tokio::select! {
+        reason = read_frames(&shared, &mut rd) => shared.close(&reason),
+        () = stopped(&mut stop) => {}
+    }
+}
+
+/// Reads frames until the stream ends or breaks; returns why.
+async fn read_frames(s: &Shared, rd: &mut OwnedReadHalf) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    // Bytes of an oversized body still to discard.
+    let mut skip = 0usize;
+    loop {
+        loop {
+            if skip > 0 {
+                let n = skip.min(buf.len());
+                buf.advance(n);
+                skip -= n;
+                if skip > 0 {
+                    break;
+                }
+            }
+            if buf.len() < HEADER_LEN {
+                break;
+            }
+            let h = match Header::decode(&buf) {
+                Ok(h) => h,
+                Err(e) => return format!("bad frame: {e}"),
+            };
+            let len = h.len as usize;
+            if s.over_payload(len) {
+                buf.advance(HEADER_LEN);
+                s.oversized(&h);
+                skip = len;
+                continue;
+            }
+            if buf.len() < HEADER_LEN + len {
+                buf.reserve(HEADER_LEN + len - buf.len());
+                break;
+            }
+            buf.advance(HEADER_LEN);
+            let body = buf.split_to(len).freeze();
+            s.on_frame(h, body);
+        }
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
+        match rd.read_buf(&mut buf).await {
+            Ok(0) => return "the provider closed the connection".to_string(),
+            Ok(_) => s.touch_read(),
+            Err(e) => return format!("reading failed: {e}"),
+        }
+    }
+}
+
+async fn write_loop(
+    shared: Arc<Shared>,
+    mut wr: OwnedWriteHalf,
+    mut queue: mpsc::Receiver<Frame>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let work = async {
+        let mut buf = BytesMut::with_capacity(WRITE_CHUNK);
+        while let Some(first) = queue.recv().await {
+            let mut next = Some(first);
+            while let Some(frame) = next.take() {
+                buf.extend_from_slice(&frame.header);
+                if frame.body.len() > INLINE_BODY {
+                    wr.write_all(&buf).await?;
+                    buf.clear();
+                    wr.write_all(&frame.body).await?;
+                } else {
+                    buf.extend_from_slice(&frame.body);
+                    if buf.len() >= WRITE_CHUNK {
+                        wr.write_all(&buf).await?;
+                        buf.clear();
+                    }
+                }
+                next = queue.try_recv().ok();
+            }
+            if !buf.is_empty() {
+                wr.write_all(&buf).await?;
+                buf.clear();
+            }
+            wr.flush().await?;
+            shared.touch_write();
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    tokio::select! {
+        result = work => {
+            if let Err(e) = result {
+                shared.close(&format!("writing failed: {e}"));
+            }
+        }
+        () = stopped(&mut stop) => {}
+    }
+}
+
+/// Dubbo's client timers: a heartbeat after one idle interval (nothing read, or nothing
+/// written), closing after three intervals with nothing read. Checks every third of the
+/// interval, as Dubbo's `HEARTBEAT_CHECK_TICK` does.
+async fn heartbeat_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let every = shared.heartbeat;
+    let beat = every.as_millis().max(1) as u64;
+    let tick = (every / 3).max(Duration::from_millis(1));
+    let mut ticks = tokio::time::interval_at(Instant::now() + tick, tick);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut last_beat = 0u64;
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = stopped(&mut stop) => return,
+        }
+        let now = shared.now_ms();
+        let read_idle = now.saturating_sub(shared.last_read.load(Ordering::Relaxed));
+        let write_idle = now.saturating_sub(shared.last_write.load(Ordering::Relaxed));
+        if read_idle >= beat.saturating_mul(3) {
+            shared.close(&format!(
+                "nothing read for {read_idle} ms (three heartbeat intervals of {beat} ms)"
+            ));
+            return;
+        }
+        if (read_idle >= beat || write_idle >= beat) && now.saturating_sub(last_beat) >= beat {
+            last_beat = now;
+            let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+            trace!(address = %shared.address, id, read_idle, write_idle, "sending a heartbeat");
+            shared.send_control(
+                Header::event_request(id, HESSIAN2, true, event::HESSIAN2_NULL.len() as i32),
+                Bytes::from_static(event::HESSIAN2_NULL),
+            );
+        }
+    }
+}

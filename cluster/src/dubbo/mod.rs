@@ -1,0 +1,61 @@
+//! dubbo://: Dubbo2's exchange protocol over TCP, as Java Apache Dubbo 3.3 speaks it
+//! (`ExchangeCodec`, `HeaderExchangeHandler`, `HeartbeatTimerTask`, `DefaultFuture`).
+//!
+//! This module is the transport: framing, multiplexing, events, limits and the connection
+//! lifecycle. Bodies are opaque bytes here (their Hessian2 encoding lives on top).
+//!
+//! # Frames
+//!
+//! A 16-byte big-endian [header](exchange::Header): magic `0xDABB`, a flags byte
+//! (`0x80` request, `0x40` two-way, `0x20` event, the low 5 bits the serialization id:
+//! [`HESSIAN2`] = 2), a status byte (responses: [`status`]), the request id (i64, unique and
+//! increasing per connection) and the body length (i32).
+//!
+//! # Connections
+//!
+//! A [`Connection`] is one TCP connection shared by every concurrent call (multiplexed by
+//! request id): one writer task batches queued frames into one write, one reader task hands
+//! each response to its waiting call. A call that times out stops waiting; its response, if
+//! it ever comes, is dropped. A broken connection (end of stream, I/O error, bad magic) fails
+//! every call in flight at once with a retryable transport error and is replaced by the
+//! [`Pool`] on next use.
+//!
+//! # Events
+//!
+//! - **Heartbeats** (Dubbo's `HeartbeatTimerTask`/`ReconnectTimerTask`): checked every third
+//!   of [`ExchangeConfig::heartbeat`] (default 60 s); after one interval with nothing read or
+//!   nothing written the connection sends an event request (two-way, Hessian null `N`);
+//!   after three intervals with nothing read it closes. A heartbeat from the provider is
+//!   answered at once with an event response (status 20, null body, same id).
+//! - **Readonly** (`"R"`, Hessian `0x01 0x52`): a provider shutting down gracefully (its
+//!   shutdown hook, `HeaderExchangeServer.close`, or the QoS `gracefulShutdown` command)
+//!   sends this one-way event on every connection; [`Connection::is_readonly`] turns true
+//!   and the pool sends no new calls there nor opens new connections to that address.
+//!   **Writeable** (`"W"`, Dubbo's `GracefulShutdown.writeable()`) undoes it. Beyond Dubbo, a
+//!   connection still readonly after three heartbeat intervals (a provider put back online
+//!   after the QoS `gracefulShutdown`, which never sends `"W"`) is replaced on next use.
+//!   fastjson2-serialized events are understood too.
+//!
+//! # Limits
+//!
+//! [`ExchangeConfig::payload`] (default 8 MiB) bounds bodies both ways: a larger request
+//! fails before it is sent; a response announcing more fails its call (not retryable: the
+//! provider processed it) and its body is read and discarded without breaking the
+//! connection.
+
+mod body;
+mod connection;
+pub mod exchange;
+mod invoker;
+mod pool;
+#[cfg(test)]
+mod tests;
+
+pub use body::descriptor;
+pub use connection::{
+    Connection, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT, DEFAULT_PAYLOAD, ExchangeConfig,
+    Response,
+};
+pub use exchange::{FASTJSON2, HESSIAN2, Header, HeaderError, PROTOBUF, status};
+pub use invoker::DubboInvoker;
+pub use pool::Pool;
