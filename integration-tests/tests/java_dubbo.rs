@@ -1,0 +1,410 @@
+//! Switchman's dubbo:// consumer against real Java Apache Dubbo 3.3 providers (`peers/java`),
+//! discovered in the shared ZooKeeper (`SWITCHMAN_ZK`) and rnacos (`SWITCHMAN_NACOS`).
+//! Every test uses its own service group, so the tests run in parallel.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use switchman_cluster::dubbo::DubboInvoker;
+use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker};
+use switchman_core::{ErrorKind, Invocation, Invoker, ServiceKey};
+use switchman_discovery::{DirectoryConfig, RegistryDirectory, registry_from_url};
+use switchman_integration_tests::java_peer::{self, DEMO_SERVICE, JavaProvider, ProviderOptions};
+use switchman_integration_tests::{nacos, unique, zookeeper};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn group(tag: &str) -> String {
+    unique(&format!("dubbo-{tag}"))
+}
+
+/// Subscribes to `DemoService` in `group` and waits until `n` instances are routable.
+async fn directory(registry: &str, group: &str, n: usize) -> Arc<RegistryDirectory> {
+    let reg = registry_from_url(registry).unwrap();
+    let dir = RegistryDirectory::subscribe(
+        reg.as_ref(),
+        DirectoryConfig::new(ServiceKey::with(DEMO_SERVICE, group, "")),
+    )
+    .await
+    .unwrap();
+    dir.wait_until(WAIT, |s| s.endpoints().len() == n)
+        .await
+        .unwrap_or_else(|e| panic!("{n} providers of group {group} in {registry}: {e}"));
+    Arc::new(dir)
+}
+
+fn cluster(dir: &Arc<RegistryDirectory>, invoker: DubboInvoker) -> ClusterInvoker {
+    let transport = ProtocolInvoker::new().dubbo(invoker);
+    ClusterInvoker::new(
+        dir.clone(),
+        Arc::new(transport),
+        ClusterConfig::default().timeout(Duration::from_secs(5)),
+    )
+}
+
+fn typed(method: &str, types: &[&str], args: Vec<Value>) -> Invocation {
+    Invocation::new(method)
+        .with_args(args)
+        .with_types(types.iter().copied())
+}
+
+fn user_json() -> Value {
+    json!({
+        "id": 7, "name": "Ann", "age": 33, "score": 4.5, "active": true,
+        "created": 1_700_000_000_123_i64, "tags": ["a", "b"],
+        "attributes": {"level": 3, "vip": true},
+    })
+}
+
+/// Two providers at weights 100 and 300 in `registry`: the weighted split, typed and generic
+/// calls, POJOs, maps, void and null answers, the business exception (not retried) and a
+/// timeout that fails over.
+async fn weighted_fleet(registry: String, options: fn(&str) -> ProviderOptions, tag: &str) {
+    let g = group(tag);
+    // Just started, both would still warm up (Dubbo's 10 min ramp from their `timestamp`)
+    // and weigh about the same.
+    let opts = |w: u32, name: &str| {
+        options("")
+            .weight(w)
+            .group(&g)
+            .name(name)
+            .param("warmup", "0")
+    };
+    let (light, heavy) = std::thread::scope(|s| {
+        let a = s.spawn(|| JavaProvider::start(&opts(100, "w100")));
+        let b = s.spawn(|| JavaProvider::start(&opts(300, "w300")));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let dir = directory(&registry, &g, 2).await;
+    let cluster = cluster(&dir, DubboInvoker::new());
+
+    // 400 calls, 16 in flight: about 1:3.
+    let counts: Arc<std::sync::Mutex<BTreeMap<String, usize>>> = Default::default();
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..16 {
+        let (cluster, counts, next) = (cluster.clone(), counts.clone(), next.clone());
+        workers.push(tokio::spawn(async move {
+            while next.fetch_add(1, Ordering::Relaxed) < 400 {
+                let who = cluster.invoke(&Invocation::new("whoami")).await.unwrap();
+                let who = who.as_str().unwrap().to_string();
+                *counts.lock().unwrap().entry(who).or_default() += 1;
+            }
+        }));
+    }
+    for w in workers {
+        w.await.unwrap();
+    }
+    let counts = counts.lock().unwrap().clone();
+    let heavy_share = counts.get("w300").copied().unwrap_or(0) as f64 / 400.0;
+    eprintln!("{tag}: 400 calls split {counts:?}");
+    assert_eq!(counts.values().sum::<usize>(), 400);
+    // Expected 0.75; one standard deviation is 0.022.
+    assert!(
+        (0.65..=0.85).contains(&heavy_share),
+        "weight 300 of 400 got {heavy_share}: {counts:?}"
+    );
+
+    // Typed and generic.
+    let sum = cluster
+        .invoke(&typed("add", &["int", "int"], vec![2.into(), 3.into()]))
+        .await
+        .unwrap();
+    assert_eq!(sum, json!(5));
+    let generic = cluster
+        .invoke(&Invocation::new("add").with_args(vec![20.into(), 22.into()]))
+        .await
+        .unwrap();
+    assert_eq!(generic, json!(42), "a call without types goes generic");
+    let hello = cluster
+        .invoke(&typed(
+            "sayHello",
+            &["java.lang.String"],
+            vec!["rust".into()],
+        ))
+        .await
+        .unwrap();
+    assert!(
+        hello.as_str().unwrap().starts_with("hello, rust from w"),
+        "{hello}"
+    );
+    let n = cluster
+        .invoke(&typed(
+            "count",
+            &["java.util.List"],
+            vec![json!(["a", "b", "c"])],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(n, json!(3));
+
+    // POJOs. Generic: a map, which the provider converts by the real field types (the Date
+    // from milliseconds). Typed: an object of the parameter's class; a field whose Java type
+    // JSON cannot tell (a Date) says it with `{"class": "java.util.Date", "value": ms}`.
+    let mut want = user_json();
+    want["name"] = json!("Ann (saved)");
+    want.as_object_mut()
+        .unwrap()
+        .insert("class".into(), json!("io.switchman.peers.User"));
+    let mut pojo = user_json();
+    pojo["class"] = json!("io.switchman.peers.User");
+    let saved = cluster
+        .invoke(&Invocation::new("save").with_args(vec![pojo]))
+        .await
+        .unwrap();
+    assert_eq!(saved, want, "generic save keeps every field");
+    let mut typed_user = user_json();
+    typed_user["created"] = json!({"class": "java.util.Date", "value": 1_700_000_000_123_i64});
+    let saved = cluster
+        .invoke(&typed(
+            "save",
+            &["io.switchman.peers.User"],
+            vec![typed_user],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(saved, want, "typed save keeps every field");
+    let got = cluster
+        .invoke(&typed("getUser", &["long"], vec![9.into()]))
+        .await
+        .unwrap();
+    assert_eq!(got["id"], json!(9));
+    assert_eq!(got["class"], json!("io.switchman.peers.User"));
+    let map = json!({"a": 1, "b": "x", "nested": {"k": [1, 2]}, "none": null});
+    let echoed = cluster
+        .invoke(&typed("echo", &["java.util.Map"], vec![map.clone()]))
+        .await
+        .unwrap();
+    assert_eq!(echoed, map);
+
+    // void and null.
+    assert_eq!(
+        cluster.invoke(&Invocation::new("ping")).await.unwrap(),
+        Value::Null
+    );
+    assert_eq!(
+        cluster.invoke(&Invocation::new("nothing")).await.unwrap(),
+        Value::Null
+    );
+
+    // The business exception: the Java class and message, one attempt.
+    let before = light.calls_of("fail") + heavy.calls_of("fail");
+    let e = cluster
+        .invoke(&typed("fail", &["java.lang.String"], vec!["boom".into()]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Business, "{e}");
+    assert!(
+        e.message()
+            .contains("io.switchman.peers.DemoException: boom"),
+        "{e}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while light.calls_of("fail") + heavy.calls_of("fail") == before && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        light.calls_of("fail") + heavy.calls_of("fail") - before,
+        1,
+        "a business exception is not retried"
+    );
+
+    // Past the timeout: both providers are tried, the error is a timeout.
+    let slow = typed("slow", &["int"], vec![1500.into()]).with_attachment("timeout", "300");
+    let e = cluster.invoke(&slow).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    let mut tried = e.tried().to_vec();
+    tried.sort();
+    tried.dedup();
+    let mut both = vec![light.address(), heavy.address()];
+    both.sort();
+    assert_eq!(tried, both, "the timeout failed over to the other provider");
+    drop(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_dubbo_providers_in_zookeeper() {
+    if java_peer::skipped("java_dubbo_providers_in_zookeeper") {
+        return;
+    }
+    let zk = zookeeper();
+    weighted_fleet(
+        format!("zookeeper://{zk}"),
+        |_| ProviderOptions::zookeeper(&zookeeper()),
+        "zk",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_dubbo_providers_in_nacos() {
+    if java_peer::skipped("java_dubbo_providers_in_nacos") {
+        return;
+    }
+    let addr = nacos();
+    weighted_fleet(
+        format!("nacos://{addr}"),
+        |_| ProviderOptions::nacos(&nacos()),
+        "nacos",
+    )
+    .await;
+}
+
+/// Steady load on two providers while `stop` ends one of them; returns (calls, failed).
+async fn load_while(
+    cluster: &ClusterInvoker,
+    stop_after: Duration,
+    run_for: Duration,
+    stop: impl FnOnce() + Send + 'static,
+) -> (usize, usize, Vec<String>) {
+    let done = Arc::new(AtomicBool::new(false));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let errors: Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+    let mut workers = Vec::new();
+    for _ in 0..8 {
+        let (cluster, done, calls, errors) =
+            (cluster.clone(), done.clone(), calls.clone(), errors.clone());
+        workers.push(tokio::spawn(async move {
+            let inv = typed("add", &["int", "int"], vec![1.into(), 2.into()]);
+            // Bounded in count as well as time.
+            while !done.load(Ordering::Relaxed) && calls.load(Ordering::Relaxed) < 200_000 {
+                let r = cluster.invoke(&inv).await;
+                calls.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = r {
+                    errors.lock().unwrap().push(e.to_string());
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(stop_after).await;
+    tokio::task::spawn_blocking(stop).await.unwrap();
+    tokio::time::sleep(run_for.saturating_sub(stop_after)).await;
+    done.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.await.unwrap();
+    }
+    let errors = errors.lock().unwrap().clone();
+    (calls.load(Ordering::Relaxed), errors.len(), errors)
+}
+
+async fn two_providers(tag: &str) -> (String, JavaProvider, JavaProvider, Arc<RegistryDirectory>) {
+    let zk = zookeeper();
+    let g = group(tag);
+    let opts = ProviderOptions::zookeeper(&zk)
+        .group(&g)
+        .shutdown_wait_ms(3000);
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| JavaProvider::start(&opts.clone().name("a")));
+        let b = s.spawn(|| JavaProvider::start(&opts.clone().name("b")));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let dir = directory(&format!("zookeeper://{zk}"), &g, 2).await;
+    (g, a, b, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_a_java_provider_under_load() {
+    if java_peer::skipped("kill_9_of_a_java_provider_under_load") {
+        return;
+    }
+    let (_g, mut a, b, dir) = two_providers("kill").await;
+    let cluster = cluster(&dir, DubboInvoker::new());
+    let pid = a.pid().unwrap();
+    let (calls, failed, errors) = load_while(
+        &cluster,
+        Duration::from_millis(1500),
+        Duration::from_secs(4),
+        move || {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        },
+    )
+    .await;
+    a.kill9();
+    eprintln!(
+        "kill -9 under load: {calls} calls, {failed} failed, b served {}",
+        b.calls()
+    );
+    assert!(calls > 500, "the load ran: {calls} calls");
+    assert!(
+        failed * 1000 <= calls,
+        "at least 99.9% succeed: {failed} of {calls} failed: {:?}",
+        &errors[..errors.len().min(5)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_stop_of_a_java_provider_under_load_fails_no_call() {
+    if java_peer::skipped("graceful_stop_of_a_java_provider_under_load_fails_no_call") {
+        return;
+    }
+    let (_g, a, b, dir) = two_providers("graceful").await;
+    let cluster = cluster(&dir, DubboInvoker::new());
+    let a = Arc::new(std::sync::Mutex::new(a));
+    let stopper = a.clone();
+    let (calls, failed, errors) = load_while(
+        &cluster,
+        Duration::from_millis(1500),
+        Duration::from_secs(6),
+        move || {
+            let status = stopper.lock().unwrap().terminate();
+            assert!(status.is_some(), "the provider exited after SIGTERM");
+        },
+    )
+    .await;
+    let served_by_a = a.lock().unwrap().calls();
+    eprintln!(
+        "graceful stop under load: {calls} calls, {failed} failed, a served {served_by_a}, b {}",
+        b.calls()
+    );
+    assert!(calls > 500, "the load ran: {calls} calls");
+    assert!(served_by_a > 0, "a took calls before it stopped");
+    assert_eq!(failed, 0, "no call fails in a graceful stop: {errors:?}");
+    let snap = dir
+        .wait_until(WAIT, |s| s.endpoints().len() == 1)
+        .await
+        .expect("the stopped provider left the registry");
+    assert_eq!(snap.endpoints()[0].instance.address(), b.address());
+}
+
+/// An idle connection outlives three heartbeat intervals (the Java server closes a connection
+/// idle for 3 × its `heartbeat`) because the client's heartbeats keep it busy; without
+/// heartbeats the server closes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_survives_heartbeat_intervals() {
+    if java_peer::skipped("an_idle_connection_survives_heartbeat_intervals") {
+        return;
+    }
+    let zk = zookeeper();
+    let g = group("heartbeat");
+    let provider =
+        JavaProvider::start(&ProviderOptions::zookeeper(&zk).group(&g).heartbeat_ms(1000));
+    let dir = directory(&format!("zookeeper://{zk}"), &g, 1).await;
+    let target = dir.load().endpoints()[0].instance.clone();
+    let ping = Invocation::new("ping");
+    let t = Duration::from_secs(5);
+    let with = DubboInvoker::new().heartbeat(Duration::from_millis(1000));
+    let without = DubboInvoker::new().heartbeat(Duration::ZERO);
+    for inv in [&with, &without] {
+        inv.invoke(&target, &ping, t).await.unwrap();
+    }
+    let held_with = with.pool().get(&provider.address(), 0, t).await.unwrap();
+    let held_without = without.pool().get(&provider.address(), 0, t).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    assert!(
+        held_without.is_closed(),
+        "without heartbeats the Java server closes the idle connection"
+    );
+    assert!(
+        !held_with.is_closed(),
+        "with heartbeats the connection stays open past 3 intervals"
+    );
+    with.invoke(&target, &ping, t).await.unwrap();
+    let again = with.pool().get(&provider.address(), 0, t).await.unwrap();
+    assert!(!again.is_closed());
+}
