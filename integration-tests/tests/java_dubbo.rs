@@ -408,3 +408,86 @@ async fn an_idle_connection_survives_heartbeat_intervals() {
     let again = with.pool().get(&provider.address(), 0, t).await.unwrap();
     assert!(!again.is_closed());
 }
+
+/// `whoami` `n` times, 8 in flight; the answers counted by provider name.
+async fn split(cluster: &ClusterInvoker, n: usize) -> BTreeMap<String, usize> {
+    let counts: Arc<std::sync::Mutex<BTreeMap<String, usize>>> = Default::default();
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..8 {
+        let (cluster, counts, next) = (cluster.clone(), counts.clone(), next.clone());
+        workers.push(tokio::spawn(async move {
+            while next.fetch_add(1, Ordering::Relaxed) < n {
+                let who = cluster.invoke(&Invocation::new("whoami")).await.unwrap();
+                let who = who.as_str().unwrap_or_default().to_string();
+                *counts.lock().unwrap().entry(who).or_default() += 1;
+            }
+        }));
+    }
+    for w in workers {
+        w.await.unwrap();
+    }
+    let counts = counts.lock().unwrap().clone();
+    counts
+}
+
+/// A weight override as dubbo-admin writes it (configurator YAML under the config centre's
+/// `{interface}:{version}:{group}.configurators` key) moves the split between two Java
+/// providers without a restart; deleting it moves it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dubbo_admin_weight_override_moves_the_split_between_java_providers() {
+    if java_peer::skipped("a_dubbo_admin_weight_override_moves_the_split_between_java_providers") {
+        return;
+    }
+    let zk = zookeeper();
+    let g = group("override");
+    let opts = ProviderOptions::zookeeper(&zk)
+        .group(&g)
+        .param("warmup", "0");
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| JavaProvider::start(&opts.clone().name("a")));
+        let b = s.spawn(|| JavaProvider::start(&opts.clone().name("b")));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let dir = directory(&format!("zookeeper://{zk}"), &g, 2).await;
+    let cluster = cluster(&dir, DubboInvoker::new());
+    let before = split(&cluster, 400).await;
+    let share_b = |c: &BTreeMap<String, usize>| c.get("b").copied().unwrap_or(0) as f64 / 400.0;
+    assert!(
+        (0.4..=0.6).contains(&share_b(&before)),
+        "equal weights split evenly: {before:?}"
+    );
+
+    let client =
+        switchman_integration_tests::zk_server::raw_client(&zk, Duration::from_secs(10)).await;
+    let persistent =
+        || zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let _ = client.mkdir("/dubbo/config/dubbo", &persistent()).await;
+    let path = format!("/dubbo/config/dubbo/{DEMO_SERVICE}::{g}.configurators");
+    let yaml = format!(
+        "configVersion: v3.0\nscope: service\nkey: {g}/{DEMO_SERVICE}\nenabled: true\nconfigs:\n- side: provider\n  addresses:\n  - {}\n  parameters:\n    weight: 300\n",
+        b.address()
+    );
+    client
+        .create(&path, yaml.as_bytes(), &persistent())
+        .await
+        .unwrap();
+    dir.wait_until(WAIT, |s| {
+        s.instances()
+            .iter()
+            .any(|i| i.address() == b.address() && i.weight() == 300)
+    })
+    .await
+    .expect("the override reaches the directory");
+    let after = split(&cluster, 400).await;
+    eprintln!("override: before {before:?}, after {after:?}");
+    assert!(
+        (0.65..=0.85).contains(&share_b(&after)),
+        "weight 300 vs 100 moves the split to about 1:3: {after:?}"
+    );
+    client.delete(&path, None).await.unwrap();
+    dir.wait_until(WAIT, |s| s.instances().iter().all(|i| i.weight() == 100))
+        .await
+        .expect("deleting the override restores the weight");
+    drop((a, b));
+}
