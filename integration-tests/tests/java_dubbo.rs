@@ -180,6 +180,26 @@ async fn weighted_fleet(registry: String, options: fn(&str) -> ProviderOptions, 
         .unwrap();
     assert_eq!(echoed, map);
 
+    // Attachments both ways: the request's reach the provider, the provider's come back.
+    let target = dir.load().endpoints()[0].instance.clone();
+    let asked = typed("attachment", &["java.lang.String"], vec!["trace-id".into()])
+        .with_attachment("trace-id", "t-42");
+    let reply = DubboInvoker::new()
+        .call(&target, &asked, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(reply.value, json!("t-42"));
+    let served_by = reply
+        .attachments
+        .iter()
+        .find(|(k, _)| k == "served-by")
+        .map(|(_, v)| v.as_str());
+    assert!(
+        matches!(served_by, Some("w100" | "w300")),
+        "{:?}",
+        reply.attachments
+    );
+
     // void and null.
     assert_eq!(
         cluster.invoke(&Invocation::new("ping")).await.unwrap(),
@@ -388,21 +408,32 @@ async fn an_idle_connection_survives_heartbeat_intervals() {
     let target = dir.load().endpoints()[0].instance.clone();
     let ping = Invocation::new("ping");
     let t = Duration::from_secs(5);
+    assert_eq!(
+        target.param("heartbeat"),
+        Some("1000"),
+        "the provider registers it"
+    );
     let with = DubboInvoker::new().heartbeat(Duration::from_millis(1000));
     let without = DubboInvoker::new().heartbeat(Duration::ZERO);
-    for inv in [&with, &without] {
+    // Unset on the consumer: the provider's `heartbeat` parameter applies, as in Java.
+    let from_provider = DubboInvoker::new();
+    let mut held = Vec::new();
+    for inv in [&with, &without, &from_provider] {
         inv.invoke(&target, &ping, t).await.unwrap();
+        held.push(inv.pool().get(&provider.address(), 0, t).await.unwrap());
     }
-    let held_with = with.pool().get(&provider.address(), 0, t).await.unwrap();
-    let held_without = without.pool().get(&provider.address(), 0, t).await.unwrap();
     tokio::time::sleep(Duration::from_millis(4500)).await;
     assert!(
-        held_without.is_closed(),
+        held[1].is_closed(),
         "without heartbeats the Java server closes the idle connection"
     );
     assert!(
-        !held_with.is_closed(),
+        !held[0].is_closed(),
         "with heartbeats the connection stays open past 3 intervals"
+    );
+    assert!(
+        !held[2].is_closed(),
+        "the provider's heartbeat=1000 applies when the consumer sets none"
     );
     with.invoke(&target, &ping, t).await.unwrap();
     let again = with.pool().get(&provider.address(), 0, t).await.unwrap();

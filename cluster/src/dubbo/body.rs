@@ -242,8 +242,18 @@ fn generic_value(json: &Json) -> std::result::Result<Value, String> {
     })
 }
 
+/// A decoded answer: the result and the attachments the provider sent back with it (flags
+/// 3/4/5: Dubbo 2.0.2+ providers send their server-side attachments).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The result as JSON (`null` for void and null answers).
+    pub value: Json,
+    /// The provider's attachments, strings as they are, other values as their JSON text.
+    pub attachments: Vec<(String, String)>,
+}
+
 /// Turns a response into the call's result or its error, classified once here.
-pub(crate) fn decode_response(target: &Instance, resp: &Response) -> Result<Json> {
+pub(crate) fn decode_response(target: &Instance, resp: &Response) -> Result<Reply> {
     let addr = target.address();
     let mut d = Decoder::new(&resp.body);
     if resp.status != status::OK {
@@ -268,22 +278,40 @@ pub(crate) fn decode_response(target: &Instance, resp: &Response) -> Result<Json
         Ok(other) => return Err(malformed(format!("result flag {other:?}"))),
         Err(e) => return Err(malformed(e.to_string())),
     };
-    match flag {
+    let value = match flag {
         1 | 4 => d
             .read()
             .map(|v| to_json(&v))
-            .map_err(|e| malformed(e.to_string())),
-        2 | 5 => Ok(Json::Null),
+            .map_err(|e| malformed(e.to_string()))?,
+        2 | 5 => Json::Null,
         0 | 3 => {
             let thrown = d.read().map_err(|e| malformed(e.to_string()))?;
             let text = match java_exception(&thrown) {
                 Some(ex) => ex.to_string(),
                 None => to_json(&thrown).to_string(),
             };
-            Err(Error::business(format!("{addr} threw {text}")))
+            return Err(Error::business(format!("{addr} threw {text}")));
         }
-        other => Err(malformed(format!("unknown result flag {other}"))),
+        other => return Err(malformed(format!("unknown result flag {other}"))),
+    };
+    let mut attachments = Vec::new();
+    if flag >= 3 {
+        match d.read() {
+            Ok(Value::Map(m)) => {
+                for (k, v) in m.entries {
+                    let text = |v: &Value| match v {
+                        Value::String(s) => s.clone(),
+                        other => to_json(other).to_string(),
+                    };
+                    attachments.push((text(&k), text(&v)));
+                }
+            }
+            Ok(Value::Null) => {}
+            Ok(other) => return Err(malformed(format!("attachments {other:?}"))),
+            Err(e) => return Err(malformed(format!("attachments: {e}"))),
+        }
     }
+    Ok(Reply { value, attachments })
 }
 
 /// The error of a non-OK status (Dubbo's `Response` status codes).
@@ -485,7 +513,8 @@ mod tests {
     fn responses_map_to_values_and_error_kinds() {
         let t = target();
         let ok = decode_response(&t, &response(20, &[Value::Int(1), Value::Int(5)])).unwrap();
-        assert_eq!(ok, serde_json::json!(5));
+        assert_eq!(ok.value, serde_json::json!(5));
+        assert!(ok.attachments.is_empty());
         let with_att = response(
             20,
             &[
@@ -493,16 +522,25 @@ mod tests {
                 Value::String("x".into()),
                 Value::Map(Map {
                     class: None,
-                    entries: vec![],
+                    entries: vec![
+                        (Value::String("trace".into()), Value::String("t1".into())),
+                        (Value::String("n".into()), Value::Int(3)),
+                    ],
                 }),
             ],
         );
+        let reply = decode_response(&t, &with_att).unwrap();
+        assert_eq!(reply.value, serde_json::json!("x"));
         assert_eq!(
-            decode_response(&t, &with_att).unwrap(),
-            serde_json::json!("x")
+            reply.attachments,
+            [("trace".into(), "t1".into()), ("n".into(), "3".into())]
         );
+        let null = decode_response(&t, &response(20, &[Value::Int(5), Value::Null])).unwrap();
+        assert_eq!(null.value, Json::Null);
         assert_eq!(
-            decode_response(&t, &response(20, &[Value::Int(2)])).unwrap(),
+            decode_response(&t, &response(20, &[Value::Int(2)]))
+                .unwrap()
+                .value,
             Json::Null
         );
         let cases = [

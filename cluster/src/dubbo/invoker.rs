@@ -9,7 +9,7 @@ use switchman_core::{BoxFuture, Error, ErrorKind, Instance, Invocation, Invoker,
 use tokio::time::Instant;
 use tracing::trace;
 
-use super::body::{check_serialization, decode_response, encode_request, form_of};
+use super::body::{Reply, check_serialization, decode_response, encode_request, form_of};
 use super::{ExchangeConfig, HESSIAN2, Pool};
 
 /// Calls `dubbo://` instances: Dubbo's default protocol (the Dubbo2 exchange format over TCP,
@@ -26,8 +26,8 @@ use super::{ExchangeConfig, HESSIAN2, Pool};
 ///   that is not overloaded by its name alone.
 ///
 /// One multiplexed connection per provider address is shared by every call (Dubbo's default;
-/// a provider's `connections=N` parameter makes N); heartbeats every 60 s on an idle
-/// connection, which is closed and made again after three missed ones; a provider's readonly
+/// a provider's `connections=N` parameter makes N); heartbeats on an idle connection every 60 s
+/// (or the provider's `heartbeat` parameter), closed and made again after three missed ones; a provider's readonly
 /// event (graceful shutdown) stops new calls to it without counting as an outlier strike; an 8
 /// MiB payload limit both ways (or the provider's `payload` parameter when smaller); the
 /// attempt's timeout travels as the `timeout` attachment.
@@ -51,6 +51,9 @@ pub struct DubboInvoker {
     pool: Arc<Pool>,
     config: ExchangeConfig,
     generic: bool,
+    /// Whether [`DubboInvoker::heartbeat`] was called: then it beats the provider's
+    /// `heartbeat` parameter (a consumer setting wins, as Dubbo merges URLs).
+    heartbeat_set: bool,
 }
 
 impl Default for DubboInvoker {
@@ -71,10 +74,12 @@ impl DubboInvoker {
             pool: Arc::new(Pool::new(config.clone())),
             config,
             generic: false,
+            heartbeat_set: false,
         }
     }
 
-    /// Sets the heartbeat interval of new connections (Dubbo's `heartbeat`, default 60 s).
+    /// Sets the heartbeat interval of new connections (Dubbo's `heartbeat`; zero: none).
+    /// Unset, a connection uses the provider's `heartbeat` parameter, else 60 s.
     pub fn heartbeat(self, every: Duration) -> Self {
         let config = ExchangeConfig {
             heartbeat: every,
@@ -82,6 +87,7 @@ impl DubboInvoker {
         };
         Self {
             generic: self.generic,
+            heartbeat_set: true,
             ..Self::with_config(config)
         }
     }
@@ -94,6 +100,7 @@ impl DubboInvoker {
         };
         Self {
             generic: self.generic,
+            heartbeat_set: self.heartbeat_set,
             ..Self::with_config(config)
         }
     }
@@ -109,7 +116,14 @@ impl DubboInvoker {
         &self.pool
     }
 
-    async fn call(&self, target: &Instance, inv: &Invocation, timeout: Duration) -> Result<Value> {
+    /// One attempt, like [`Invoker::invoke`], that also returns the attachments the provider
+    /// sent back with the result (the cluster layer passes only the value on).
+    pub async fn call(
+        &self,
+        target: &Instance,
+        inv: &Invocation,
+        timeout: Duration,
+    ) -> Result<Reply> {
         let started = Instant::now();
         check_serialization(target)?;
         let form = form_of(inv, self.generic);
@@ -135,9 +149,17 @@ impl DubboInvoker {
             .and_then(|c| c.parse::<usize>().ok())
             .unwrap_or(0);
         let connect_timeout = self.config.connect_timeout.min(timeout);
+        let heartbeat = if self.heartbeat_set {
+            None
+        } else {
+            target
+                .param("heartbeat")
+                .and_then(|h| h.parse::<u64>().ok())
+                .map(Duration::from_millis)
+        };
         let conn = self
             .pool
-            .get(target.address(), connections, connect_timeout)
+            .get_with(target.address(), connections, connect_timeout, heartbeat)
             .await?;
         let left = timeout.saturating_sub(started.elapsed());
         if left.is_zero() {
@@ -161,6 +183,10 @@ impl Invoker for DubboInvoker {
         invocation: &'a Invocation,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Value>> {
-        Box::pin(self.call(target, invocation, timeout))
+        Box::pin(async move {
+            self.call(target, invocation, timeout)
+                .await
+                .map(|reply| reply.value)
+        })
     }
 }

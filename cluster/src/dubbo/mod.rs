@@ -51,7 +51,7 @@ mod pool;
 #[cfg(test)]
 mod tests;
 
-pub use body::descriptor;
+pub use body::{Reply, descriptor};
 pub use connection::{
     Connection, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT, DEFAULT_PAYLOAD, ExchangeConfig,
     Response,

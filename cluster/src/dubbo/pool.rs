@@ -111,6 +111,20 @@ impl Pool {
         connections: usize,
         connect_timeout: Duration,
     ) -> Result<Connection> {
+        self.get_with(address, connections, connect_timeout, None)
+            .await
+    }
+
+    /// [`Pool::get`], where a connection made now uses `heartbeat` instead of the pool's
+    /// interval when it is given (the provider's `heartbeat` parameter, as Java consumers
+    /// take it from the provider's URL).
+    pub async fn get_with(
+        &self,
+        address: &str,
+        connections: usize,
+        connect_timeout: Duration,
+        heartbeat: Option<Duration>,
+    ) -> Result<Connection> {
         let entry = self.entry(address);
         let slot = match entry.pick(connections.max(1), self.readonly_hold()) {
             Pick::Ready(c) => return Ok(c),
@@ -137,6 +151,7 @@ impl Pool {
         }
         let config = ExchangeConfig {
             connect_timeout: deadline.saturating_duration_since(Instant::now()),
+            heartbeat: heartbeat.unwrap_or(self.inner.config.heartbeat),
             ..self.inner.config.clone()
         };
         let conn = Connection::connect(address, config).await?;

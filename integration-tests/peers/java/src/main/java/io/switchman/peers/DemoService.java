@@ -35,4 +35,10 @@ public interface DemoService {
 
     /** The instance name. */
     String whoami();
+
+    /**
+     * The value of the request attachment {@code key} (null when absent); the answer carries
+     * the attachment {@code served-by} = instanceName back to the consumer.
+     */
+    String attachment(String key);
 }

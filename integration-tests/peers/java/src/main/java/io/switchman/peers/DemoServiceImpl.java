@@ -93,4 +93,12 @@ public class DemoServiceImpl implements DemoService {
         call("whoami");
         return instanceName;
     }
+
+    @Override
+    public String attachment(String key) {
+        call("attachment");
+        org.apache.dubbo.rpc.RpcContext.getServerContext().setAttachment("served-by", instanceName);
+        Object v = org.apache.dubbo.rpc.RpcContext.getServerAttachment().getObjectAttachment(key);
+        return v == null ? null : String.valueOf(v);
+    }
 }
