@@ -253,20 +253,25 @@ pub fn pick_untried(
 /// Warm-up weight as Dubbo computes it: for `uptime < warmup`,
 /// `max(1, min(weight, uptime / (warmup / weight)))`; otherwise `weight`. Unlike Dubbo, an
 /// uptime of exactly 0 ms counts as warming (weight 1), not as warm: otherwise two instances
-/// seen a millisecond apart would get weights 100 and 1. A start in the future (clock skew)
-/// gives the full weight.
+/// seen a millisecond apart would get weights 100 and 1. A start in the future (the
+/// provider's clock is ahead) gives weight 1, as in Dubbo (`uptime < 0`), while it is less
+/// than one warm-up window ahead; a clock further off gives the full weight instead of
+/// Dubbo's weight 1 until the clocks meet.
 /// `start_ms` is the provider's start time (its `timestamp`), `now_ms` the current time, both in
 /// ms since the epoch.
 pub fn warmup_weight(weight: u32, warmup_ms: u64, start_ms: u64, now_ms: u64) -> u32 {
-    if weight == 0 || warmup_ms == 0 || now_ms < start_ms {
+    if weight == 0 || warmup_ms == 0 {
         return weight;
+    }
+    if now_ms < start_ms {
+        return if start_ms - now_ms <= warmup_ms { 1 } else { weight };
     }
     let uptime = now_ms - start_ms;
     if uptime >= warmup_ms {
         return weight;
     }
-    // Same arithmetic as Dubbo: (int) (uptime / ((float) warmup / weight)).
-    let ww = (uptime as f64 / (warmup_ms as f64 / weight as f64)) as u64;
+    // Dubbo's arithmetic, in float as Java does it: (int) (uptime / ((float) warmup / weight)).
+    let ww = (uptime as f32 / (warmup_ms as f32 / weight as f32)) as u64;
     ww.clamp(1, weight as u64) as u32
 }
 
@@ -315,9 +320,16 @@ mod tests {
         assert_eq!(warmup_weight(100, w, 0, 600_000), 100);
         assert_eq!(
             warmup_weight(100, w, 1_000, 500),
-            100,
-            "clock skew: start in the future"
+            1,
+            "clock skew: a start in the future weighs 1, as in Dubbo"
         );
+        assert_eq!(
+            warmup_weight(100, w, 2 * w, 0),
+            100,
+            "a clock more than a warm-up window ahead: full weight"
+        );
+        // Java computes in float: 209009 / (600000f / 333) is 116.0 in f32 (115.99... in f64).
+        assert_eq!(warmup_weight(333, w, 0, 209_009), 116);
         assert_eq!(warmup_weight(0, w, 0, 1), 0);
     }
 }
