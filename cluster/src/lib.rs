@@ -49,8 +49,3 @@ pub use switchman_loadbalance::OutlierConfig;
 pub fn merge_results(values: Vec<serde_json::Value>) -> switchman_core::Result<serde_json::Value> {
     strategy::default_merge(values)
 }
-
-/// The README's Rust examples, compiled as doctests so they stay true.
-#[doc = include_str!("../../README.md")]
-#[cfg(doctest)]
-pub struct ReadmeDoctests;

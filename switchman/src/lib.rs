@@ -1,0 +1,60 @@
+//! Switchman: Apache Dubbo's cluster layer for Rust consumers.
+//!
+//! One crate to depend on. It subscribes to registries (ZooKeeper and Nacos behind the
+//! features `zookeeper` and `nacos`, or a static list), keeps an always-current, atomically
+//! swapped view of every provider, routes each call through condition and tag rules, picks an
+//! instance with a load balancer and makes the call fault tolerant, over dubbo:// (Hessian2),
+//! Triple or HTTP.
+//!
+//! Start with [`Reference`], Dubbo's `ReferenceConfig`:
+//!
+//! ```no_run
+//! # async fn demo() -> switchman::Result<()> {
+//! use std::time::Duration;
+//! use serde_json::json;
+//!
+//! let greeter = switchman::Reference::new("com.example.Greeter")
+//!     .registry("zookeeper://127.0.0.1:2181")
+//!     .group("g1")
+//!     .version("1.0.0")
+//!     .cluster(switchman::Strategy::Failover)
+//!     .retries(2)
+//!     .timeout(Duration::from_millis(800))
+//!     .connect()
+//!     .await?; // waits for providers (Dubbo's check=true)
+//! let reply = greeter.call("sayHello", json!(["world"])).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! The stages are crates of their own, re-exported here: [`core`] (instances, invocations,
+//! errors), [`discovery`] (registries and the directory), [`router`], [`loadbalance`],
+//! [`cluster`] (strategies and the dubbo://, Triple and HTTP invokers) and [`hessian`].
+#![forbid(unsafe_code)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]
+
+mod reference;
+
+pub use reference::{DEFAULT_WAIT, Reference, ReferenceBuilder};
+
+/// The random number generator in the [`loadbalance::Picker`] signature.
+pub use fastrand;
+pub use switchman_cluster as cluster;
+pub use switchman_core as core;
+pub use switchman_discovery as discovery;
+pub use switchman_hessian as hessian;
+pub use switchman_loadbalance as loadbalance;
+pub use switchman_router as router;
+
+pub use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker, Settings, Strategy};
+pub use switchman_core::{Error, ErrorKind, Instance, Invocation, Invoker, Result, ServiceKey};
+pub use switchman_discovery::{DirectoryConfig, RegistryDirectory, registry_from_url};
+
+/// The README's Rust examples, compiled as doctests so they stay true.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,0 +1,436 @@
+//! [`Reference`]: Dubbo's `ReferenceConfig` in Rust.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use serde_json::Value;
+use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker, Strategy};
+use switchman_core::{BoxFuture, Error, Invocation, Invoker, Result, ServiceKey};
+use switchman_discovery::{DirectoryConfig, Registry, RegistryDirectory, registry_from_url};
+use switchman_loadbalance::LoadBalance;
+
+/// How long [`ReferenceBuilder::connect`] waits for the first providers by default (Dubbo's
+/// `check=true` waits for the registry's first answer; 3 s bounds that here).
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(3);
+
+/// How long a failed [`ReferenceBuilder::connect`] looks at the registry for other groups and
+/// versions of the interface, to say what it found instead.
+const PROBE: Duration = Duration::from_millis(800);
+
+/// A consumer of one service: the directory of its providers, the cluster invoker over them
+/// and the protocol invokers (dubbo://, Triple, HTTP), as Dubbo's `ReferenceConfig.get()`
+/// gives you. Cheap to clone; clones share the connections, statistics and retry budget. A
+/// `tower::Service<Invocation>`.
+///
+/// ```no_run
+/// # async fn demo() -> switchman::Result<()> {
+/// use serde_json::json;
+///
+/// let demo = switchman::Reference::new("org.example.DemoService")
+///     .registry("nacos://127.0.0.1:8848")
+///     .connect()
+///     .await?;
+/// // dubbo:// providers: with Java parameter types (typed), or without (generic).
+/// let sum = demo.call_typed("add", &["int", "int"], json!([2, 3])).await?;
+/// let hello = demo.call("sayHello", json!(["world"])).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Reference {
+    cluster: ClusterInvoker,
+    registry: String,
+}
+
+impl fmt::Debug for Reference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reference")
+            .field("registry", &self.registry)
+            .field("cluster", &self.cluster)
+            .finish()
+    }
+}
+
+impl Reference {
+    /// Starts a reference to `interface` (a Dubbo interface, or a plain Nacos service name).
+    pub fn new(interface: impl Into<String>) -> ReferenceBuilder {
+        ReferenceBuilder {
+            interface: interface.into(),
+            registry: None,
+            group: String::new(),
+            version: String::new(),
+            config: ClusterConfig::default(),
+            check: true,
+            wait: DEFAULT_WAIT,
+            invoker: None,
+            balancer: None,
+        }
+    }
+
+    /// Calls `method` with `args` (a JSON array, or one value that becomes the only
+    /// argument). dubbo:// providers are called generically (the provider finds the method by
+    /// name); use [`Reference::call_typed`] for overloaded methods.
+    pub async fn call(&self, method: &str, args: Value) -> Result<Value> {
+        self.invoke(&Invocation::new(method).with_args(arguments(args)))
+            .await
+    }
+
+    /// Calls `method` with its Java parameter types (`int`, `java.lang.String`,
+    /// `com.foo.User`, ...): the method is selected by signature and each argument converted
+    /// for its type.
+    pub async fn call_typed(&self, method: &str, types: &[&str], args: Value) -> Result<Value> {
+        self.invoke(
+            &Invocation::new(method)
+                .with_args(arguments(args))
+                .with_types(types.iter().copied()),
+        )
+        .await
+    }
+
+    /// Calls with a full [`Invocation`] (attachments, per-call `timeout`/`retries`, ...).
+    pub async fn invoke(&self, invocation: &Invocation) -> Result<Value> {
+        self.cluster.invoke(invocation).await
+    }
+
+    /// The cluster invoker (settings, budget and failback counters).
+    pub fn cluster(&self) -> &ClusterInvoker {
+        &self.cluster
+    }
+
+    /// The directory of the service's providers (its current snapshot: `directory().load()`).
+    pub fn directory(&self) -> &Arc<RegistryDirectory> {
+        self.cluster.directory()
+    }
+}
+
+fn arguments(args: Value) -> Vec<Value> {
+    match args {
+        Value::Array(a) => a,
+        Value::Null => Vec::new(),
+        one => vec![one],
+    }
+}
+
+impl tower_service::Service<Invocation> for Reference {
+    type Response = Value;
+    type Error = Error;
+    type Future = BoxFuture<'static, Result<Value>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        tower_service::Service::<Invocation>::poll_ready(&mut self.cluster, cx)
+    }
+
+    fn call(&mut self, invocation: Invocation) -> Self::Future {
+        tower_service::Service::call(&mut self.cluster, invocation)
+    }
+}
+
+/// Builds a [`Reference`]; [`ReferenceBuilder::connect`] subscribes and waits.
+#[must_use = "a reference does nothing until connect() is awaited"]
+pub struct ReferenceBuilder {
+    interface: String,
+    registry: Option<String>,
+    group: String,
+    version: String,
+    config: ClusterConfig,
+    check: bool,
+    wait: Duration,
+    invoker: Option<Arc<dyn Invoker>>,
+    balancer: Option<Result<Arc<dyn LoadBalance>>>,
+}
+
+impl fmt::Debug for ReferenceBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReferenceBuilder")
+            .field("interface", &self.interface)
+            .field("registry", &self.registry)
+            .field("group", &self.group)
+            .field("version", &self.version)
+            .field("check", &self.check)
+            .field("wait", &self.wait)
+            .finish()
+    }
+}
+
+impl ReferenceBuilder {
+    /// The registry, as the CLI takes it: `zookeeper://h:p`, `nacos://h:p?namespace=..`, or
+    /// a static providers file. Required.
+    pub fn registry(mut self, url: impl Into<String>) -> Self {
+        self.registry = Some(url.into());
+        self
+    }
+
+    /// The Dubbo group (`*` or a comma list: any of them).
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = group.into();
+        self
+    }
+
+    /// The Dubbo version.
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = version.into();
+        self
+    }
+
+    /// The fault-tolerance strategy (Dubbo's `cluster`, default failover).
+    pub fn cluster(mut self, strategy: Strategy) -> Self {
+        self.config = self.config.strategy(strategy);
+        self
+    }
+
+    /// Retries after the first attempt (Dubbo's `retries`, default 2).
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.config = self.config.retries(retries);
+        self
+    }
+
+    /// The per-attempt timeout (Dubbo's `timeout`, default 1000 ms).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.config = self.config.timeout(timeout);
+        self
+    }
+
+    /// Every cluster setting at once (per-method settings, outlier ejection, mock, ...);
+    /// replaces what `cluster`, `retries` and `timeout` set before it.
+    pub fn config(mut self, config: ClusterConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Whether [`ReferenceBuilder::connect`] waits for providers (Dubbo's `check`, default
+    /// true). With `false` it returns at once and calls fail with
+    /// [`ErrorKind::NoProvider`](crate::ErrorKind::NoProvider) until providers appear.
+    pub fn check(mut self, check: bool) -> Self {
+        self.check = check;
+        self
+    }
+
+    /// How long `connect` waits for the first providers (default [`DEFAULT_WAIT`]).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// The load balancer by Dubbo's name (`random`, the default, `roundrobin`,
+    /// `leastactive`, `shortestresponse`, `consistenthash`, `p2c`); an unknown name fails
+    /// `connect` with [`ErrorKind::BadConfig`](crate::ErrorKind::BadConfig).
+    pub fn loadbalance(mut self, name: &str) -> Self {
+        self.balancer = Some(switchman_loadbalance::balancer_by_name(name));
+        self
+    }
+
+    /// Your own load balancer (see [`LoadBalance`]).
+    pub fn balancer(mut self, balancer: impl LoadBalance + 'static) -> Self {
+        self.balancer = Some(Ok(Arc::new(balancer)));
+        self
+    }
+
+    /// The transport (default: a [`ProtocolInvoker`] for dubbo://, Triple and HTTP).
+    pub fn invoker(mut self, invoker: impl Invoker + 'static) -> Self {
+        self.invoker = Some(Arc::new(invoker));
+        self
+    }
+
+    /// Subscribes to the registry and, with `check` (the default), waits up to `wait` for the
+    /// first non-empty provider list. Fails with [`ErrorKind::NoProvider`](crate::ErrorKind::NoProvider) naming the
+    /// registry, what was read there and the groups and versions of the interface that do
+    /// exist; with [`ErrorKind::BadConfig`](crate::ErrorKind::BadConfig) for a registry URL that does not parse.
+    pub async fn connect(self) -> Result<Reference> {
+        let Some(registry_url) = self.registry.clone() else {
+            return Err(Error::bad_config(format!(
+                "reference to {}: no registry (call .registry(\"zookeeper://host:port\"))",
+                self.interface
+            )));
+        };
+        self.config.validate()?;
+        let registry = registry_from_url(&registry_url)?;
+        let key = ServiceKey::with(&self.interface, &self.group, &self.version);
+        let subscribe =
+            RegistryDirectory::subscribe(registry.as_ref(), DirectoryConfig::new(key.clone()));
+        let directory = match tokio::time::timeout(self.wait, subscribe).await {
+            Ok(d) => Arc::new(d?),
+            Err(_) => {
+                return Err(Error::no_provider(format!(
+                    "{registry_url} did not answer within {:?} (subscribing to {})",
+                    self.wait,
+                    describe(&key)
+                )));
+            }
+        };
+        if self.check {
+            let ready = directory
+                .wait_until(self.wait, |s| !s.endpoints().is_empty())
+                .await;
+            if ready.is_err() {
+                let snap = directory.load();
+                let message = if snap.epoch() == 0 {
+                    format!(
+                        "{registry_url} did not answer within {:?} (subscribing to {})",
+                        self.wait,
+                        describe(&key)
+                    )
+                } else if !snap.instances().is_empty() {
+                    format!(
+                        "no available provider for {} in {registry_url} after {:?}: {} listed, none enabled, healthy and speaking a callable protocol",
+                        describe(&key),
+                        self.wait,
+                        snap.instances().len()
+                    )
+                } else {
+                    let others = probe(registry.as_ref(), &self.interface).await;
+                    format!(
+                        "no provider for {} in {registry_url} (read {}){}",
+                        describe(&key),
+                        where_read(&registry_url, &key),
+                        found_instead(&others)
+                    )
+                };
+                return Err(Error::no_provider(message));
+            }
+        }
+        let transport: Arc<dyn Invoker> = match self.invoker {
+            Some(i) => i,
+            None => {
+                let protocols = ProtocolInvoker::new();
+                // Triple connections of providers that leave are closed after the drain grace.
+                let _tracker = protocols.track(&directory);
+                Arc::new(protocols)
+            }
+        };
+        Ok(Reference {
+            cluster: ClusterInvoker::new(directory, transport, self.config),
+            registry: registry_url,
+        })
+    }
+}
+
+/// `com.foo.Bar:1.0.0 in group g1`, Dubbo's way of naming a service key in messages.
+fn describe(key: &ServiceKey) -> String {
+    let mut s = key.interface.to_string();
+    if !key.version.is_empty() {
+        s.push(':');
+        s.push_str(&key.version);
+    }
+    if !key.group.is_empty() {
+        s.push_str(" in group ");
+        s.push_str(&key.group);
+    }
+    s
+}
+
+/// Where the registry keeps `key`'s providers, for the error message.
+fn where_read(registry: &str, key: &ServiceKey) -> String {
+    let scheme = registry.split("://").next().unwrap_or("");
+    match scheme {
+        "zookeeper" | "zk" => format!("/dubbo/{}/providers", key.interface),
+        "nacos" => format!(
+            "Nacos service {} (a plain service name needs ?naming=plain)",
+            key.nacos_service_name()
+        ),
+        _ => format!("the providers of {}", key.interface),
+    }
+}
+
+/// The (group, version) pairs the registry lists for `interface` under any group and version,
+/// read for a short while (where the registry supports `*`: ZooKeeper and static files).
+async fn probe(registry: &dyn Registry, interface: &str) -> BTreeSet<(String, String)> {
+    let any = ServiceKey::with(interface, "*", "*");
+    let Ok(Ok(dir)) = tokio::time::timeout(
+        PROBE,
+        RegistryDirectory::subscribe(registry, DirectoryConfig::new(any)),
+    )
+    .await
+    else {
+        return BTreeSet::new();
+    };
+    let _ = dir.wait_until(PROBE, |s| !s.instances().is_empty()).await;
+    let snap = dir.load();
+    snap.instances()
+        .iter()
+        .map(|i| {
+            (
+                i.service().group.to_string(),
+                i.service().version.to_string(),
+            )
+        })
+        .collect()
+}
+
+fn found_instead(others: &BTreeSet<(String, String)>) -> String {
+    if others.is_empty() {
+        return "; the registry lists no provider of this interface in any group or version".into();
+    }
+    let list: Vec<String> = others
+        .iter()
+        .map(|(g, v)| {
+            let v = if v.is_empty() {
+                "no version".to_string()
+            } else {
+                format!("version {v}")
+            };
+            if g.is_empty() {
+                format!("{v} in no group")
+            } else {
+                format!("{v} in group {g}")
+            }
+        })
+        .collect();
+    format!("; the registry has {}", list.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchman_core::ErrorKind;
+
+    #[test]
+    fn messages_name_keys_and_what_exists() {
+        let key = ServiceKey::with("com.foo.Bar", "g1", "1.0.0");
+        assert_eq!(describe(&key), "com.foo.Bar:1.0.0 in group g1");
+        assert_eq!(describe(&ServiceKey::new("com.foo.Bar")), "com.foo.Bar");
+        assert_eq!(
+            where_read("zookeeper://127.0.0.1:2181", &key),
+            "/dubbo/com.foo.Bar/providers"
+        );
+        assert!(where_read("nacos://h:8848", &key).contains("providers:com.foo.Bar:1.0.0:g1"));
+        let others: BTreeSet<(String, String)> = [
+            ("g1".to_string(), "2.0.0".to_string()),
+            (String::new(), String::new()),
+        ]
+        .into();
+        assert_eq!(
+            found_instead(&others),
+            "; the registry has no version in no group, version 2.0.0 in group g1"
+        );
+        assert!(found_instead(&BTreeSet::new()).contains("no provider of this interface"));
+        assert_eq!(arguments(serde_json::json!([1, 2])).len(), 2);
+        assert_eq!(
+            arguments(serde_json::json!("x")),
+            vec![serde_json::json!("x")]
+        );
+        assert!(arguments(Value::Null).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_reference_needs_a_registry_and_a_good_url() {
+        let e = Reference::new("com.foo.Bar").connect().await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadConfig);
+        assert!(e.message().contains("no registry"), "{e}");
+        let e = Reference::new("com.foo.Bar")
+            .registry("static.yaml")
+            .loadbalance("fastest")
+            .connect()
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadConfig, "{e}");
+        assert!(e.message().contains("fastest"), "{e}");
+        let e = Reference::new("com.foo.Bar")
+            .registry("bogus://h:1")
+            .connect()
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadConfig, "{e}");
+    }
+}

@@ -1,0 +1,131 @@
+//! `Reference` against the real ZooKeeper that `scripts/test` starts: it waits for a provider
+//! that registers after `connect()` began, fails within its wait with a message that says what
+//! the registry has instead, and with `check(false)` returns at once.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use switchman::cluster::provider::{HttpProvider, ProviderReply};
+use switchman::discovery::registrar_from_url;
+use switchman::{ErrorKind, Instance, Reference, ServiceKey};
+use switchman_integration_tests::{unique, zookeeper};
+
+async fn provider() -> HttpProvider {
+    HttpProvider::serve("127.0.0.1:0".parse().unwrap(), |req| {
+        Box::pin(async move { ProviderReply::Ok(json!({"hello": req.arguments})) })
+    })
+    .await
+    .unwrap()
+}
+
+fn instance(p: &HttpProvider, key: &ServiceKey) -> Instance {
+    Instance::builder("127.0.0.1", p.addr().port())
+        .protocol(switchman::core::Protocol::Http)
+        .service(key.clone())
+        .build()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_waits_for_a_provider_that_registers_after_it_started() {
+    let zk = format!("zookeeper://{}", zookeeper());
+    let iface = unique("org.example.Late").replace('-', "");
+    let key = ServiceKey::with(&iface, "g1", "1.0.0");
+    let p = provider().await;
+    let registrar = registrar_from_url(&zk).unwrap();
+    let late = {
+        let (registrar, inst) = (registrar.clone(), instance(&p, &key));
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            registrar.register(&inst).await.unwrap();
+        })
+    };
+    let started = Instant::now();
+    let greeter = Reference::new(&iface)
+        .registry(&zk)
+        .group("g1")
+        .version("1.0.0")
+        .wait(Duration::from_secs(10))
+        .connect()
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(600),
+        "connect waited for the late provider ({:?})",
+        started.elapsed()
+    );
+    late.await.unwrap();
+    let reply = greeter.call("sayHello", json!(["world"])).await.unwrap();
+    assert_eq!(
+        reply,
+        json!({"hello": ["world"]}),
+        "the first call succeeds"
+    );
+    assert_eq!(p.hits(), 1);
+    registrar.unregister(&instance(&p, &key)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_without_a_provider_says_what_the_registry_has() {
+    let zk = format!("zookeeper://{}", zookeeper());
+    let iface = unique("org.example.Versions").replace('-', "");
+    let p = provider().await;
+    let registrar = registrar_from_url(&zk).unwrap();
+    let other = instance(&p, &ServiceKey::with(&iface, "g1", "2.0.0"));
+    registrar.register(&other).await.unwrap();
+    let started = Instant::now();
+    let e = Reference::new(&iface)
+        .registry(&zk)
+        .group("g1")
+        .version("1.0.0")
+        .wait(Duration::from_secs(2))
+        .connect()
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(e.kind(), ErrorKind::NoProvider, "{e}");
+    assert!(
+        took < Duration::from_secs(4),
+        "fails within the wait (+ a short look around): {took:?}"
+    );
+    let m = e.message();
+    assert!(
+        m.contains(&format!("no provider for {iface}:1.0.0 in group g1")),
+        "{m}"
+    );
+    assert!(m.contains(&format!("/dubbo/{iface}/providers")), "{m}");
+    assert!(
+        m.contains("the registry has version 2.0.0 in group g1"),
+        "{m}"
+    );
+    registrar.unregister(&other).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_false_returns_at_once_and_calls_work_once_providers_appear() {
+    let zk = format!("zookeeper://{}", zookeeper());
+    let iface = unique("org.example.Lazy").replace('-', "");
+    let key = ServiceKey::new(&iface);
+    let started = Instant::now();
+    let lazy = Reference::new(&iface)
+        .registry(&zk)
+        .check(false)
+        .wait(Duration::from_secs(10))
+        .connect()
+        .await
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2), "no wait");
+    let e = lazy.call("sayHello", json!(["x"])).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoProvider, "{e}");
+    let p = provider().await;
+    let registrar = registrar_from_url(&zk).unwrap();
+    registrar.register(&instance(&p, &key)).await.unwrap();
+    lazy.directory()
+        .wait_until(Duration::from_secs(10), |s| !s.endpoints().is_empty())
+        .await
+        .unwrap();
+    assert_eq!(
+        lazy.call("sayHello", json!("x")).await.unwrap(),
+        json!({"hello": ["x"]})
+    );
+    registrar.unregister(&instance(&p, &key)).await.unwrap();
+}
