@@ -46,6 +46,7 @@ fn unknown(address: &str, what: &str) -> Error {
 /// Must be called inside a tokio runtime.
 pub fn registry_from_url(address: &str) -> Result<Arc<dyn Registry>> {
     let address = address.trim();
+    check_scheme(address)?;
     let file = if address.contains("://") {
         address.strip_prefix("file://")
     } else {
@@ -67,10 +68,31 @@ pub fn registry_from_url(address: &str) -> Result<Arc<dyn Registry>> {
 /// Must be called inside a tokio runtime.
 pub fn registrar_from_url(address: &str) -> Result<Arc<dyn Registrar>> {
     let address = address.trim();
+    check_scheme(address)?;
     match open_remote(address)? {
         Some(remote) => Ok(remote),
         None => Err(unknown(address, "zookeeper:// or nacos://")),
     }
+}
+
+/// A registry scheme followed by something other than `://` (`zookeeper:/h:2181`,
+/// `nacos:h:8848`) is a mistyped registry URL, not a file name: say so.
+fn check_scheme(address: &str) -> Result<()> {
+    let Some((scheme, rest)) = address.split_once(':') else {
+        return Ok(());
+    };
+    let known = ["zookeeper", "zk", "nacos", "file"];
+    if known.contains(&scheme.to_ascii_lowercase().as_str()) && !rest.starts_with("//") {
+        let shown = address
+            .split_once('@')
+            .map_or(address.to_string(), |(_, host)| {
+                format!("{scheme}:***@{host}")
+            });
+        return Err(Error::bad_config(format!(
+            "registry {shown}: a malformed registry URL (expected {scheme}://host:port)"
+        )));
+    }
+    Ok(())
 }
 
 /// `zookeeper://h1:2181,h2:2181[/chroot]`: a server list is not a single URL authority, so it
@@ -105,6 +127,25 @@ mod tests {
             assert!(registry_from_url(addr).is_ok(), "{addr}");
             assert!(registrar_from_url(addr).is_ok(), "{addr}");
         }
+    }
+
+    #[tokio::test]
+    async fn malformed_registry_urls_are_reported_as_such() {
+        for bad in [
+            "zookeeper:/127.0.0.1:2181",
+            "nacos:127.0.0.1:8848",
+            "ZK:/h:1",
+        ] {
+            let e = registry_from_url(bad).unwrap_err();
+            assert_eq!(e.kind(), switchman_core::ErrorKind::BadConfig);
+            assert!(
+                e.to_string().contains("a malformed registry URL"),
+                "{bad}: {e}"
+            );
+            assert!(registrar_from_url(bad).is_err());
+        }
+        let e = registry_from_url("nacos:user:pw@h:1").unwrap_err();
+        assert!(!e.to_string().contains("pw"), "{e}");
     }
 
     #[tokio::test]
