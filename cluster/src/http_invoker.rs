@@ -9,6 +9,8 @@ use tracing::debug;
 
 /// How much of an error body is kept in a business error's message.
 const MAX_ERROR_BODY: usize = 1024;
+/// Default of [`HttpInvoker::max_body`]: 16 MiB, as Triple's message limit.
+pub const DEFAULT_MAX_BODY: usize = 16 * 1024 * 1024;
 /// Default of [`HttpInvoker::with_drain_grace`] and `TripleInvoker::drain_grace`: 10 s,
 /// Dubbo's shutdown wait.
 pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(10);
@@ -47,11 +49,14 @@ impl RestRoute {
 /// Classification, decided here: connect errors, timeouts and 502/503/504 are retryable
 /// transport errors; any other non-2xx status is a business error (the provider's answer),
 /// never retried. A 503 with `connection: close` (a provider draining) is retried elsewhere but
-/// is no outlier strike. A 2xx body is parsed as JSON (empty body: `null`).
+/// is no outlier strike. A 2xx body is parsed as JSON (empty body: `null`); one that is not
+/// JSON is a transport error that is not retried (the provider ran the call). Bodies are read
+/// up to [`HttpInvoker::max_body`] (16 MiB); a larger one fails the call, not retried.
 #[derive(Debug, Clone)]
 pub struct HttpInvoker {
     client: reqwest::Client,
     rest: HashMap<String, RestRoute>,
+    max_body: usize,
 }
 
 impl Default for HttpInvoker {
@@ -87,7 +92,14 @@ impl HttpInvoker {
         HttpInvoker {
             client,
             rest: HashMap::new(),
+            max_body: DEFAULT_MAX_BODY,
         }
+    }
+
+    /// The largest response body read (default [`DEFAULT_MAX_BODY`], 16 MiB).
+    pub fn max_body(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
     }
 
     /// Maps `method` to a REST route (Spring-Cloud-style providers).
@@ -200,10 +212,7 @@ impl Invoker for HttpInvoker {
                 .map_err(|e| classify(e, target, &inv.method))?;
             let status = resp.status();
             let closing = connection_close(resp.headers());
-            let body = resp
-                .bytes()
-                .await
-                .map_err(|e| classify(e, target, &inv.method))?;
+            let body = read_body(resp, self.max_body, target, &inv.method).await?;
             if status.is_success() {
                 if body.iter().all(u8::is_ascii_whitespace) {
                     return Ok(Value::Null);
@@ -215,6 +224,8 @@ impl Invoker for HttpInvoker {
                         inv.method
                     ))
                     .with_source(e)
+                    // It ran the call: another attempt could repeat its side effects.
+                    .with_retryable(false)
                 });
             }
             let text =
@@ -229,6 +240,41 @@ impl Invoker for HttpInvoker {
             Err(status_error(status, closing, msg))
         })
     }
+}
+
+/// The body, refused past `max` bytes: by its `content-length` before reading, else while the
+/// chunks arrive. Either way the provider answered, so the error is not retried.
+async fn read_body(
+    mut resp: reqwest::Response,
+    max: usize,
+    target: &Instance,
+    method: &str,
+) -> Result<bytes::Bytes> {
+    let too_big = || {
+        Error::new(
+            switchman_core::ErrorKind::LimitExceeded,
+            format!(
+                "{} answered {method} with a body over the limit of {max} bytes",
+                target.address()
+            ),
+        )
+        .with_retryable(false)
+    };
+    if resp.content_length().is_some_and(|n| n > max as u64) {
+        return Err(too_big());
+    }
+    let mut body = bytes::BytesMut::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| classify(e, target, method))?
+    {
+        if body.len() + chunk.len() > max {
+            return Err(too_big());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
 }
 
 /// Whether the response carries `connection: close`.

@@ -40,7 +40,7 @@ pub use call::{Attempter, Call, DEADLINE_FLOOR};
 pub use config::{
     ClusterConfig, Effective, FallbackFn, Hedge, MAX_ATTEMPTS, Mock, MockAction, Settings, Strategy,
 };
-pub use http_invoker::{DEFAULT_DRAIN_GRACE, HttpInvoker, RestRoute};
+pub use http_invoker::{DEFAULT_DRAIN_GRACE, DEFAULT_MAX_BODY, HttpInvoker, RestRoute};
 pub use invoker::{ClusterInvoker, ClusterStrategy, MergerFn};
 pub use protocol::ProtocolInvoker;
 pub use switchman_loadbalance::OutlierConfig;

@@ -212,6 +212,15 @@ async fn failover_over_real_providers_hides_a_failing_one() {
 /// A provider that answers every request with `503` and `connection: close` (a draining
 /// server), written by hand because the test provider cannot set that header.
 async fn draining_provider() -> (SocketAddr, Arc<AtomicU64>) {
+    raw_provider(
+        b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-length: 8\r\n\r\ndraining",
+    )
+    .await
+}
+
+/// A provider that answers every request with the bytes of `response` and closes, counting
+/// the requests it read whole.
+async fn raw_provider(response: &'static [u8]) -> (SocketAddr, Arc<AtomicU64>) {
     let listener = tokio::net::TcpListener::bind(LOCAL).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let hits = Arc::new(AtomicU64::new(0));
@@ -247,11 +256,7 @@ async fn draining_provider() -> (SocketAddr, Arc<AtomicU64>) {
                     buf.extend_from_slice(&chunk[..n]);
                 }
                 counter.fetch_add(1, Ordering::Relaxed);
-                let _ = sock
-                    .write_all(
-                        b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-length: 8\r\n\r\ndraining",
-                    )
-                    .await;
+                let _ = sock.write_all(response).await;
                 let _ = sock.shutdown().await;
             });
         }
@@ -400,4 +405,85 @@ async fn a_removed_provider_drains_and_its_connections_close_after_the_grace() {
         "closed by the idle timeout, not at once: {:?}",
         idle_since.elapsed()
     );
+}
+
+/// Cluster invoker with failover (2 retries) over the given provider addresses.
+async fn failover_over(addrs: &[SocketAddr], invoker: HttpInvoker) -> ClusterInvoker {
+    let registry = StaticRegistry::new(addrs.iter().map(|a| instance(*a)).collect());
+    let dir = RegistryDirectory::subscribe(
+        &registry,
+        DirectoryConfig::new(ServiceKey::new("com.foo.Greeter")),
+    )
+    .await
+    .unwrap();
+    dir.wait_until(Duration::from_secs(5), |s| {
+        s.endpoints().len() == addrs.len()
+    })
+    .await
+    .unwrap();
+    ClusterInvoker::new(
+        Arc::new(dir),
+        Arc::new(invoker),
+        ClusterConfig::default().retries(2),
+    )
+}
+
+#[tokio::test]
+async fn a_2xx_reply_that_is_not_json_reaches_the_provider_once() {
+    let (a, hits_a) =
+        raw_provider(b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 5\r\n\r\nhello")
+            .await;
+    let (b, hits_b) =
+        raw_provider(b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 5\r\n\r\nhello")
+            .await;
+    let cluster = failover_over(&[a, b], HttpInvoker::new()).await;
+    let e = cluster
+        .invoke(&Invocation::new("sayHello"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
+    assert!(!e.is_retryable(), "the provider processed the call: {e}");
+    assert!(e.message().contains("not JSON"), "{e}");
+    assert!(
+        e.message().contains(&a.to_string()) || e.message().contains(&b.to_string()),
+        "names the provider: {e}"
+    );
+    assert_eq!(
+        hits_a.load(Ordering::Relaxed) + hits_b.load(Ordering::Relaxed),
+        1,
+        "exactly one attempt"
+    );
+}
+
+#[tokio::test]
+async fn bodies_over_the_limit_fail_without_being_read_whole() {
+    let p = provider(|_| ProviderReply::Ok(json!("x".repeat(4096)))).await;
+    let small = HttpInvoker::new().max_body(1024);
+    let e = small
+        .invoke(
+            &instance(p.addr()),
+            &Invocation::new("m"),
+            Duration::from_secs(2),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LimitExceeded, "{e}");
+    assert!(!e.is_retryable());
+    assert!(e.message().contains("1024"), "{e}");
+    // Without a content-length (chunked) the limit holds while reading.
+    let body = format!("\"{}\"", "a".repeat(2046));
+    let response = format!(
+        "HTTP/1.1 200 OK\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+        body.len()
+    );
+    let (chunked, _) = raw_provider(Box::leak(response.into_bytes().into_boxed_slice())).await;
+    let e = small
+        .invoke(
+            &instance(chunked),
+            &Invocation::new("m"),
+            Duration::from_secs(2),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LimitExceeded, "{e}");
 }
