@@ -264,7 +264,11 @@ pub fn warmup_weight(weight: u32, warmup_ms: u64, start_ms: u64, now_ms: u64) ->
         return weight;
     }
     if now_ms < start_ms {
-        return if start_ms - now_ms <= warmup_ms { 1 } else { weight };
+        return if start_ms - now_ms <= warmup_ms {
+            1
+        } else {
+            weight
+        };
     }
     let uptime = now_ms - start_ms;
     if uptime >= warmup_ms {
