@@ -30,7 +30,7 @@ enum Command {
     /// Load-balancer tools (`lb simulate`: print the picks a balancer makes).
     #[command(subcommand)]
     Lb(lb::LbCommand),
-    /// Serve an in-process HTTP provider and register it until Ctrl-C or SIGTERM.
+    /// Serve an in-process HTTP or Triple (`--protocol tri`) provider and register it until Ctrl-C or SIGTERM.
     Provider(provider::ProviderArgs),
     /// Dry-run a routing rule: print the provider URLs it keeps for a call.
     Route(route::RouteArgs),

@@ -1,10 +1,16 @@
-//! `switchman provider`: serves an in-process HTTP provider and registers it in a registry
+//! `switchman provider`: serves an in-process provider and registers it in a registry
 //! (ZooKeeper or Nacos) until Ctrl-C or SIGTERM, then unregisters it. For tests, the demo and
 //! docker-compose.
 //!
-//! The provider answers `POST /{service}/{method}` with
+//! `--protocol http` (default): the provider answers `POST /{service}/{method}` with
 //! `{"from": NAME, "method": METHOD, "echo": ARGS}`; `--fail-percent` answers that share of
 //! calls with 503 (a retryable failure for consumers) and `--delay-ms` delays every answer.
+//!
+//! `--protocol tri`: Triple for Java Dubbo 3 consumers of a plain interface (the wrapper
+//! format, Hessian2 inside, typed or generic calls; `switchman_cluster::triple::serve_echo`),
+//! registered as `tri://` with the parameters a Java consumer reads
+//! (`switchman_cluster::triple::java_instance`). The same answer, as a Java map; failing
+//! calls get `UNAVAILABLE`.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -12,6 +18,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use switchman_cluster::provider::{HttpProvider, ProviderReply};
+use switchman_cluster::triple::{EchoOptions, TripleServer, java_instance, serve_echo};
 use switchman_core::{Instance, Protocol, ServiceKey};
 use switchman_discovery::registrar_from_url;
 
@@ -25,6 +32,14 @@ pub(crate) struct ProviderArgs {
     /// Service (Dubbo interface) to provide.
     #[arg(long)]
     service: String,
+    /// Protocol served and registered: `http`, or `tri` (Triple for Java Dubbo 3 consumers of
+    /// a plain interface).
+    #[arg(long, default_value = "http")]
+    protocol: String,
+    /// With `--protocol tri`: method names to register (Dubbo's `methods`), comma-separated.
+    /// Every method is answered whatever this says.
+    #[arg(long, value_delimiter = ',')]
+    methods: Vec<String>,
     /// Dubbo group.
     #[arg(long, default_value = "")]
     group: String,
@@ -52,7 +67,7 @@ pub(crate) struct ProviderArgs {
     /// Application name registered.
     #[arg(long, default_value = "switchman-provider")]
     application: String,
-    /// Share of calls answered with 503, in percent (0 to 100).
+    /// Share of calls answered with 503 (`tri`: `UNAVAILABLE`), in percent (0 to 100).
     #[arg(long, default_value_t = 0.0)]
     fail_percent: f64,
     /// Delay before every answer, in ms.
@@ -97,8 +112,99 @@ async fn run_provider(args: ProviderArgs) -> Result<(), String> {
     for r in &args.registry {
         registrars.push(registrar_from_url(r).map_err(|e| e.to_string())?);
     }
-    let fail = args.fail_percent / 100.0;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let key = ServiceKey::with(&args.service, &args.group, &args.version);
     let delay = Duration::from_millis(args.delay_ms);
+    // The server lives until after unregistering; dropping it closes every connection.
+    let (server, name, builder) = match args.protocol.trim().to_ascii_lowercase().as_str() {
+        "http" => {
+            let (server, name) = serve_http(bind, &args, delay).await?;
+            let addr = server.addr();
+            let host = args
+                .advertise
+                .clone()
+                .unwrap_or_else(|| addr.ip().to_string());
+            let builder = Instance::builder(host, addr.port())
+                .protocol(Protocol::Http)
+                .service(key);
+            (Served::Http(server), name, builder)
+        }
+        "tri" => {
+            let options = EchoOptions {
+                name: args.name.clone(),
+                fail_percent: args.fail_percent,
+                delay,
+            };
+            let (server, name) = serve_echo(bind, options)
+                .await
+                .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+            let addr = server.addr();
+            let host = args
+                .advertise
+                .clone()
+                .unwrap_or_else(|| addr.ip().to_string());
+            let methods: Vec<&str> = args
+                .methods
+                .iter()
+                .map(|m| m.trim())
+                .filter(|m| !m.is_empty())
+                .collect();
+            let builder = java_instance(&host, addr.port(), key, &methods);
+            (Served::Tri(server), name, builder)
+        }
+        other => {
+            return Err(format!("--protocol {other:?}: expected http or tri"));
+        }
+    };
+    let instance = builder
+        .weight(args.weight)
+        .warmup(Duration::from_millis(args.warmup_ms))
+        .timestamp_ms(now_ms)
+        .application(&args.application)
+        .param("name", &name)
+        .build();
+    for registrar in &registrars {
+        match registrar.register(&instance).await {
+            Ok(()) => {}
+            // The registrar keeps retrying in the background; serve meanwhile.
+            Err(e) => eprintln!("switchman provider: {e}"),
+        }
+    }
+    println!(
+        "{}",
+        json!({"event": "serving", "name": name, "address": instance.address(), "protocol": instance.protocol().as_str(), "service": instance.service().to_string(), "weight": args.weight})
+    );
+    shutdown_signal().await;
+    for registrar in &registrars {
+        match tokio::time::timeout(Duration::from_secs(5), registrar.unregister(&instance)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("switchman provider: {e}"),
+            Err(_) => eprintln!("switchman provider: unregistering timed out"),
+        }
+    }
+    drop(registrars);
+    drop(server);
+    println!("{}", json!({"event": "stopped", "name": name}));
+    Ok(())
+}
+
+/// The running server, whichever the protocol.
+#[allow(dead_code)] // held for its Drop
+enum Served {
+    Http(HttpProvider),
+    Tri(TripleServer),
+}
+
+/// The HTTP provider: `{"from", "method", "echo"}` answers, `--fail-percent` 503s.
+async fn serve_http(
+    bind: SocketAddr,
+    args: &ProviderArgs,
+    delay: Duration,
+) -> Result<(HttpProvider, String), String> {
+    let fail = args.fail_percent / 100.0;
     let name_slot = std::sync::Arc::new(std::sync::OnceLock::<String>::new());
     let handler_name = name_slot.clone();
     let server = HttpProvider::serve(bind, move |req| {
@@ -119,49 +225,12 @@ async fn run_provider(args: ProviderArgs) -> Result<(), String> {
     })
     .await
     .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
-    let addr = server.addr();
-    let name = args.name.clone().unwrap_or_else(|| addr.to_string());
-    let _ = name_slot.set(name.clone());
-    let host = args
-        .advertise
+    let name = args
+        .name
         .clone()
-        .unwrap_or_else(|| addr.ip().to_string());
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
-    let instance = Instance::builder(host, addr.port())
-        .protocol(Protocol::Http)
-        .service(ServiceKey::with(&args.service, &args.group, &args.version))
-        .weight(args.weight)
-        .warmup(Duration::from_millis(args.warmup_ms))
-        .timestamp_ms(now_ms)
-        .application(&args.application)
-        .param("name", &name)
-        .build();
-    for registrar in &registrars {
-        match registrar.register(&instance).await {
-            Ok(()) => {}
-            // The registrar keeps retrying in the background; serve meanwhile.
-            Err(e) => eprintln!("switchman provider: {e}"),
-        }
-    }
-    println!(
-        "{}",
-        json!({"event": "serving", "name": name, "address": instance.address(), "service": instance.service().to_string(), "weight": args.weight})
-    );
-    shutdown_signal().await;
-    for registrar in &registrars {
-        match tokio::time::timeout(Duration::from_secs(5), registrar.unregister(&instance)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!("switchman provider: {e}"),
-            Err(_) => eprintln!("switchman provider: unregistering timed out"),
-        }
-    }
-    drop(registrars);
-    drop(server);
-    println!("{}", json!({"event": "stopped", "name": name}));
-    Ok(())
+        .unwrap_or_else(|| server.addr().to_string());
+    let _ = name_slot.set(name.clone());
+    Ok((server, name))
 }
 
 pub(crate) fn run(args: ProviderArgs) -> ExitCode {

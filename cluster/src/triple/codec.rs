@@ -6,6 +6,7 @@
 //! | [`RawCodec`] | `application/grpc` | no argument: empty; one JSON string: its UTF-8 bytes; one `{"base64": "..."}`: the decoded bytes | a JSON string when the bytes are UTF-8, else `{"base64": "..."}` |
 //! | [`JsonCodec`] | `application/grpc+json` | no argument: `null`; one argument: that value; several: a JSON array | the message parsed as JSON (empty: `null`) |
 //! | `ProstCodec<Req, Resp>` (feature `prost`) | `application/grpc+proto` | the one argument deserialized into `Req` (serde), protobuf-encoded | `Resp` decoded, serialized to JSON (serde) |
+//! | [`WrapperCodec`](super::wrapper::WrapperCodec) | `application/grpc+proto` | Java Dubbo's `TripleRequestWrapper`: each argument Hessian2-encoded for its Java type (typed), or `$invoke` (generic) | `TripleResponseWrapper`'s value as JSON; a Java exception as a business error |
 //!
 //! Your own codec is a type implementing [`MessageCodec`].
 
@@ -15,10 +16,15 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use bytes::Bytes;
+use http::HeaderMap;
 use serde_json::Value;
 use switchman_core::{Error, Invocation, Result};
 
 /// Turns an invocation's arguments into one message and a reply message into JSON.
+///
+/// Only `content_type`, `encode` and `decode` are required; the other methods let a codec
+/// choose the request path's method, add metadata and read the reply's headers (what the
+/// Java wrapper format needs).
 pub trait MessageCodec: Send + Sync + fmt::Debug {
     /// The request's `content-type` (`application/grpc` or `application/grpc+{subtype}`).
     fn content_type(&self) -> &'static str;
@@ -27,6 +33,48 @@ pub trait MessageCodec: Send + Sync + fmt::Debug {
     fn encode(&self, invocation: &Invocation) -> Result<Bytes>;
     /// The reply value for `message`, the provider's answer to `invocation`.
     fn decode(&self, invocation: &Invocation, message: Bytes) -> Result<Value>;
+    /// The method in the request path (`/{service}/{method}`): the invocation's by default.
+    fn path_method<'a>(&self, invocation: &'a Invocation) -> &'a str {
+        &invocation.method
+    }
+    /// Metadata headers sent with `invocation` besides its attachments (none by default).
+    fn metadata(&self, _invocation: &Invocation) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+    /// The reply value for `message`, with the response's headers at hand: [`decode`] by
+    /// default.
+    ///
+    /// [`decode`]: MessageCodec::decode
+    fn decode_reply(
+        &self,
+        invocation: &Invocation,
+        message: Bytes,
+        _reply: &ReplyContext<'_>,
+    ) -> Result<Value> {
+        self.decode(invocation, message)
+    }
+}
+
+/// What a codec may read of a successful reply besides its message.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReplyContext<'a> {
+    /// The provider's address (`host:port`).
+    pub address: &'a str,
+    /// The response headers.
+    pub headers: Option<&'a HeaderMap>,
+    /// The trailers.
+    pub trailers: Option<&'a HeaderMap>,
+}
+
+impl ReplyContext<'_> {
+    /// The value of header `name` in the headers, else in the trailers (non-UTF-8: `None`).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        [self.headers, self.trailers]
+            .into_iter()
+            .flatten()
+            .find_map(|h| h.get(name))
+            .and_then(|v| v.to_str().ok())
+    }
 }
 
 fn input_error(codec: &str, inv: &Invocation, what: &str) -> Error {
@@ -204,6 +252,9 @@ pub enum Payload {
     /// [`JsonCodec`].
     #[default]
     Json,
+    /// [`WrapperCodec`](super::wrapper::WrapperCodec): Java Dubbo's wrapper format, Hessian2
+    /// inside.
+    Wrapper,
 }
 
 impl Payload {
@@ -212,6 +263,7 @@ impl Payload {
         match self {
             Payload::Raw => Arc::new(RawCodec),
             Payload::Json => Arc::new(JsonCodec),
+            Payload::Wrapper => Arc::new(super::wrapper::WrapperCodec::new()),
         }
     }
 }
@@ -222,8 +274,9 @@ impl FromStr for Payload {
         match s.trim().to_ascii_lowercase().as_str() {
             "raw" | "bytes" => Ok(Payload::Raw),
             "json" => Ok(Payload::Json),
+            "wrapper" | "hessian2" => Ok(Payload::Wrapper),
             other => Err(Error::bad_config(format!(
-                "unknown payload codec {other:?} (expected raw or json)"
+                "unknown payload codec {other:?} (expected raw, json or wrapper)"
             ))),
         }
     }
@@ -300,7 +353,9 @@ mod tests {
     fn payload_names_parse() {
         assert_eq!("RAW".parse::<Payload>().unwrap(), Payload::Raw);
         assert_eq!("json".parse::<Payload>().unwrap(), Payload::Json);
-        assert!("hessian2".parse::<Payload>().is_err());
+        assert_eq!("hessian2".parse::<Payload>().unwrap(), Payload::Wrapper);
+        assert_eq!("Wrapper".parse::<Payload>().unwrap(), Payload::Wrapper);
+        assert!("protobuf".parse::<Payload>().is_err());
         assert_eq!(Payload::Raw.codec().content_type(), "application/grpc");
     }
 }

@@ -30,9 +30,17 @@
 //!   that is not retried (the provider did receive the call);
 //! - arguments the codec cannot encode: a bad-config error.
 //!
-//! TLS (`h2` over TLS) is not implemented: instances are called over cleartext HTTP/2.
+//! # Java providers of plain interfaces
+//!
+//! A Java Dubbo 3 Triple provider of a plain Java interface reads every gRPC request as a
+//! protobuf `TripleRequestWrapper` with Hessian2 arguments ([`wrapper`]); instances that
+//! registered `hessian2` as their serialization get [`WrapperCodec`] automatically (see
+//! [`TripleInvoker`]). [`TripleServer::serve_java`] serves the same format to Java consumers.
+//!
+//! TLS: see [`TripleInvoker::tls`]; without it instances are called over cleartext HTTP/2.
 
 pub mod codec;
+mod echo;
 pub mod framing;
 pub mod metadata;
 mod pool;
@@ -40,6 +48,7 @@ mod server;
 pub mod status;
 #[cfg(test)]
 mod tests;
+pub mod wrapper;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -58,11 +67,13 @@ use tracing::trace;
 
 #[cfg(feature = "prost")]
 pub use codec::ProstCodec;
-pub use codec::{JsonCodec, MessageCodec, Payload, RawCodec};
+pub use codec::{JsonCodec, MessageCodec, Payload, RawCodec, ReplyContext};
+pub use echo::{EchoOptions, java_instance, serve_echo};
 pub use server::{TripleReply, TripleRequest, TripleServer};
 pub use status::{Code, Status};
 /// The rustls crate Switchman's Triple TLS is built on (for `ClientConfig`/`ServerConfig`).
 pub use tokio_rustls::rustls;
+pub use wrapper::{JavaCall, WrapperCodec};
 
 use framing::FrameDecoder;
 use pool::{ConnectSettings, Pool};
@@ -80,8 +91,11 @@ struct ServiceCodecs {
 /// Calls `tri://` instances (Dubbo 3 Triple). Cheap to clone; clones share the connections.
 ///
 /// The codec is chosen per call: the method's ([`TripleInvoker::method_codec`]), else the
-/// service's ([`TripleInvoker::service_codec`]), else the invoker's default
-/// ([`TripleInvoker::codec`], [`JsonCodec`] unless set).
+/// service's ([`TripleInvoker::service_codec`]), else [`WrapperCodec`] when the instance is a
+/// Java Dubbo provider of a plain interface ([`wrapper::speaks_wrapper`]: it registered
+/// `hessian2` in `prefer.serialization`/`serialization`; turn it off with
+/// [`TripleInvoker::java_wrapper`]), else the invoker's default ([`TripleInvoker::codec`],
+/// [`JsonCodec`] unless set).
 ///
 /// ```no_run
 /// # async fn demo(instance: switchman_core::Instance) -> switchman_core::Result<()> {
@@ -102,6 +116,7 @@ pub struct TripleInvoker {
     tracked: Arc<Mutex<Vec<Weak<RegistryDirectory>>>>,
     drain_grace: Duration,
     default_codec: Arc<dyn MessageCodec>,
+    java_codec: Option<Arc<dyn MessageCodec>>,
     codecs: HashMap<String, ServiceCodecs>,
     max_message: usize,
 }
@@ -110,6 +125,7 @@ impl fmt::Debug for TripleInvoker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TripleInvoker")
             .field("default_codec", &self.default_codec)
+            .field("java_codec", &self.java_codec)
             .field("codecs", &self.codecs)
             .field("max_message", &self.max_message)
             .field("pool", &self.pool)
@@ -136,6 +152,7 @@ impl TripleInvoker {
             tracked: Arc::new(Mutex::new(Vec::new())),
             drain_grace: DEFAULT_DRAIN_GRACE,
             default_codec: Arc::new(JsonCodec),
+            java_codec: Some(Arc::new(WrapperCodec::new())),
             codecs: HashMap::new(),
             max_message: framing::DEFAULT_MAX_MESSAGE,
         }
@@ -217,14 +234,25 @@ impl TripleInvoker {
         self
     }
 
-    fn codec_for(&self, service: &str, method: &str) -> &Arc<dyn MessageCodec> {
-        match self.codecs.get(service) {
-            Some(s) => s
-                .methods
-                .get(method)
-                .or(s.service.as_ref())
-                .unwrap_or(&self.default_codec),
-            None => &self.default_codec,
+    /// Whether Java Dubbo providers of plain interfaces (see [`wrapper::speaks_wrapper`]) get
+    /// [`WrapperCodec`] when no service or method codec is set (default: yes). Off, they get
+    /// the default codec like every other provider.
+    pub fn java_wrapper(mut self, enabled: bool) -> Self {
+        self.java_codec = enabled.then(|| Arc::new(WrapperCodec::new()) as Arc<dyn MessageCodec>);
+        self
+    }
+
+    fn codec_for(&self, target: &Instance, service: &str, method: &str) -> &Arc<dyn MessageCodec> {
+        let explicit = self
+            .codecs
+            .get(service)
+            .and_then(|s| s.methods.get(method).or(s.service.as_ref()));
+        if let Some(c) = explicit {
+            return c;
+        }
+        match &self.java_codec {
+            Some(java) if wrapper::speaks_wrapper(target) => java,
+            _ => &self.default_codec,
         }
     }
 
@@ -304,6 +332,17 @@ impl TripleInvoker {
         call: Unary<'_>,
         timeout: Duration,
     ) -> Result<Bytes> {
+        self.unary_answer(target, call, timeout)
+            .await
+            .map(|a| a.message)
+    }
+
+    async fn unary_answer(
+        &self,
+        target: &Instance,
+        call: Unary<'_>,
+        timeout: Duration,
+    ) -> Result<Answer> {
         let address = target.address();
         let method = call.method;
         let deadline = Instant::now() + timeout;
@@ -356,7 +395,7 @@ impl TripleInvoker {
         call: Unary<'_>,
         deadline: Instant,
         sent: &mut bool,
-    ) -> Result<Bytes> {
+    ) -> Result<Answer> {
         let address = target.address();
         let method = call.method;
         let mut request = build_request(target, &call, deadline)?;
@@ -507,12 +546,19 @@ fn status_in(headers: &HeaderMap) -> Option<std::result::Result<Status, ()>> {
     )
 }
 
+/// A successful reply: its message, headers and trailers.
+struct Answer {
+    message: Bytes,
+    headers: HeaderMap,
+    trailers: Option<HeaderMap>,
+}
+
 async fn read_response(
     response: http::Response<hyper::body::Incoming>,
     address: &str,
     method: &str,
     max_message: usize,
-) -> Result<Bytes> {
+) -> Result<Answer> {
     let (parts, mut body) = response.into_parts();
     // Trailers-only: the status is in the headers and there is no body worth reading.
     match status_in(&parts.headers) {
@@ -590,7 +636,12 @@ async fn read_response(
     };
     decoder.finish().map_err(|e| invalid(address, method, e))?;
     trace!(address, method, status = %status.code, "Triple call answered");
-    message.ok_or_else(|| invalid(address, method, "OK without a message"))
+    let message = message.ok_or_else(|| invalid(address, method, "OK without a message"))?;
+    Ok(Answer {
+        message,
+        headers: parts.headers,
+        trailers,
+    })
 }
 
 impl Invoker for TripleInvoker {
@@ -602,17 +653,34 @@ impl Invoker for TripleInvoker {
     ) -> BoxFuture<'a, Result<Value>> {
         Box::pin(async move {
             let service = service_name(target);
-            let codec = self.codec_for(service, &invocation.method);
+            let codec = self.codec_for(target, service, &invocation.method);
             let message = codec.encode(invocation)?;
+            let extra = codec.metadata(invocation);
+            let attachments: std::borrow::Cow<'_, [(String, String)]> = if extra.is_empty() {
+                std::borrow::Cow::Borrowed(&invocation.attachments)
+            } else {
+                let mut all = invocation.attachments.clone();
+                for (k, v) in extra {
+                    if !all.iter().any(|(key, _)| key.eq_ignore_ascii_case(k)) {
+                        all.push((k.to_string(), v.to_string()));
+                    }
+                }
+                std::borrow::Cow::Owned(all)
+            };
             let call = Unary {
                 service,
-                method: &invocation.method,
+                method: codec.path_method(invocation),
                 content_type: codec.content_type(),
                 message: &message,
-                attachments: &invocation.attachments,
+                attachments: &attachments,
             };
-            let reply = self.unary(target, call, timeout).await?;
-            codec.decode(invocation, reply)
+            let answer = self.unary_answer(target, call, timeout).await?;
+            let cx = ReplyContext {
+                address: target.address(),
+                headers: Some(&answer.headers),
+                trailers: answer.trailers.as_ref(),
+            };
+            codec.decode_reply(invocation, answer.message, &cx)
         })
     }
 }

@@ -23,9 +23,12 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::debug;
 
+use serde_json::Value as Json;
+
 use super::framing::{self, FrameDecoder};
 use super::metadata::decode_timeout;
 use super::status::{Code, Status, percent_encode};
+use super::wrapper::{JavaCall, reply_message};
 
 /// One unary request as the handler sees it.
 #[derive(Debug, Clone)]
@@ -161,6 +164,29 @@ impl TripleServer {
             open,
             shutdown,
         })
+    }
+
+    /// Serves a plain Java interface to Java Dubbo 3 consumers: every request is read in the
+    /// [wrapper format](super::wrapper) (typed or generic `$invoke`, Hessian2 inside) and
+    /// handed over decoded as a [`JavaCall`]; the handler's JSON value goes back as the
+    /// reply's Hessian2 value. A request that does not decode is answered `INVALID_ARGUMENT`
+    /// (or `UNIMPLEMENTED` for a serialization other than Hessian2); a handler error is sent
+    /// as its status. Register it with [`java_instance`](super::java_instance).
+    pub async fn serve_java<F>(bind: SocketAddr, handler: F) -> std::io::Result<TripleServer>
+    where
+        F: Fn(JavaCall) -> BoxFuture<'static, Result<Json, Status>> + Send + Sync + 'static,
+    {
+        let handler = Arc::new(handler);
+        Self::serve(bind, move |req: TripleRequest| {
+            let handler = handler.clone();
+            Box::pin(async move {
+                let call = JavaCall::decode(&req.service, &req.method, &req.message)?;
+                let serialize_type = call.serialize_type.clone();
+                let value = handler(call).await?;
+                reply_message(&serialize_type, &value)
+            })
+        })
+        .await
     }
 
     /// The bound address.
