@@ -458,8 +458,7 @@ async fn split(cluster: &ClusterInvoker, n: usize) -> BTreeMap<String, usize> {
     for w in workers {
         w.await.unwrap();
     }
-    let counts = counts.lock().unwrap().clone();
-    counts
+    counts.lock().unwrap().clone()
 }
 
 /// A weight override as dubbo-admin writes it (configurator YAML under the config centre's

@@ -54,6 +54,8 @@ impl fmt::Debug for Reference {
 }
 
 impl Reference {
+    // The builder is the shape Dubbo users know: `Reference::new(iface)...connect().await`.
+    #[allow(clippy::new_ret_no_self)]
     /// Starts a reference to `interface` (a Dubbo interface, or a plain Nacos service name).
     pub fn new(interface: impl Into<String>) -> ReferenceBuilder {
         ReferenceBuilder {
