@@ -1174,7 +1174,8 @@ mod tests {
         std::fs::write(&path, "method = m => port = 2\n").unwrap();
         let dir = RegistryDirectory::spawn(cfg(), None);
         dir.apply(Update::Reset(vec![inst(1, 100), inst(2, 100)]));
-        crate::watch_rules_file(dir.updater(), &path, Duration::from_millis(20)).unwrap();
+        let watch =
+            crate::watch_rules_file(dir.updater(), &path, Duration::from_millis(20)).unwrap();
         let mut rng = fastrand::Rng::with_seed(2);
         let only = |s: &Snapshot, rng: &mut fastrand::Rng| -> std::collections::BTreeSet<u16> {
             (0..100)
@@ -1198,7 +1199,11 @@ mod tests {
             .unwrap();
         assert_eq!(only(&s, &mut rng), [1].into());
         std::fs::write(&path, "method = m && host = x => port = 2\n").unwrap();
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while watch.rejected() == 0 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(watch.rejected(), 1, "the watcher read the broken edit");
         assert_eq!(
             only(&dir.load(), &mut rng),
             [1].into(),

@@ -38,6 +38,6 @@ pub use configurator::Configurator;
 pub use connect::{registrar_from_url, registry_from_url};
 pub use directory::{DirectoryConfig, DirectoryUpdater, EmptyPolicy, RegistryDirectory};
 pub use registry::{Registrar, Registry, Update, UpdateReceiver};
-pub use rules_file::watch_rules_file;
+pub use rules_file::{RulesFileWatch, watch_rules_file};
 pub use snapshot::Snapshot;
 pub use static_registry::StaticRegistry;

@@ -21,7 +21,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde::Deserialize;
 use switchman_core::{BoxFuture, Error, Instance, Result, ServiceKey, Url};
@@ -101,7 +101,6 @@ impl StaticRegistry {
     /// are logged and skipped.
     pub fn from_file(path: impl AsRef<Path>, poll: Duration) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        let first_stamp = stamp(&path);
         let text = read_limited(&path)?;
         let (instances, errors) = parse_yaml(&text, &path.display().to_string())?;
         for e in &errors {
@@ -113,36 +112,31 @@ impl StaticRegistry {
             source: Some(path.clone()),
         });
         let weak = Arc::downgrade(&inner);
-        tokio::spawn(poll_file(weak, path, poll, first_stamp, text));
+        tokio::spawn(poll_file(weak, path, poll, text));
         Ok(StaticRegistry { inner })
     }
 }
 
-fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.modified().ok()?, m.len()))
-}
-
-async fn poll_file(
-    inner: Weak<Inner>,
-    path: PathBuf,
-    every: Duration,
-    mut last: Option<(SystemTime, u64)>,
-    text: String,
-) {
+/// Re-reads the file every `every` and compares its content with the last one read (not its
+/// modification time and length: an edit of the same length within one mtime tick, or a copy
+/// that keeps the old mtime, is seen too). A read error is logged once until it changes.
+async fn poll_file(inner: Weak<Inner>, path: PathBuf, every: Duration, text: String) {
     let mut last_text = Some(text);
+    let mut last_error: Option<String> = None;
     loop {
         tokio::time::sleep(every).await;
         let Some(inner) = inner.upgrade() else { return };
-        let now = stamp(&path);
-        if now == last {
-            continue;
-        }
-        last = now;
         let text = match read_limited(&path) {
-            Ok(t) => t,
+            Ok(t) => {
+                last_error = None;
+                t
+            }
             Err(e) => {
-                warn!(file = %path.display(), "cannot read static registry file, keeping the previous list: {e}");
+                let e = e.to_string();
+                if last_error.as_ref() != Some(&e) {
+                    warn!(file = %path.display(), "cannot read static registry file, keeping the previous list: {e}");
+                    last_error = Some(e);
+                }
                 continue;
             }
         };
@@ -454,6 +448,35 @@ providers:
             2,
             "a broken file must not replace the list"
         );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[tokio::test]
+    async fn a_same_length_edit_that_keeps_the_mtime_is_seen() {
+        let dir =
+            std::env::temp_dir().join(format!("switchman-static-mtime-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("providers.yaml");
+        std::fs::write(&path, "- http://10.0.0.1:1?weight=10\n").unwrap();
+        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let reg = StaticRegistry::from_file(&path, Duration::from_millis(20)).unwrap();
+        let mut rx = reg.subscribe(&ServiceKey::new("x")).await.unwrap();
+        assert!(matches!(rx.recv().await, Some(Update::Reset(l)) if l[0].weight() == 10));
+        // Same length, and the modification time put back: only the content tells.
+        std::fs::write(&path, "- http://10.0.0.1:1?weight=20\n").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        match tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .expect("the edit is seen")
+        {
+            Some(Update::Add(l)) => assert_eq!(l[0].weight(), 20),
+            other => panic!("{other:?}"),
+        }
         std::fs::remove_dir_all(&dir).ok();
     }
 }
