@@ -247,10 +247,13 @@ impl ReferenceBuilder {
             )));
         };
         self.config.validate()?;
-        let registry = registry_from_url(&registry_url)?;
         let key = ServiceKey::with(&self.interface, &self.group, &self.version);
-        let subscribe =
-            RegistryDirectory::subscribe(registry.as_ref(), DirectoryConfig::new(key.clone()));
+        let mut dir_config = DirectoryConfig::new(key.clone());
+        if let Some(balancer) = self.balancer {
+            dir_config = dir_config.balancer(balancer?);
+        }
+        let registry = registry_from_url(&registry_url)?;
+        let subscribe = RegistryDirectory::subscribe(registry.as_ref(), dir_config);
         let directory = match tokio::time::timeout(self.wait, subscribe).await {
             Ok(d) => Arc::new(d?),
             Err(_) => {
