@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use switchman_cluster::dubbo::DubboInvoker;
 use switchman_cluster::triple::{Payload, TripleInvoker};
-use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker, Strategy};
+use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker, Settings, Strategy};
 use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, Result, ServiceKey};
 use switchman_discovery::{DirectoryConfig, RegistryDirectory, registry_from_url};
 
@@ -52,9 +52,15 @@ pub(crate) struct CallArgs {
     /// Load balancer (Dubbo name).
     #[arg(long, default_value = "random")]
     loadbalance: String,
-    /// Per-attempt timeout in ms.
-    #[arg(long, default_value_t = 1000)]
-    timeout: u64,
+    /// Per-attempt timeout in ms, a consumer service-level setting: a provider's own
+    /// `{method}.timeout` beats it, its service-level `timeout` does not. Unset: the
+    /// provider's values, else Dubbo's 1000 ms.
+    #[arg(long)]
+    timeout: Option<u64>,
+    /// Retries after a failed attempt (failover; background retries for failback), a consumer
+    /// service-level setting. Unset: Dubbo's default (2; failback 3). Providers never set it.
+    #[arg(long)]
+    retries: Option<i64>,
     /// Dubbo group.
     #[arg(long, default_value = "")]
     group: String,
@@ -128,8 +134,20 @@ fn parse_args(args: &CallArgs) -> std::result::Result<Parsed, String> {
     Ok((list, att))
 }
 
-async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
+/// The consumer's settings: `--cluster`, and `--timeout`/`--retries` at the service level
+/// only when given (unset, the providers' values and Dubbo's defaults apply).
+fn cluster_config(args: &CallArgs) -> std::result::Result<ClusterConfig, String> {
     let strategy: Strategy = args.strategy.parse().map_err(|e: Error| e.to_string())?;
+    Ok(ClusterConfig::default().service_settings(Settings {
+        strategy: Some(strategy),
+        timeout: args.timeout,
+        retries: args.retries,
+        ..Settings::default()
+    }))
+}
+
+async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
+    let config = cluster_config(&args)?;
     let balancer =
         switchman_loadbalance::balancer_by_name(&args.loadbalance).map_err(|e| e.to_string())?;
     let (arguments, attachments) = parse_args(&args)?;
@@ -160,9 +178,6 @@ async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
         inner: transport,
         per_instance: Mutex::new(BTreeMap::new()),
     });
-    let config = ClusterConfig::default()
-        .strategy(strategy)
-        .timeout(Duration::from_millis(args.timeout));
     let cluster = ClusterInvoker::new(directory.clone(), counting.clone(), config);
     let mut inv = Invocation::new(&args.method)
         .with_args(arguments)
@@ -269,5 +284,55 @@ pub(crate) fn run(args: CallArgs) -> ExitCode {
             eprintln!("switchman call: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: CallArgs,
+    }
+
+    fn config(extra: &[&str]) -> ClusterConfig {
+        let argv = ["call", "reg.yaml", "com.foo.Bar", "--method", "sayHello"];
+        let cli = Cli::parse_from(argv.iter().chain(extra));
+        cluster_config(&cli.args).unwrap()
+    }
+
+    fn provider(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Without `--timeout`/`--retries` the consumer sets nothing: the provider's `timeout`
+    /// applies, then Dubbo's defaults; with them they are consumer service-level settings.
+    #[test]
+    fn timeout_and_retries_are_consumer_service_settings_only_when_given() {
+        let p = provider(&[("timeout", "2000"), ("retries", "0")]);
+        let e = config(&[]).resolve(Some("sayHello"), &p);
+        assert_eq!((e.timeout.as_millis(), e.retries), (2000, 2));
+        let e = config(&[]).resolve(Some("sayHello"), &BTreeMap::new());
+        assert_eq!(e.timeout.as_millis(), 1000);
+        let cfg = config(&["--timeout", "300", "--retries", "5"]);
+        assert_eq!(
+            (
+                cfg.resolve(None, &p).timeout.as_millis(),
+                cfg.resolve(None, &p).retries
+            ),
+            (300, 5),
+            "the consumer beats the provider's service-level timeout"
+        );
+        let p = provider(&[("sayHello.timeout", "3000")]);
+        assert_eq!(
+            cfg.resolve(Some("sayHello"), &p).timeout.as_millis(),
+            3000,
+            "the provider's method-level timeout beats the consumer's service-level one"
+        );
     }
 }

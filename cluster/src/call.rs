@@ -97,7 +97,12 @@ impl<'c> Attempter<'c> {
     /// left of the deadline; in-flight and outcome recorded on the instance's live stats.
     pub async fn attempt(self, snap: &Snapshot, i: usize) -> Result<Value> {
         let ep = &snap.endpoints()[i];
-        let mut timeout = self.settings.timeout;
+        // The timeout for this instance: its own registration may set it (Dubbo reads it
+        // from the URL of the instance being called), precomputed per snapshot.
+        let mut timeout = self
+            .inner
+            .limits(self.settings, &self.invocation.method, snap, i)
+            .timeout;
         if let Some(d) = self.deadline {
             let left = d.saturating_duration_since(Instant::now());
             if left < DEADLINE_FLOOR {
@@ -135,9 +140,6 @@ impl<'c> Attempter<'c> {
         self.inner.record_outlier(snap, i, &result, started);
         if served {
             self.inner.latency.record(elapsed);
-        }
-        if result.is_ok() && self.settings.sticky {
-            self.inner.remember_sticky(ep.instance.address());
         }
         if let Err(e) = &result {
             debug!(address = ep.instance.address(), method = %self.invocation.method, error = %e, "attempt failed");
@@ -228,21 +230,48 @@ impl<'c> Call<'c> {
     }
 
     /// Routes and picks one endpoint of `snap` and marks it tried. Avoids endpoints already
-    /// tried while untried ones remain; prefers the sticky instance when `sticky` is on; skips
-    /// instances at their `actives` cap and fails with `LimitExceeded` when every one it
-    /// finds is at the cap. Skips instances ejected as outliers (an ejected instance whose
-    /// penalty is over is taken as its probe); when every candidate it finds is ejected, it
-    /// takes one of them anyway: ejection never fails a call by itself.
+    /// tried while untried ones remain; skips instances at their `actives` cap and fails with
+    /// `LimitExceeded` when every one it finds is at the cap. Skips instances ejected as
+    /// outliers (an ejected instance whose penalty is over is taken as its probe); when every
+    /// candidate it finds is ejected, it takes one of them anyway: ejection never fails a call
+    /// by itself.
+    ///
+    /// With `sticky` on, as Dubbo's `AbstractClusterInvoker.select`: the sticky instance is
+    /// forgotten when routing does not give it to this call; otherwise it is taken when this
+    /// call has not tried it yet and it is available (not at its cap, not ejected); and
+    /// whatever is picked instead becomes the sticky instance (the selected one, whether or
+    /// not its call then succeeds).
     pub fn select(&mut self, snap: &Arc<Snapshot>) -> Result<usize> {
         self.tried.sync(snap);
         if self.settings.sticky {
-            if let Some(i) = self.inner.sticky_index(snap) {
-                if !self.tried.contains(i) && !self.at_cap(snap, i) && self.admitted(snap, i) {
-                    self.tried.push(i);
-                    return Ok(i);
-                }
+            if let Some(i) = self.sticky_pick(snap) {
+                self.tried.push(i);
+                return Ok(i);
             }
         }
+        let i = self.pick(snap)?;
+        if self.settings.sticky {
+            self.inner.remember_sticky(&snap.endpoints()[i].instance);
+        }
+        Ok(i)
+    }
+
+    /// The sticky instance when routing gives it to this call and it may be used; forgets it
+    /// when routing does not give it.
+    fn sticky_pick(&mut self, snap: &Arc<Snapshot>) -> Option<usize> {
+        let sticky = self.inner.sticky()?;
+        let routed = snap.index_of(sticky.address()).filter(|&i| {
+            snap.candidates(self.invocation, &mut self.rng)
+                .is_ok_and(|members| members.binary_search(&(i as u32)).is_ok())
+        });
+        let Some(i) = routed else {
+            self.inner.forget_sticky();
+            return None;
+        };
+        (!self.tried.contains(i) && !self.at_cap(snap, i) && self.admitted(snap, i)).then_some(i)
+    }
+
+    fn pick(&mut self, snap: &Arc<Snapshot>) -> Result<usize> {
         let base = self.tried.len;
         let mut capped = false;
         let mut ejected = None;
@@ -273,13 +302,12 @@ impl<'c> Call<'c> {
             self.tried.push(i);
             return Ok(i);
         }
-        let cap = self.settings.actives.unwrap_or(0);
         if capped {
             self.tried.truncate(base);
             return Err(Error::new(
                 ErrorKind::LimitExceeded,
                 format!(
-                    "every provider of {} for {} is at its actives limit of {cap} calls",
+                    "every provider of {} for {} is at its actives limit",
                     snap.service(),
                     self.invocation.method
                 ),
@@ -303,18 +331,33 @@ impl<'c> Call<'c> {
         self.tried.push(i);
     }
 
+    /// Marks the instance at `address` as tried, when `snap` holds it (a failback retry avoids
+    /// the instance its previous attempt failed on).
+    pub(crate) fn avoid(&mut self, snap: &Arc<Snapshot>, address: &str) {
+        self.tried.sync(snap);
+        if let Some(i) = snap.index_of(address) {
+            self.tried.push(i);
+        }
+    }
+
     /// Whether outlier ejection lets a call go to endpoint `i` (one atomic load for an
     /// instance in rotation; claims the probe of an instance whose penalty is over).
     pub(crate) fn admitted(&self, snap: &Snapshot, i: usize) -> bool {
         !self.inner.outlier.enabled
             || snap.endpoints()[i].stats.outlier().admits(
                 || Instant::now().into_std(),
-                self.settings.timeout + PROBE_LEASE_MARGIN,
+                self.inner
+                    .limits(self.settings, &self.invocation.method, snap, i)
+                    .timeout
+                    + PROBE_LEASE_MARGIN,
             )
     }
 
+    /// Whether endpoint `i` is at its `actives` cap (the instance's own registration may set
+    /// the cap, precomputed per snapshot).
     fn at_cap(&self, snap: &Snapshot, i: usize) -> bool {
-        self.settings
+        self.inner
+            .limits(self.settings, &self.invocation.method, snap, i)
             .actives
             .is_some_and(|cap| snap.endpoints()[i].stats.active() >= cap)
     }

@@ -1,9 +1,13 @@
 //! Cluster configuration with Dubbo's key names and precedence.
 //!
-//! Layers, highest first: per-call attachments (`retries`, `timeout`) > consumer method >
-//! consumer service > provider method (`sayHello.timeout=...` registered in the provider's URL
-//! or metadata) > provider service > consumer global > Dubbo's defaults. The effective values
-//! are resolved once per snapshot and method ([`Effective`]), never parsed per call.
+//! Layers, as Dubbo 3.3's `ServiceAddressURL` reads them: per-call attachments (`retries`,
+//! `timeout`) > consumer method > provider method (`sayHello.timeout=...` registered by the
+//! instance being called) > consumer (the service over the consumer global) > provider service
+//! (registered by the instance being called) > Dubbo's defaults. Providers set only `timeout`
+//! and `actives`, each instance for itself; every other key (`retries`, `forks`, `cluster`,
+//! ...) comes from the consumer alone. The effective values are resolved once per snapshot
+//! and method ([`Effective`], per-instance values precomputed for every endpoint), never
+//! parsed per call.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -236,19 +240,22 @@ pub struct Settings {
     /// `cluster`.
     #[serde(default, rename = "cluster")]
     pub strategy: Option<Strategy>,
-    /// `retries` (failover extra attempts; failback background retries). Negative: none.
+    /// `retries` (failover extra attempts; failback background retries). Negative: one
+    /// attempt under failover, Dubbo's 3 under failback. Read from the consumer only.
     #[serde(default)]
     pub retries: Option<i64>,
-    /// `timeout` in ms, per attempt.
+    /// `timeout` in ms, per attempt (`0`: Dubbo's 1000). A provider's `{method}.timeout`
+    /// beats this layer unless it is a method layer; its `timeout` does not.
     #[serde(default)]
     pub timeout: Option<u64>,
     /// `forks` (forking): parallel attempts; `<= 0` means all.
     #[serde(default)]
     pub forks: Option<i64>,
-    /// `sticky`: keep using the last instance that answered while it stays in the list.
+    /// `sticky`: keep using the last selected instance while routing gives it to the call.
     #[serde(default)]
     pub sticky: Option<bool>,
-    /// `actives`: consumer-side cap on concurrent calls per instance (0 = none).
+    /// `actives`: consumer-side cap on concurrent calls per instance (0 = none); layered
+    /// with the instance's own `actives` as `timeout` is.
     #[serde(default)]
     pub actives: Option<u32>,
     /// `mock`: degrade rule.
@@ -257,9 +264,9 @@ pub struct Settings {
     /// `broadcast.fail.percent` (0..=100).
     #[serde(default, rename = "broadcast.fail.percent")]
     pub broadcast_fail_percent: Option<i64>,
-    /// `failbacktasks`: pending background retries at most.
+    /// `failbacktasks`: pending background retries at most (`<= 0`: Dubbo's 100).
     #[serde(default)]
-    pub failbacktasks: Option<usize>,
+    pub failbacktasks: Option<i64>,
     /// `hedge`: `p95` or a delay (`30ms`); off when unset.
     #[serde(default)]
     pub hedge: Option<String>,
@@ -272,24 +279,22 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Reads the keys a provider may register (`timeout`, `retries`, `forks`, `actives`) from
-    /// its parameters, method-scoped (`{method}.timeout`) when `method` is given.
+    /// Reads the keys a provider's registration sets for the calls it receives, `timeout` and
+    /// `actives`, method-scoped (`{method}.timeout`) when `method` is given. Dubbo reads no
+    /// other key from the provider: `retries`, `forks` and the rest are the consumer's.
+    /// Values that are not integers are ignored.
     pub fn from_provider_params(
         params: &BTreeMap<String, String>,
         method: Option<&str>,
     ) -> Settings {
-        let get = |k: &str| -> Option<&String> {
-            match method {
-                Some(m) => params.get(&format!("{m}.{k}")),
-                None => params.get(k),
-            }
+        let p = ProviderKeys::parse(params);
+        let k = match method {
+            Some(m) => p.method(m),
+            None => p.service,
         };
-        let num = |k: &str| get(k).and_then(|v| v.trim().parse::<i64>().ok());
         Settings {
-            retries: num("retries"),
-            timeout: num("timeout").filter(|t| *t > 0).map(|t| t as u64),
-            forks: num("forks"),
-            actives: num("actives").filter(|a| *a >= 0).map(|a| a as u32),
+            timeout: k.timeout.map(|t| t.max(0) as u64),
+            actives: k.actives.map(|a| a.clamp(0, u32::MAX as i64) as u32),
             ..Settings::default()
         }
     }
@@ -333,19 +338,25 @@ impl Settings {
 }
 
 /// The resolved values for one method of one service (defaults are Dubbo's).
+///
+/// `timeout` and `actives` are what an instance that registered neither gets; an instance's
+/// own registration can change them for the calls it receives ([`Effective::timeout_for`],
+/// [`Effective::actives_for`]), precomputed for every endpoint of the snapshot the settings
+/// were resolved for.
 #[derive(Debug, Clone)]
 pub struct Effective {
     /// Strategy.
     pub strategy: Strategy,
     /// Extra attempts (failover) or background retries (failback).
     pub retries: u32,
-    /// Per-attempt timeout.
+    /// Per-attempt timeout for an instance that registered none (consumer method > consumer
+    /// > 1000 ms).
     pub timeout: Duration,
     /// Parallel attempts for forking; 0 = every candidate.
     pub forks: usize,
     /// Sticky instance.
     pub sticky: bool,
-    /// Per-instance in-flight cap (None: no cap).
+    /// Per-instance in-flight cap for an instance that registered none (None: no cap).
     pub actives: Option<u32>,
     /// Degrade rule.
     pub mock: Option<Mock>,
@@ -359,19 +370,34 @@ pub struct Effective {
     pub deadline: Option<Duration>,
     /// Consumer zone.
     pub zone: Option<String>,
+    /// The snapshot epoch these settings were resolved for and, when some endpoint's
+    /// registration changes them, every endpoint's limits.
+    pub(crate) resolved_for: Option<(u64, Option<Arc<[Limits]>>)>,
+    /// A `timeout` attachment set `timeout` for this call: it applies to every instance.
+    pub(crate) timeout_forced: bool,
+}
+
+/// The values an instance's own registration can change for the calls it receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    pub(crate) timeout: Duration,
+    pub(crate) actives: Option<u32>,
 }
 
 impl Effective {
     fn from_settings(s: &Settings, strategy_default: Strategy) -> Effective {
         let strategy = s.strategy.unwrap_or(strategy_default);
-        let default_retries = if strategy == Strategy::Failback { 3 } else { 2 };
+        let failback = strategy == Strategy::Failback;
         Effective {
             strategy,
-            retries: s
-                .retries
-                .map(|r| r.max(0) as u32)
-                .unwrap_or(default_retries),
-            timeout: Duration::from_millis(s.timeout.unwrap_or(1000)),
+            retries: match s.retries {
+                // Dubbo's failback takes a negative `retries` as its default, 3.
+                Some(r) if r < 0 && failback => 3,
+                Some(r) => r.clamp(0, u32::MAX as i64) as u32,
+                None if failback => 3,
+                None => 2,
+            },
+            timeout: positive_timeout(s.timeout.map(|t| t.min(i64::MAX as u64) as i64)),
             forks: match s.forks.unwrap_or(2) {
                 f if f <= 0 => 0,
                 f => f as usize,
@@ -383,11 +409,140 @@ impl Effective {
                 .broadcast_fail_percent
                 .map(|p| p.clamp(0, 100) as u32)
                 .unwrap_or(100),
-            failbacktasks: s.failbacktasks.unwrap_or(100),
+            failbacktasks: match s.failbacktasks {
+                Some(t) if t > 0 => t as usize,
+                // Dubbo: `failbacktasks <= 0` means its default, 100.
+                _ => 100,
+            },
             hedge: s.hedge.as_deref().and_then(|h| h.parse().ok()),
             deadline: s.deadline.map(Duration::from_millis),
             zone: s.zone.clone(),
+            resolved_for: None,
+            timeout_forced: false,
         }
+    }
+
+    fn base_limits(&self) -> Limits {
+        Limits {
+            timeout: self.timeout,
+            actives: self.actives,
+        }
+    }
+
+    /// The limits of endpoint `i` of the snapshot at `epoch`; `None` when these settings were
+    /// resolved for another snapshot. A forced (attachment) timeout is not applied here.
+    #[inline]
+    pub(crate) fn limits_at(&self, epoch: u64, i: usize) -> Option<Limits> {
+        match &self.resolved_for {
+            Some((e, per)) if *e == epoch => Some(
+                per.as_ref()
+                    .and_then(|p| p.get(i).copied())
+                    .unwrap_or_else(|| self.base_limits()),
+            ),
+            _ => None,
+        }
+    }
+
+    fn limits_or_base(&self, i: usize) -> Limits {
+        let mut l = match &self.resolved_for {
+            Some((_, Some(per))) => per.get(i).copied().unwrap_or_else(|| self.base_limits()),
+            _ => self.base_limits(),
+        };
+        if self.timeout_forced {
+            l.timeout = self.timeout;
+        }
+        l
+    }
+
+    /// The per-attempt timeout for endpoint `i` of the snapshot these settings were resolved
+    /// for: consumer method > the instance's `{method}.timeout` > consumer > the instance's
+    /// `timeout` > 1000 ms (a `timeout` attachment beats them all).
+    pub fn timeout_for(&self, i: usize) -> Duration {
+        self.limits_or_base(i).timeout
+    }
+
+    /// The in-flight cap for endpoint `i` of the snapshot these settings were resolved for,
+    /// with the same precedence as [`Effective::timeout_for`].
+    pub fn actives_for(&self, i: usize) -> Option<u32> {
+        self.limits_or_base(i).actives
+    }
+}
+
+/// Dubbo's `getMethodPositiveParameter`: the first layer that sets a value decides, and a
+/// value that is not positive means the default, 1000 ms.
+fn positive_timeout(t: Option<i64>) -> Duration {
+    match t {
+        Some(t) if t > 0 => Duration::from_millis(t as u64),
+        _ => Duration::from_millis(1000),
+    }
+}
+
+/// `timeout` and `actives` as one layer sets them (`None`: not set there).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ProviderLayer {
+    timeout: Option<i64>,
+    actives: Option<i64>,
+}
+
+/// What one provider's registration says about the calls it receives: service-level and
+/// per-method `timeout` and `actives`. Parsed once per endpoint and snapshot.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProviderKeys {
+    service: ProviderLayer,
+    methods: Vec<(String, ProviderLayer)>,
+}
+
+impl ProviderKeys {
+    /// Reads `timeout`, `actives` and `{method}.timeout`, `{method}.actives` (the method is
+    /// what precedes the first dot, as Dubbo's `URLParam` splits keys). A `default.timeout`
+    /// or `default.actives` (registered by Dubbo 2.6 providers) counts as the service-level
+    /// key when that is absent, as Dubbo 3 reads it. Values that are not integers are ignored.
+    pub(crate) fn parse(params: &BTreeMap<String, String>) -> ProviderKeys {
+        let mut out = ProviderKeys::default();
+        let mut legacy = ProviderLayer::default();
+        for (k, v) in params {
+            let (method, key) = match k.split_once('.') {
+                Some((m, key)) => (Some(m), key),
+                None => (None, k.as_str()),
+            };
+            if key != "timeout" && key != "actives" {
+                continue;
+            }
+            let Ok(n) = v.trim().parse::<i64>() else {
+                continue;
+            };
+            let layer = match method {
+                None => &mut out.service,
+                Some("default") => &mut legacy,
+                Some(m) => match out.methods.iter().position(|(name, _)| name == m) {
+                    Some(at) => &mut out.methods[at].1,
+                    None => {
+                        out.methods.push((m.to_string(), ProviderLayer::default()));
+                        &mut out.methods.last_mut().expect("just pushed").1
+                    }
+                },
+            };
+            if key == "timeout" {
+                layer.timeout = Some(n);
+            } else {
+                layer.actives = Some(n);
+            }
+        }
+        out.service.timeout = out.service.timeout.or(legacy.timeout);
+        out.service.actives = out.service.actives.or(legacy.actives);
+        out
+    }
+
+    fn method(&self, m: &str) -> ProviderLayer {
+        self.methods
+            .iter()
+            .find(|(name, _)| name == m)
+            .map(|(_, l)| *l)
+            .unwrap_or_default()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.service == ProviderLayer::default() && self.methods.is_empty()
     }
 }
 
@@ -543,22 +698,55 @@ impl ClusterConfig {
         Ok(())
     }
 
-    /// Resolves the layers for `method` (or the service default) given the provider's
-    /// registered parameters.
+    /// Resolves the layers for `method` (or the service default) for a call to the provider
+    /// that registered `provider`: consumer method > provider method > consumer (service over
+    /// global) > provider service > Dubbo's defaults for `timeout` and `actives`; consumer
+    /// method > consumer for every other key.
     pub fn resolve(&self, method: Option<&str>, provider: &BTreeMap<String, String>) -> Effective {
-        let provider_service = Settings::from_provider_params(provider, None);
-        let provider_method = method
-            .map(|m| Settings::from_provider_params(provider, Some(m)))
-            .unwrap_or_default();
+        let mut e = self.consumer_side(method);
+        let keys = ProviderKeys::parse(provider);
+        let l = self.limits(method, &keys);
+        e.timeout = l.timeout;
+        e.actives = l.actives;
+        e
+    }
+
+    /// The settings for `method` over the endpoints of the snapshot at `epoch`, whose
+    /// registrations are `providers` (in endpoint order).
+    pub(crate) fn resolve_for_snapshot(
+        &self,
+        method: Option<&str>,
+        epoch: u64,
+        providers: &[ProviderKeys],
+    ) -> Effective {
+        let mut e = self.consumer_side(method);
+        let base = e.base_limits();
+        let mut differs = false;
+        let limits: Vec<Limits> = providers
+            .iter()
+            .map(|p| {
+                let l = if p.is_empty() {
+                    base
+                } else {
+                    self.limits(method, p)
+                };
+                differs |= l != base;
+                l
+            })
+            .collect();
+        e.resolved_for = Some((epoch, differs.then(|| Arc::from(limits))));
+        e
+    }
+
+    /// Every key but the provider-settable ones: consumer method > consumer service >
+    /// consumer global > default. `timeout`/`actives` as for an instance that registered
+    /// neither.
+    fn consumer_side(&self, method: Option<&str>) -> Effective {
         let consumer_method = method
             .and_then(|m| self.methods.get(m))
             .cloned()
             .unwrap_or_default();
-        let merged = consumer_method
-            .over(&self.service)
-            .over(&provider_method)
-            .over(&provider_service)
-            .over(&self.global);
+        let merged = consumer_method.over(&self.service).over(&self.global);
         let mut e = Effective::from_settings(&merged, Strategy::Failover);
         if e.mock.is_none() {
             e.mock = self.fallback.clone().map(Mock::Fail);
@@ -566,21 +754,50 @@ impl ClusterConfig {
         e
     }
 
-    /// Method names that have settings of their own (consumer side, or provider
-    /// `{method}.{key}` parameters).
-    pub(crate) fn method_names(&self, provider: &BTreeMap<String, String>) -> Vec<String> {
+    /// `timeout` and `actives` for a call of `method` to the provider whose keys are `p`.
+    fn limits(&self, method: Option<&str>, p: &ProviderKeys) -> Limits {
+        let cm = method.and_then(|m| self.methods.get(m));
+        let pm = method.map(|m| p.method(m)).unwrap_or_default();
+        let c = |f: fn(&Settings) -> Option<i64>| {
+            cm.and_then(f)
+                .or_else(|| f(&self.service))
+                .or_else(|| f(&self.global))
+        };
+        let cm_timeout = cm.and_then(|s| s.timeout.map(clamp_u64));
+        let timeout = cm_timeout
+            .or(pm.timeout)
+            .or_else(|| c(|s| s.timeout.map(clamp_u64)))
+            .or(p.service.timeout);
+        let cm_actives = cm.and_then(|s| s.actives.map(i64::from));
+        let actives = cm_actives
+            .or(pm.actives)
+            .or_else(|| c(|s| s.actives.map(i64::from)))
+            .or(p.service.actives);
+        Limits {
+            timeout: positive_timeout(timeout),
+            actives: actives
+                .filter(|a| *a > 0)
+                .map(|a| a.min(u32::MAX as i64) as u32),
+        }
+    }
+
+    /// Method names that have settings of their own (consumer side, or `{method}.timeout` /
+    /// `{method}.actives` registered by any of `providers`).
+    pub(crate) fn method_names(&self, providers: &[ProviderKeys]) -> Vec<String> {
         let mut names: Vec<String> = self.methods.keys().cloned().collect();
-        for k in provider.keys() {
-            if let Some((m, key)) = k.rsplit_once('.') {
-                if matches!(key, "timeout" | "retries" | "forks" | "actives")
-                    && !names.iter().any(|n| n == m)
-                {
-                    names.push(m.to_string());
+        for p in providers {
+            for (m, _) in &p.methods {
+                if !names.iter().any(|n| n == m) {
+                    names.push(m.clone());
                 }
             }
         }
         names
     }
+}
+
+fn clamp_u64(t: u64) -> i64 {
+    t.min(i64::MAX as u64) as i64
 }
 
 /// The keys a settings layer may hold.
@@ -713,10 +930,11 @@ pub(crate) fn apply_attachments(e: &Effective, inv: &Invocation) -> Option<Effec
     }
     let mut o = e.clone();
     if let Some(r) = retries {
-        o.retries = r.max(0) as u32;
+        o.retries = r.clamp(0, u32::MAX as i64) as u32;
     }
     if let Some(t) = timeout {
         o.timeout = Duration::from_millis(t);
+        o.timeout_forced = true;
     }
     Some(o)
 }
@@ -747,60 +965,146 @@ mod tests {
         assert_eq!(fb.retries, 3, "failback retries default to 3");
     }
 
+    /// Dubbo 3.3's `ServiceAddressURL.getMethodParameter`: consumer method > provider method
+    /// > consumer (reference over `<dubbo:consumer>`) > provider > default.
     #[test]
-    fn precedence_is_consumer_method_service_provider_method_provider_service_global() {
-        let provider = params(&[
-            ("timeout", "400"),
-            ("sayHello.timeout", "300"),
-            ("retries", "5"),
-        ]);
-        let mut cfg = ClusterConfig {
+    fn precedence_is_consumer_method_provider_method_consumer_provider() {
+        // Provider `sayHello.timeout=3000`, consumer service `timeout=500`: 3000.
+        let provider = params(&[("sayHello.timeout", "3000"), ("timeout", "2000")]);
+        let cfg = ClusterConfig::default().timeout(Duration::from_millis(500));
+        assert_eq!(
+            cfg.resolve(Some("sayHello"), &provider).timeout.as_millis(),
+            3000
+        );
+        assert_eq!(
+            cfg.resolve(Some("other"), &provider).timeout.as_millis(),
+            500,
+            "the consumer beats the provider's service-level value"
+        );
+        // Consumer global `timeout=300`, provider `timeout=2000`: 300.
+        let cfg = ClusterConfig {
             global: Settings {
-                timeout: Some(900),
-                retries: Some(7),
-                forks: Some(4),
+                timeout: Some(300),
                 ..Default::default()
             },
             ..Default::default()
         };
-        // Provider service beats consumer global.
-        let e = cfg.resolve(None, &provider);
-        assert_eq!((e.timeout.as_millis(), e.retries, e.forks), (400, 5, 4));
-        // Provider method beats provider service.
+        let provider = params(&[("timeout", "2000")]);
+        assert_eq!(cfg.resolve(None, &provider).timeout.as_millis(), 300);
+        // Nothing on the consumer: the provider's, then Dubbo's 1000 ms.
+        let none = ClusterConfig::default();
+        assert_eq!(none.resolve(None, &provider).timeout.as_millis(), 2000);
         assert_eq!(
-            cfg.resolve(Some("sayHello"), &provider).timeout.as_millis(),
-            300
+            none.resolve(None, &BTreeMap::new()).timeout.as_millis(),
+            1000
         );
-        // Consumer service beats provider method.
-        cfg.service.timeout = Some(200);
-        assert_eq!(
-            cfg.resolve(Some("sayHello"), &provider).timeout.as_millis(),
-            200
-        );
-        // Consumer method beats everything.
-        cfg = cfg.method(
+        // A consumer method beats the provider method.
+        let provider = params(&[("sayHello.timeout", "3000"), ("sayHello.actives", "4")]);
+        let cfg = ClusterConfig::default().method(
             "sayHello",
             Settings {
                 timeout: Some(100),
                 ..Default::default()
             },
         );
+        let e = cfg.resolve(Some("sayHello"), &provider);
+        assert_eq!((e.timeout.as_millis(), e.actives), (100, Some(4)));
+        // `actives` follows the same layers.
+        let cfg = ClusterConfig::default().service_settings(Settings {
+            actives: Some(9),
+            ..Default::default()
+        });
+        assert_eq!(cfg.resolve(Some("sayHello"), &provider).actives, Some(4));
         assert_eq!(
-            cfg.resolve(Some("sayHello"), &provider).timeout.as_millis(),
-            100
+            cfg.resolve(None, &params(&[("actives", "2")])).actives,
+            Some(9)
         );
-        assert_eq!(
-            cfg.resolve(Some("other"), &provider).timeout.as_millis(),
-            200
-        );
-        let names = cfg.method_names(&provider);
-        assert!(names.contains(&"sayHello".to_string()));
         // Per-call attachments beat all layers.
         let inv = Invocation::new("sayHello")
             .with_attachment("timeout", "50")
             .with_attachment("retries", "0");
         let o = apply_attachments(&cfg.resolve(Some("sayHello"), &provider), &inv).unwrap();
         assert_eq!((o.timeout.as_millis(), o.retries), (50, 0));
+        assert_eq!(o.timeout_for(0).as_millis(), 50);
+    }
+
+    /// `retries` and `forks` are the consumer's: a provider's `retries=0` does not stop a
+    /// consumer's failover.
+    #[test]
+    fn retries_and_forks_come_from_the_consumer_only() {
+        let provider = params(&[("retries", "0"), ("sayHello.retries", "0"), ("forks", "5")]);
+        let e = ClusterConfig::default().resolve(Some("sayHello"), &provider);
+        assert_eq!((e.retries, e.forks), (2, 2), "Dubbo's defaults");
+        let cfg = ClusterConfig {
+            global: Settings {
+                retries: Some(7),
+                forks: Some(4),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let e = cfg.resolve(Some("sayHello"), &provider);
+        assert_eq!((e.retries, e.forks), (7, 4));
+        let names = cfg.method_names(&[ProviderKeys::parse(&provider)]);
+        assert!(
+            names.is_empty(),
+            "provider retries make no method of their own"
+        );
+    }
+
+    /// Per endpoint of a snapshot: each instance's registration sets its own values.
+    #[test]
+    fn snapshot_resolution_is_per_endpoint() {
+        let providers = [
+            ProviderKeys::parse(&params(&[("timeout", "200")])),
+            ProviderKeys::parse(&params(&[("timeout", "5000"), ("m.actives", "3")])),
+            ProviderKeys::parse(&BTreeMap::new()),
+        ];
+        let cfg = ClusterConfig::default();
+        let e = cfg.resolve_for_snapshot(Some("m"), 7, &providers);
+        let t: Vec<u128> = (0..3).map(|i| e.timeout_for(i).as_millis()).collect();
+        assert_eq!(t, [200, 5000, 1000]);
+        assert_eq!(
+            (0..3).map(|i| e.actives_for(i)).collect::<Vec<_>>(),
+            [None, Some(3), None]
+        );
+        assert!(e.limits_at(8, 0).is_none(), "resolved for epoch 7 only");
+        // Dubbo 2.6's `default.timeout` is the service-level value when `timeout` is absent.
+        let legacy = ProviderKeys::parse(&params(&[("default.timeout", "700")]));
+        let both = ProviderKeys::parse(&params(&[("default.timeout", "700"), ("timeout", "9")]));
+        let e = cfg.resolve_for_snapshot(None, 7, &[legacy, both]);
+        assert_eq!(
+            (e.timeout_for(0).as_millis(), e.timeout_for(1).as_millis()),
+            (700, 9)
+        );
+        // No endpoint registers anything: no per-endpoint array.
+        let plain = cfg.resolve_for_snapshot(None, 7, &providers[2..]);
+        assert!(matches!(plain.resolved_for, Some((7, None))));
+    }
+
+    #[test]
+    fn failback_negative_retries_and_tasks_take_dubbos_defaults() {
+        let cfg = ClusterConfig::default().service_settings(Settings {
+            strategy: Some(Strategy::Failback),
+            retries: Some(-1),
+            failbacktasks: Some(0),
+            ..Default::default()
+        });
+        let e = cfg.resolve(None, &BTreeMap::new());
+        assert_eq!((e.retries, e.failbacktasks), (3, 100));
+        let e =
+            ClusterConfig::from_yaml("cluster: failback\nretries: -1\nfailbacktasks: -5\n", "x")
+                .unwrap()
+                .resolve(None, &BTreeMap::new());
+        assert_eq!((e.retries, e.failbacktasks), (3, 100));
+        // Failover keeps `retries <= -1` as one attempt.
+        let e = ClusterConfig::default()
+            .service_settings(Settings {
+                retries: Some(-1),
+                ..Default::default()
+            })
+            .resolve(None, &BTreeMap::new());
+        assert_eq!(e.retries, 0);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use serde_json::Value;
-use switchman_core::{BoxFuture, Error, ErrorKind, Invocation, Invoker, Result};
+use switchman_core::{BoxFuture, Error, ErrorKind, Instance, Invocation, Invoker, Result};
 use switchman_discovery::{RegistryDirectory, Snapshot};
 use switchman_loadbalance::OutlierConfig;
 use switchman_loadbalance::outlier::{Outcome, Verdict};
@@ -15,7 +15,9 @@ use tracing::{Instrument, debug, debug_span, info, warn};
 
 use crate::budget::{BudgetConfig, RetryBudget};
 use crate::call::Call;
-use crate::config::{ClusterConfig, Effective, Mock, MockAction, apply_attachments};
+use crate::config::{
+    ClusterConfig, Effective, Limits, Mock, MockAction, ProviderKeys, apply_attachments,
+};
 use crate::strategy;
 
 /// A user merger for the `mergeable` strategy.
@@ -117,7 +119,8 @@ pub(crate) struct Inner {
     pub(crate) metrics: Metrics,
     pub(crate) latency: Latency,
     resolved: ArcSwapOption<Resolved>,
-    sticky: ArcSwapOption<String>,
+    /// The sticky instance (the last one selected while `sticky` is on).
+    sticky: ArcSwapOption<Instance>,
     custom: Option<Arc<dyn ClusterStrategy>>,
     pub(crate) merger: Option<MergerFn>,
     pub(crate) failback_pending: AtomicUsize,
@@ -129,9 +132,25 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    pub(crate) fn sticky_index(&self, snap: &Snapshot) -> Option<usize> {
-        let addr = self.sticky.load();
-        addr.as_deref().and_then(|a| snap.index_of(a))
+    /// The sticky instance, if any.
+    pub(crate) fn sticky(&self) -> Option<Arc<Instance>> {
+        self.sticky.load_full()
+    }
+
+    /// Makes `instance` the sticky one (a reference-count increment; nothing is stored when it
+    /// already is).
+    pub(crate) fn remember_sticky(&self, instance: &Arc<Instance>) {
+        let current = self.sticky.load();
+        if current.as_deref().map(Instance::address) != Some(instance.address()) {
+            self.sticky.store(Some(instance.clone()));
+        }
+    }
+
+    /// Forgets the sticky instance (it is not among the routed candidates any more).
+    pub(crate) fn forget_sticky(&self) {
+        if self.sticky.load().is_some() {
+            self.sticky.store(None);
+        }
     }
 
     /// Feeds the outcome of an attempt on endpoint `i` of `snap` (started at `started`) to the
@@ -189,35 +208,33 @@ impl Inner {
         }
     }
 
-    pub(crate) fn remember_sticky(&self, address: &str) {
-        if self.sticky.load().as_deref().map(String::as_str) != Some(address) {
-            self.sticky.store(Some(Arc::new(address.to_string())));
-        }
-    }
-
-    fn effective(&self, snap: &Snapshot, method: &str) -> Arc<Effective> {
+    /// The settings of `method` for `snap`: resolved once per snapshot (every method with
+    /// settings of its own, each endpoint's registration read once), then a map lookup.
+    pub(crate) fn effective(&self, snap: &Snapshot, method: &str) -> Arc<Effective> {
         let cached = self.resolved.load();
         let resolved = match cached.as_ref() {
             Some(r) if r.epoch == snap.epoch() => r.clone(),
             _ => {
-                let empty = Default::default();
-                let provider = snap
+                let epoch = snap.epoch();
+                let providers: Vec<ProviderKeys> = snap
                     .endpoints()
-                    .first()
-                    .map(|e| e.instance.params())
-                    .unwrap_or(&empty);
+                    .iter()
+                    .map(|e| ProviderKeys::parse(e.instance.params()))
+                    .collect();
                 let methods = self
                     .config
-                    .method_names(provider)
+                    .method_names(&providers)
                     .into_iter()
                     .map(|m| {
-                        let e = Arc::new(self.config.resolve(Some(&m), provider));
-                        (m, e)
+                        let e = self
+                            .config
+                            .resolve_for_snapshot(Some(&m), epoch, &providers);
+                        (m, Arc::new(e))
                     })
                     .collect();
                 let r = Arc::new(Resolved {
-                    epoch: snap.epoch(),
-                    default: Arc::new(self.config.resolve(None, provider)),
+                    epoch,
+                    default: Arc::new(self.config.resolve_for_snapshot(None, epoch, &providers)),
                     methods,
                 });
                 self.resolved.store(Some(r.clone()));
@@ -229,6 +246,33 @@ impl Inner {
             .get(method)
             .unwrap_or(&resolved.default)
             .clone()
+    }
+
+    /// The timeout and actives cap of a call with `settings` to endpoint `i` of `snap`: from
+    /// the settings when they were resolved for `snap` (an array read), else from the
+    /// settings resolved for `snap` (the strategy re-listed and got a newer snapshot).
+    #[inline]
+    pub(crate) fn limits(
+        &self,
+        settings: &Effective,
+        method: &str,
+        snap: &Snapshot,
+        i: usize,
+    ) -> Limits {
+        let mut l = match settings.limits_at(snap.epoch(), i) {
+            Some(l) => l,
+            None => {
+                let fresh = self.effective(snap, method);
+                fresh.limits_at(snap.epoch(), i).unwrap_or(Limits {
+                    timeout: fresh.timeout,
+                    actives: fresh.actives,
+                })
+            }
+        };
+        if settings.timeout_forced {
+            l.timeout = settings.timeout;
+        }
+        l
     }
 }
 
@@ -421,13 +465,16 @@ fn run_mock(action: &MockAction, invocation: &Invocation, cause: Option<&Error>)
 }
 
 impl Inner {
-    /// Queues `invocation` for background retries (failback). Returns `false` when the queue
-    /// is full (the call is dropped, logged and counted).
+    /// Queues `invocation` for background retries (failback) after it failed on `failed` (an
+    /// address; `None` when it failed before an attempt). Each retry avoids the instance the
+    /// previous attempt failed on while another one is routable, as Dubbo's does. Returns
+    /// `false` when the queue is full (the call is dropped, logged and counted).
     pub(crate) fn queue_failback(
         &self,
         invocation: &Invocation,
         settings: &Effective,
         cause: &Error,
+        failed: Option<&str>,
     ) -> bool {
         let cap = settings.failbacktasks;
         let pending = self.failback_pending.fetch_add(1, Ordering::AcqRel);
@@ -444,6 +491,7 @@ impl Inner {
         let inv = invocation.clone();
         let retries = settings.retries;
         let settings = settings.clone();
+        let mut last: Option<String> = failed.map(str::to_string);
         tokio::spawn(async move {
             let mut rng = fastrand::Rng::new();
             for k in 0..retries {
@@ -455,7 +503,11 @@ impl Inner {
                 let mut call = Call::new(&inner, &inv, &settings);
                 let outcome = async {
                     let snap = call.snapshot();
+                    if let Some(a) = &last {
+                        call.avoid(&snap, a);
+                    }
                     let i = call.select(&snap)?;
+                    last = Some(snap.endpoints()[i].instance.address().to_string());
                     call.attempter().attempt(&snap, i).await
                 }
                 .await;

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use switchman_core::{
     BoxFuture, Error, ErrorKind, Instance, Invocation, Invoker, Result, ServiceKey,
 };
-use switchman_discovery::{DirectoryConfig, RegistryDirectory, Update};
+use switchman_discovery::{Configurator, DirectoryConfig, RegistryDirectory, Update};
 
 use crate::{
     BudgetConfig, Call, ClusterConfig, ClusterInvoker, ClusterStrategy, Settings, Strategy,
@@ -202,12 +202,15 @@ async fn per_call_attachments_override_retries_and_timeout() {
     assert_eq!(start.elapsed(), Duration::from_millis(20));
 }
 
+/// The provider's `timeout` bounds the attempts it receives; its `retries` do not stop the
+/// consumer's failover (Dubbo reads `retries` from the consumer URL only).
 #[tokio::test(start_paused = true)]
-async fn method_settings_and_provider_parameters_take_precedence() {
+async fn provider_timeout_applies_but_provider_retries_do_not() {
     // The provider registered timeout=100 and m.retries=0; the consumer sets nothing.
     let insts = vec![
         Instance::builder("10.0.0.1", 1)
             .param("timeout", "100")
+            .param("retries", "0")
             .param("m.retries", "0")
             .build(),
         Instance::builder("10.0.0.1", 2)
@@ -221,20 +224,136 @@ async fn method_settings_and_provider_parameters_take_precedence() {
     c.invoke(&inv()).await.unwrap_err();
     assert_eq!(
         (fi.calls().len(), start.elapsed()),
-        (1, Duration::from_millis(100))
+        (3, Duration::from_millis(300)),
+        "Dubbo's retries=2 with the provider's 100 ms per attempt"
     );
     // A consumer method setting beats the provider's.
     let cfg = ClusterConfig::default().method(
         "m",
         Settings {
             retries: Some(1),
+            timeout: Some(40),
             ..Default::default()
         },
     );
     let fi = FaultInvoker::with(&[(1, &[Hang]), (2, &[Hang])]);
     let c = ClusterInvoker::new(c.directory().clone(), fi.clone(), cfg);
+    let start = tokio::time::Instant::now();
     c.invoke(&inv()).await.unwrap_err();
-    assert_eq!(fi.calls().len(), 2);
+    assert_eq!(
+        (fi.calls().len(), start.elapsed()),
+        (2, Duration::from_millis(80))
+    );
+}
+
+/// 10.0.0.1 registers timeout=200, 10.0.0.2 timeout=5000 and answers in 1 s: calls to .2
+/// succeed (each attempt is bounded by the timeout of the instance it goes to, not by the
+/// first provider's).
+#[tokio::test(start_paused = true)]
+async fn provider_settings_come_from_the_instance_being_called() {
+    let insts = vec![
+        Instance::builder("10.0.0.1", 1)
+            .param("timeout", "200")
+            .build(),
+        Instance::builder("10.0.0.2", 2)
+            .param("timeout", "5000")
+            .build(),
+    ];
+    let fi = FaultInvoker::with(&[(1, &[Slow(1000)]), (2, &[Slow(1000)])]);
+    // Outlier ejection off: .1 times out on every call and would soon be ejected.
+    let c = ClusterInvoker::new(
+        directory(insts).await,
+        fi.clone(),
+        ClusterConfig::default()
+            .strategy(Strategy::Failfast)
+            .outlier(crate::OutlierConfig::disabled()),
+    );
+    let (mut ok, mut timed_out) = (0, 0);
+    for _ in 0..40 {
+        let before = fi.calls().len();
+        let start = tokio::time::Instant::now();
+        let r = c.invoke(&inv()).await;
+        let port = fi.calls()[before];
+        match port {
+            2 => {
+                assert_eq!(r.unwrap(), Value::from(2));
+                assert_eq!(start.elapsed(), Duration::from_millis(1000));
+                ok += 1;
+            }
+            _ => {
+                assert!(r.unwrap_err().is_timeout());
+                assert_eq!(start.elapsed(), Duration::from_millis(200));
+                timed_out += 1;
+            }
+        }
+    }
+    assert!(ok > 5 && timed_out > 5, "{ok} ok, {timed_out} timed out");
+    let s = c.settings("m");
+    let snap = c.directory().load();
+    let at = |a: &str| snap.index_of(a).unwrap();
+    assert_eq!(s.timeout_for(at("10.0.0.1:1")), Duration::from_millis(200));
+    assert_eq!(s.timeout_for(at("10.0.0.2:2")), Duration::from_millis(5000));
+}
+
+/// An override that sets `timeout` on one address applies to that address only.
+#[tokio::test(start_paused = true)]
+async fn an_override_timeout_applies_to_its_address_only() {
+    let dir = directory(vec![
+        Instance::builder("10.0.0.1", 1).build(),
+        Instance::builder("10.0.0.2", 2).build(),
+    ])
+    .await;
+    dir.apply(Update::Configurators {
+        source: "test".into(),
+        rules: vec![Configurator::for_address("10.0.0.2:2").param("timeout", "5000")],
+    });
+    dir.wait_until(Duration::from_secs(5), |s| s.epoch() >= 2)
+        .await
+        .unwrap();
+    let fi = FaultInvoker::with(&[(1, &[Slow(1500)]), (2, &[Slow(1500)])]);
+    let c = ClusterInvoker::new(
+        dir,
+        fi.clone(),
+        ClusterConfig::default().strategy(Strategy::Failfast),
+    );
+    for _ in 0..20 {
+        let before = fi.calls().len();
+        let r = c.invoke(&inv()).await;
+        match fi.calls()[before] {
+            2 => assert_eq!(r.unwrap(), Value::from(2)),
+            _ => assert!(r.unwrap_err().is_timeout(), "1000 ms default on .1"),
+        }
+    }
+    assert!(fi.calls().contains(&1) && fi.calls().contains(&2));
+}
+
+/// `actives` registered by one instance caps that instance only.
+#[tokio::test(start_paused = true)]
+async fn provider_actives_caps_only_its_instance() {
+    let insts = vec![
+        Instance::builder("10.0.0.1", 1)
+            .param("actives", "1")
+            .build(),
+        Instance::builder("10.0.0.1", 2).build(),
+    ];
+    let fi = FaultInvoker::with(&[(1, &[Hang]), (2, &[Hang])]);
+    let c = ClusterInvoker::new(
+        directory(insts).await,
+        fi.clone(),
+        ClusterConfig::default().timeout(Duration::from_secs(100)),
+    );
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let c = c.clone();
+            tokio::spawn(async move { c.invoke(&inv()).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(hits(&fi, 1), 1, "capped at one call in flight");
+    assert_eq!(hits(&fi, 2), 7, "no cap of its own");
+    for h in handles {
+        h.abort();
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -250,25 +369,45 @@ async fn failfast_makes_one_attempt() {
     assert_eq!(fi.calls().len(), 1);
 }
 
+/// failsafe swallows invocation failures only: "no provider" (none listed, none routed) is
+/// raised before the strategy runs, and a business error travels to the caller.
 #[tokio::test(start_paused = true)]
-async fn failsafe_answers_null_and_never_errors_except_business() {
-    let fi = FaultInvoker::with(&[(1, &[Refuse])]);
+async fn failsafe_swallows_invocation_failures_only() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse, Hang, Business])]);
     let c = cluster(
         &[1],
         fi.clone(),
         ClusterConfig::default().strategy(Strategy::Failsafe),
     )
     .await;
-    assert_eq!(c.invoke(&inv()).await.unwrap(), Value::Null);
-    assert_eq!(fi.calls().len(), 1);
-    // "No provider" is raised before any strategy runs... and failsafe swallows it like Dubbo's.
+    assert_eq!(c.invoke(&inv()).await.unwrap(), Value::Null, "refused");
+    assert_eq!(c.invoke(&inv()).await.unwrap(), Value::Null, "timed out");
+    assert!(
+        c.invoke(&inv()).await.unwrap_err().is_business(),
+        "the provider's exception reaches the caller"
+    );
+    assert_eq!(fi.calls().len(), 3);
     let empty = cluster(
         &[],
         FaultInvoker::with(&[]),
         ClusterConfig::default().strategy(Strategy::Failsafe),
     )
     .await;
-    assert_eq!(empty.invoke(&inv()).await.unwrap(), Value::Null);
+    assert_eq!(
+        empty.invoke(&inv()).await.unwrap_err().kind(),
+        ErrorKind::NoProvider
+    );
+    // Routing leaves no provider (a tagged call, forced): an error too.
+    let tagged = ClusterInvoker::new(
+        directory(vec![Instance::builder("10.0.0.1", 1).tag("gray").build()]).await,
+        FaultInvoker::with(&[]),
+        ClusterConfig::default().strategy(Strategy::Failsafe),
+    );
+    let e = tagged.invoke(&inv()).await.unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::Forbidden | ErrorKind::NoProvider),
+        "{e}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -288,6 +427,45 @@ async fn failback_answers_null_then_retries_with_backoff_in_the_background() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(fi.calls().len(), 3);
     assert_eq!(c.failback_pending(), 0);
+}
+
+/// Dubbo's failback: `retries=-1` means its default of 3 background retries.
+#[tokio::test(start_paused = true)]
+async fn failback_negative_retries_mean_three() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse])]);
+    let cfg = ClusterConfig::default().service_settings(Settings {
+        strategy: Some(Strategy::Failback),
+        retries: Some(-1),
+        ..Default::default()
+    });
+    let c = cluster(&[1], fi.clone(), cfg).await;
+    assert_eq!(c.invoke(&inv()).await.unwrap(), Value::Null);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(fi.calls().len(), 1 + 3);
+    assert_eq!(c.failback_pending(), 0);
+}
+
+/// Each background retry avoids the instance the previous attempt failed on (Dubbo's
+/// `RetryTimerTask` selects with the last invoker excluded).
+#[tokio::test(start_paused = true)]
+async fn failback_retries_avoid_the_instance_that_just_failed() {
+    for _ in 0..5 {
+        let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse])]);
+        let cfg = ClusterConfig::default().service_settings(Settings {
+            strategy: Some(Strategy::Failback),
+            retries: Some(5),
+            ..Default::default()
+        });
+        let c = cluster(&[1, 2], fi.clone(), cfg).await.with_budget(None);
+        c.invoke(&inv()).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        let calls = fi.calls();
+        assert_eq!(calls.len(), 6);
+        assert!(
+            calls.windows(2).all(|w| w[0] != w[1]),
+            "every retry on the other instance: {calls:?}"
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -515,7 +693,7 @@ async fn zone_aware_prefers_the_consumers_zone() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn sticky_keeps_the_last_good_instance_until_it_leaves() {
+async fn sticky_keeps_the_selected_instance_until_it_leaves() {
     let fi = FaultInvoker::with(&[]);
     let settings = Settings {
         sticky: Some(true),
@@ -544,6 +722,56 @@ async fn sticky_keeps_the_last_good_instance_until_it_leaves() {
     for _ in 0..20 {
         assert_eq!(c.invoke(&inv()).await.unwrap(), next);
     }
+}
+
+/// A (tag gray) and B (untagged), sticky: a `dubbo.tag=gray` call goes to A; the next call
+/// without a tag is not routed to A, so the sticky instance is dropped and it goes to B.
+#[tokio::test(start_paused = true)]
+async fn sticky_is_dropped_when_routing_does_not_give_it() {
+    let insts = vec![
+        Instance::builder("10.0.0.1", 1).tag("gray").build(),
+        Instance::builder("10.0.0.2", 2).build(),
+    ];
+    let fi = FaultInvoker::with(&[]);
+    let settings = Settings {
+        sticky: Some(true),
+        ..Default::default()
+    };
+    let c = ClusterInvoker::new(
+        directory(insts).await,
+        fi.clone(),
+        ClusterConfig::default().service_settings(settings),
+    );
+    let gray = inv().with_attachment("dubbo.tag", "gray");
+    for _ in 0..3 {
+        assert_eq!(c.invoke(&gray).await.unwrap(), Value::from(1));
+        assert_eq!(c.invoke(&inv()).await.unwrap(), Value::from(2));
+    }
+}
+
+/// Dubbo remembers the selected instance, not only one that succeeded: with failfast and
+/// every instance failing, all calls keep going to the first one selected.
+#[tokio::test(start_paused = true)]
+async fn sticky_remembers_the_selected_instance_even_when_it_fails() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse]), (3, &[Refuse])]);
+    let settings = Settings {
+        strategy: Some(Strategy::Failfast),
+        sticky: Some(true),
+        ..Default::default()
+    };
+    let c = cluster(
+        &[1, 2, 3],
+        fi.clone(),
+        ClusterConfig::default()
+            .service_settings(settings)
+            .outlier(crate::OutlierConfig::disabled()),
+    )
+    .await;
+    for _ in 0..20 {
+        c.invoke(&inv()).await.unwrap_err();
+    }
+    let calls = fi.calls();
+    assert!(calls.iter().all(|&p| p == calls[0]), "{calls:?}");
 }
 
 #[tokio::test(start_paused = true)]

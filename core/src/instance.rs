@@ -185,7 +185,21 @@ impl Instance {
             b = b.param(k, v);
         }
         if let Some(w) = url.param("weight") {
-            b = b.weight(parse_num(&what(), "weight", w)?);
+            // Dubbo's `AbstractLoadBalance.getWeight` returns `max(weight, 0)`: a negative
+            // weight keeps the provider, with weight 0.
+            let weight = w
+                .trim()
+                .parse::<i64>()
+                .ok()
+                .and_then(|n| u32::try_from(n.max(0)).ok())
+                .ok_or_else(|| {
+                    Error::bad_config(format!(
+                        "{}: parameter weight={w:?} is not an integer up to {}",
+                        what(),
+                        u32::MAX
+                    ))
+                })?;
+            b = b.weight(weight);
         }
         if let Some(w) = url.param("warmup") {
             b = b.warmup(Duration::from_millis(parse_num(&what(), "warmup", w)?));
@@ -196,8 +210,14 @@ impl Instance {
         if let Some(z) = url.param("zone").filter(|z| !z.is_empty()) {
             b = b.zone(z);
         }
-        let enabled =
-            url.param("enabled") != Some("false") && url.param("disabled") != Some("true");
+        // As Dubbo's `RegistryDirectory.toInvokers`: a non-empty `disabled` decides alone
+        // (`enabled = !disabled`), else `enabled` (default true); both read as Java's
+        // `Boolean.parseBoolean` (only `true`, in any case, is true).
+        let flag = |k: &str| url.param(k).map(str::trim).filter(|v| !v.is_empty());
+        let enabled = match flag("disabled") {
+            Some(d) => !d.eq_ignore_ascii_case("true"),
+            None => flag("enabled").is_none_or(|e| e.eq_ignore_ascii_case("true")),
+        };
         b = b
             .enabled(enabled)
             .healthy(url.param("healthy") != Some("false"));
@@ -586,9 +606,9 @@ mod tests {
 
     #[test]
     fn bad_numbers_are_errors_naming_the_key() {
-        let u = Url::parse("dubbo://h:1/x?weight=-5").unwrap();
+        let u = Url::parse("dubbo://h:1/x?weight=heavy").unwrap();
         let e = Instance::from_url(&u).unwrap_err();
-        assert!(e.to_string().contains("weight=\"-5\""), "{e}");
+        assert!(e.to_string().contains("weight=\"heavy\""), "{e}");
         let u = Url::parse("dubbo://h/x").unwrap();
         assert!(
             Instance::from_url(&u)
@@ -596,6 +616,35 @@ mod tests {
                 .to_string()
                 .contains("missing port")
         );
+    }
+
+    /// Dubbo keeps a provider with a negative weight and balances it with weight 0.
+    #[test]
+    fn negative_weight_is_zero_and_keeps_the_provider() {
+        let u = Url::parse("dubbo://h:1/x?weight=-5").unwrap();
+        let i = Instance::from_url(&u).unwrap();
+        assert_eq!(i.weight(), 0);
+        assert!(i.is_available());
+    }
+
+    /// `disabled` decides when it is present and non-empty; both flags are case-insensitive.
+    #[test]
+    fn disabled_wins_over_enabled_and_flags_ignore_case() {
+        let enabled = |q: &str| {
+            Instance::from_url(&Url::parse(&format!("dubbo://h:1/x?{q}")).unwrap())
+                .unwrap()
+                .enabled()
+        };
+        assert!(enabled("disabled=false&enabled=false"));
+        assert!(!enabled("disabled=TRUE"));
+        assert!(!enabled("disabled=True&enabled=true"));
+        assert!(!enabled("enabled=FALSE"));
+        assert!(
+            !enabled("disabled=&enabled=False"),
+            "an empty disabled is absent"
+        );
+        assert!(enabled("enabled=TRUE"));
+        assert!(enabled("x=1"));
     }
 
     #[test]

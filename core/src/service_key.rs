@@ -43,22 +43,25 @@ impl ServiceKey {
         )
     }
 
-    /// Whether `other` (a provider's key) is accepted by this (a consumer's) key, with Dubbo's
-    /// rules: `*` matches anything, a comma list matches any of its entries, and an empty
-    /// consumer group or version matches only an empty provider one.
+    /// Whether `other` (a provider's key) is accepted by this (a consumer's) key, with the rules
+    /// of Dubbo's `UrlUtils.isMatch` (the interface-level registry's consumer/provider match):
+    /// `*` matches anything; a consumer group may be a comma list matching any of its
+    /// (trimmed) entries, never an empty provider group; a version is one value compared
+    /// as is (`1.0.0,2.0.0` is not a list and accepts no provider unless one registered that
+    /// very string); an empty consumer group or version matches only an empty provider one.
     pub fn accepts(&self, other: &ServiceKey) -> bool {
-        fn part(want: &str, have: &str) -> bool {
-            if want == "*" {
-                return true;
+        let group_ok = match &*self.group {
+            "*" => true,
+            want if want == &*other.group => true,
+            want if want.contains(',') => {
+                !other.group.is_empty() && want.split(',').any(|w| w.trim() == &*other.group)
             }
-            if want.contains(',') {
-                return want.split(',').any(|w| w.trim() == have);
-            }
-            want == have
-        }
+            _ => false,
+        };
+        let version_ok = &*self.version == "*" || self.version == other.version;
         (self.interface.as_ref() == "*" || self.interface == other.interface)
-            && part(&self.group, &other.group)
-            && part(&self.version, &other.version)
+            && group_ok
+            && version_ok
     }
 }
 
@@ -98,5 +101,22 @@ mod tests {
         assert!(ServiceKey::with("com.foo.Bar", "b,a", "1.0").accepts(&p));
         assert!(!ServiceKey::with("com.foo.Bar", "b", "1.0").accepts(&p));
         assert!(!ServiceKey::new("com.foo.Bar").accepts(&p));
+    }
+
+    /// Dubbo's `UrlUtils.isMatch` splits the consumer's group on commas, never its version.
+    #[test]
+    fn version_lists_are_not_lists_and_group_lists_never_match_an_empty_group() {
+        let v1 = ServiceKey::with("com.foo.Bar", "", "1.0.0");
+        let v2 = ServiceKey::with("com.foo.Bar", "", "2.0.0");
+        let listed = ServiceKey::with("com.foo.Bar", "", "1.0.0,2.0.0");
+        assert!(!listed.accepts(&v1) && !listed.accepts(&v2));
+        assert!(
+            listed.accepts(&ServiceKey::with("com.foo.Bar", "", "1.0.0,2.0.0")),
+            "the same string still matches"
+        );
+        assert!(ServiceKey::with("com.foo.Bar", "", "*").accepts(&v2));
+        let groups = ServiceKey::with("com.foo.Bar", "a, b,", "");
+        assert!(groups.accepts(&ServiceKey::with("com.foo.Bar", "b", "")));
+        assert!(!groups.accepts(&ServiceKey::new("com.foo.Bar")));
     }
 }

@@ -203,6 +203,7 @@ impl RegistryDirectory {
             published_addresses: AddrSet::default(),
             pending: Pending::Full,
             configurators: BTreeMap::new(),
+            rules: Vec::new(),
             epoch: 0,
             routed_with: RouterChain::new(),
             shared: shared.clone(),
@@ -323,6 +324,8 @@ struct State {
     pending: Pending,
     /// Override rules by source.
     configurators: BTreeMap<String, Vec<Configurator>>,
+    /// Every source's rules in the order they apply (see [`apply_order`]).
+    rules: Vec<Configurator>,
     epoch: u64,
     /// The router chain the last snapshot's route table was built with: when the configured
     /// chain is another one, the next snapshot is published and its table rebuilt.
@@ -515,6 +518,7 @@ impl State {
                 } else {
                     self.configurators.insert(source, good);
                 }
+                self.rules = apply_order(self.configurators.values().flatten());
                 // Overrides can change any instance.
                 self.pending.overrides();
             }
@@ -545,11 +549,7 @@ impl State {
     /// `instance` with the override rules applied, sharing the `Arc` of the previous snapshot
     /// when the result did not change.
     fn effective(&self, instance: &Arc<Instance>, prev: Option<&Published>) -> Arc<Instance> {
-        let overridden = if self.configurators.is_empty() {
-            None
-        } else {
-            configurator::apply(self.configurators.values().flatten(), instance)
-        };
+        let overridden = apply_in_order(&self.rules, instance);
         match overridden {
             None => instance.clone(),
             Some(o) => match prev {
@@ -948,6 +948,37 @@ impl State {
     }
 }
 
+/// The override rules in the order they apply, each later one winning where two set the same
+/// key. As Dubbo's `Configurator.compareTo` sorts them: rules for every provider first, then
+/// the rules naming a host; within each group by `priority` (an integer parameter, default
+/// 0; higher applies later and wins), then arrival order. A host:port rule comes after a
+/// host rule of the same priority (Dubbo compares hosts only and keeps arrival order there).
+fn apply_order<'a>(rules: impl IntoIterator<Item = &'a Configurator>) -> Vec<Configurator> {
+    let mut ordered: Vec<Configurator> = rules.into_iter().cloned().collect();
+    ordered.sort_by_key(|r| {
+        let priority = r
+            .parameters
+            .get("priority")
+            .and_then(|p| p.trim().parse::<i32>().ok())
+            .unwrap_or(0);
+        (r.specificity() > 0, priority, r.specificity())
+    });
+    ordered
+}
+
+/// `instance` with the matching `rules` applied in their order (see [`apply_order`]); `None`
+/// when none matched.
+fn apply_in_order(rules: &[Configurator], instance: &Instance) -> Option<Instance> {
+    let mut out: Option<Instance> = None;
+    for r in rules {
+        let current = out.as_ref().unwrap_or(instance);
+        if r.matches(current) {
+            out = configurator::apply(std::iter::once(r), current).or(out);
+        }
+    }
+    out
+}
+
 /// What a snapshot changed, for the log line and the cache file.
 struct Counts {
     added: usize,
@@ -1076,6 +1107,54 @@ mod tests {
         let s = settle(&dir, 4).await;
         assert_eq!(s.instances()[0].weight(), 100);
         assert_eq!(s.endpoints().len(), 3);
+    }
+
+    /// Dubbo sorts configurators by host (every-provider rules first), then by `priority`:
+    /// among the rules naming a provider's host, the highest priority applies last and wins,
+    /// whatever order they came in; a rule for every provider never beats one naming the host.
+    #[tokio::test]
+    async fn override_priority_orders_the_rules_of_one_host() {
+        let dir = RegistryDirectory::spawn(cfg(), None);
+        dir.apply(Update::Reset(vec![inst(1, 100), inst(2, 100)]));
+        settle(&dir, 1).await;
+        dir.apply(Update::Configurators {
+            source: "zk".into(),
+            rules: vec![
+                Configurator::for_address("10.0.0.1:1")
+                    .param("weight", "9")
+                    .param("priority", "1"),
+                Configurator::for_address("10.0.0.1")
+                    .param("weight", "5")
+                    .param("priority", "2"),
+                Configurator::for_address("10.0.0.1")
+                    .param("weight", "7")
+                    .param("timeout", "300"),
+                Configurator::for_all()
+                    .param("weight", "1")
+                    .param("timeout", "100")
+                    .param("priority", "100"),
+            ],
+        });
+        let s = settle(&dir, 2).await;
+        let weights: Vec<u32> = s.instances().iter().map(|i| i.weight()).collect();
+        assert_eq!(
+            weights,
+            [5, 5],
+            "priority 2 beats 1 and 0; the host beats 0.0.0.0"
+        );
+        assert_eq!(s.instances()[1].param("timeout"), Some("300"));
+        // Equal priorities: arrival order, a host:port rule after a host rule.
+        dir.apply(Update::Configurators {
+            source: "zk".into(),
+            rules: vec![
+                Configurator::for_address("10.0.0.1:2").param("weight", "3"),
+                Configurator::for_address("10.0.0.1").param("weight", "4"),
+                Configurator::for_address("10.0.0.1").param("weight", "6"),
+            ],
+        });
+        let s = settle(&dir, 3).await;
+        let weights: Vec<u32> = s.instances().iter().map(|i| i.weight()).collect();
+        assert_eq!(weights, [6, 3]);
     }
 
     #[tokio::test]

@@ -10,8 +10,14 @@
 //!
 //! - `override://0.0.0.0/...` applies to every provider, `override://host:port/...` to one
 //!   provider. `enabled=false` switches the rule off; `disabled=true` takes the provider out
-//!   of routing; `weight` changes its weight; any other parameter (`timeout`, `loadbalance`, ...)
-//!   is set on the provider's parameters.
+//!   of routing (`true` in any case; `disabled=false` enables a provider that registered
+//!   `enabled=false`, and an empty `disabled` changes nothing); `weight` changes its weight (a
+//!   negative weight is 0, as Dubbo balances with `max(weight, 0)`); any other parameter
+//!   (`timeout`, `loadbalance`, ...) is set on the provider's parameters, and applies to that
+//!   provider's calls only.
+//! - `priority` (an integer, default 0) orders the rules for the same host: the higher
+//!   applies later and wins (rules for every provider still apply before any rule naming a
+//!   host). It is kept on the provider's parameters, as Dubbo does.
 //! - The rule's own keys (`category`, `check`, `dynamic`, `enabled`, `group`, `version`,
 //!   `application`, `side`, `configVersion`, `compatible_config`, `interfaces`, plus `interface`,
 //!   `anyhost`, `providerAddresses`) are conditions, never copied onto providers.
@@ -207,8 +213,41 @@ pub fn from_override_url_all(url: &Url) -> Result<Vec<Configurator>> {
         )];
     }
     for (k, v) in url.params() {
-        if !RULE_KEYS.contains(&k.as_str()) {
-            base.parameters.insert(k.clone(), v.clone());
+        if RULE_KEYS.contains(&k.as_str()) {
+            continue;
+        }
+        match k.as_str() {
+            // Dubbo balances with `max(weight, 0)`: a negative weight is 0.
+            "weight" => {
+                let w = v.trim();
+                let w = match w.parse::<i64>() {
+                    Ok(n) if n < 0 => "0",
+                    _ => w,
+                };
+                base.parameters.insert(k.clone(), w.to_string());
+            }
+            // Dubbo reads `disabled` only when it is not empty, as Java's
+            // `Boolean.parseBoolean` (`true` in any case); an empty one changes nothing.
+            "disabled" => {
+                let d = v.trim();
+                if !d.is_empty() {
+                    let on = d.eq_ignore_ascii_case("true");
+                    base.parameters
+                        .insert(k.clone(), if on { "true" } else { "false" }.into());
+                }
+            }
+            "priority" => {
+                if v.trim().parse::<i32>().is_err() {
+                    return Err(Error::bad_config(format!(
+                        "override {}: priority={v:?} is not an integer",
+                        what()
+                    )));
+                }
+                base.parameters.insert(k.clone(), v.trim().to_string());
+            }
+            _ => {
+                base.parameters.insert(k.clone(), v.clone());
+            }
         }
     }
     if base.parameters.is_empty() {
@@ -647,6 +686,46 @@ mod tests {
         assert!(is_clear_marker(&url(
             "empty://0.0.0.0/com.foo.Bar?category=configurators"
         )));
+    }
+
+    #[test]
+    fn weight_disabled_and_priority_values_read_as_dubbo_reads_them() {
+        let r = from_override_url(&url(
+            "override://10.0.0.1:20880/com.foo.Bar?weight=-5&disabled=TRUE&priority=3",
+        ))
+        .unwrap();
+        let get = |k: &str| r.parameters.get(k).map(String::as_str);
+        assert_eq!(
+            (get("weight"), get("disabled"), get("priority")),
+            (Some("0"), Some("true"), Some("3"))
+        );
+        let p = provider("10.0.0.1", 20880, "app");
+        let applied = crate::configurator::apply([&r], &p).unwrap();
+        assert_eq!(applied.weight(), 0, "kept, with weight 0");
+        assert!(!applied.enabled());
+        // `disabled=false` enables a provider registered with `enabled=false`.
+        let off = Instance::from_url(&url(
+            "dubbo://10.0.0.1:20880/com.foo.Bar?application=app&enabled=false",
+        ))
+        .unwrap();
+        let on = from_override_url(&url("override://10.0.0.1:20880/com.foo.Bar?disabled=False"))
+            .unwrap();
+        assert!(crate::configurator::apply([&on], &off).unwrap().enabled());
+        // An empty `disabled` changes nothing.
+        let empty = from_override_url(&url(
+            "override://10.0.0.1:20880/com.foo.Bar?disabled=&timeout=5",
+        ))
+        .unwrap();
+        assert!(
+            !crate::configurator::apply([&empty], &off)
+                .unwrap()
+                .enabled()
+        );
+        let e = from_override_url(&url(
+            "override://0.0.0.0/com.foo.Bar?weight=1&priority=high",
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("priority=\"high\""), "{e}");
     }
 
     #[test]

@@ -35,7 +35,20 @@ pub const DEFAULT_HASH_NODES: u32 = 160;
 /// `1.0E10`), booleans and `null` as words; arrays and objects have no Java equivalent and
 /// render as compact JSON.
 ///
+/// # Retries
+///
+/// A retry whose key owner was already tried goes to the key's successor on the ring: the
+/// first point after the key's owned by an untried member. That is what Dubbo's reselect
+/// answers when it runs the balancer over the untried instances (a ring of their points
+/// only), so the retry target is stable: nodes 10.0.0.1/2/3:20880, key `"42"` owned by .2,
+/// .2 fails: the retry goes to .3 every time.
+///
 /// # Differences from Dubbo
+///
+/// With more than 10 routed instances (Dubbo's `reselect.count`) Dubbo builds the reselect
+/// ring from 10 instances drawn at random, so its retry target varies from call to call;
+/// Switchman always takes the successor, as Dubbo does for smaller lists (a stable retry
+/// target keeps a key's retries, and whatever they warm, on one instance).
 ///
 /// Weights are ignored, as in Dubbo, with one exception: members whose configured weight is 0
 /// are left off the ring while others have weight (operators use weight 0 to drain). The
@@ -192,6 +205,7 @@ impl LoadBalance for ConsistentHashBalance {
         }
         Box::new(ConsistentHashPicker {
             members,
+            on_ring: on_ring.into_boxed_slice(),
             points: points.into_boxed_slice(),
             owners: owners.into_boxed_slice(),
             index: index.into_boxed_slice(),
@@ -203,6 +217,8 @@ impl LoadBalance for ConsistentHashBalance {
 
 struct ConsistentHashPicker {
     members: Arc<[u32]>,
+    /// The members with points on the ring (ascending).
+    on_ring: Box<[u32]>,
     points: Box<[u32]>,
     /// Global endpoint index owning each point.
     owners: Box<[u32]>,
@@ -222,17 +238,22 @@ impl std::fmt::Debug for ConsistentHashPicker {
 }
 
 impl ConsistentHashPicker {
-    /// The owner of the first point `>= h`, wrapping around.
+    /// The position of the first point `>= h`, wrapping around.
     #[inline]
-    fn lookup(&self, h: u32) -> Option<usize> {
+    fn position(&self, h: u32) -> Option<usize> {
         if self.points.is_empty() {
             return None;
         }
         let b = (h >> self.shift) as usize;
         let (lo, hi) = (self.index[b] as usize, self.index[b + 1] as usize);
         let pos = lo + self.points[lo..hi].partition_point(|&p| p < h);
-        let pos = if pos == self.points.len() { 0 } else { pos };
-        Some(self.owners[pos] as usize)
+        Some(if pos == self.points.len() { 0 } else { pos })
+    }
+
+    /// The owner of the first point `>= h`, wrapping around.
+    #[inline]
+    fn lookup(&self, h: u32) -> Option<usize> {
+        self.position(h).map(|pos| self.owners[pos] as usize)
     }
 }
 
@@ -248,6 +269,35 @@ impl Picker for ConsistentHashPicker {
 
     fn members(&self) -> &[u32] {
         &self.members
+    }
+
+    /// Dubbo's reselect builds a ring over the untried members and looks the key up there: the
+    /// owner of the first point at or after the key's that belongs to an untried member, which
+    /// is this walk along the full ring. `None` when every member on the ring was tried.
+    fn pick_untried(
+        &self,
+        _endpoints: &[Endpoint],
+        ctx: &PickContext<'_>,
+        _rng: &mut fastrand::Rng,
+    ) -> Option<usize> {
+        // Distinct tried members on the ring (the tried list is short: a call's attempts).
+        let tried_on_ring = ctx
+            .tried
+            .iter()
+            .enumerate()
+            .filter(|&(k, t)| {
+                !ctx.tried[..k].contains(t)
+                    && u32::try_from(*t).is_ok_and(|t| self.on_ring.binary_search(&t).is_ok())
+            })
+            .count();
+        if tried_on_ring >= self.on_ring.len() {
+            return None;
+        }
+        let start = self.position(key_point(ctx.invocation, &self.arguments))?;
+        let n = self.points.len();
+        (0..n)
+            .map(|k| self.owners[(start + k) % n] as usize)
+            .find(|i| !ctx.tried.contains(i))
     }
 }
 

@@ -217,15 +217,31 @@ pub trait Picker: Send + Sync + fmt::Debug {
     fn refresh_after(&self) -> Option<std::time::Duration> {
         None
     }
+
+    /// The pick for a retry whose first choice was already tried: what this balancer would
+    /// choose among the untried members (Dubbo's reselect runs the balancer over them), or
+    /// `None` to leave it to [`pick_untried`]'s generic reselect (ask again, then walk the
+    /// members). Called only when `ctx.tried` holds the first choice; must not allocate.
+    fn pick_untried(
+        &self,
+        _endpoints: &[Endpoint],
+        _ctx: &PickContext<'_>,
+        _rng: &mut fastrand::Rng,
+    ) -> Option<usize> {
+        None
+    }
 }
 
 /// How many times [`pick_untried`] asks the balancer again before walking the members.
 pub const RESELECT_TRIES: usize = 10;
 
 /// Picks with the balancer but avoids endpoints already tried in this call while untried
-/// ones remain (Dubbo's reselect). The balancer is asked up to [`RESELECT_TRIES`] times; if it
-/// keeps landing on tried endpoints, the first untried member from a random start is taken.
-/// When every member was tried, the balancer's own choice is returned (Dubbo does the same).
+/// ones remain (Dubbo's reselect). When the first choice was tried, a balancer with its own
+/// answer for the untried members ([`Picker::pick_untried`]: `consistenthash` takes the key's
+/// successor on the ring) gives it; otherwise the balancer is asked up to [`RESELECT_TRIES`]
+/// times, and if it keeps landing on tried endpoints, the first untried member from a random
+/// start is taken. When every member was tried, the balancer's own choice is returned (Dubbo
+/// does the same).
 pub fn pick_untried(
     picker: &dyn Picker,
     endpoints: &[Endpoint],
@@ -235,6 +251,9 @@ pub fn pick_untried(
     let first = picker.pick(endpoints, ctx, rng)?;
     if ctx.tried.is_empty() || !ctx.tried.contains(&first) {
         return Some(first);
+    }
+    if let Some(i) = picker.pick_untried(endpoints, ctx, rng) {
+        return Some(i);
     }
     for _ in 1..RESELECT_TRIES {
         let i = picker.pick(endpoints, ctx, rng)?;

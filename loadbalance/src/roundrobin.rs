@@ -50,6 +50,13 @@ const METHOD_SLOTS: usize = 32;
 /// interleaves their sequences. A new snapshot starts every sequence from the beginning, as
 /// Dubbo's does for a fresh consumer; Dubbo keeps `current` values across list changes and
 /// recycles them after 60 s idle, which has no equivalent here.
+///
+/// # All weights zero
+///
+/// When every member weighs 0 the members take turns (A B C A ...). Dubbo's scan sends every
+/// call to the first member then (no `current` ever grows, and the first is kept on ties),
+/// which piles a whole service onto one instance at the moment an operator has drained all of
+/// them; Switchman spreads it evenly, as Dubbo's own `random` does for all-zero weights.
 #[derive(Debug, Clone, Copy)]
 pub struct RoundRobinBalance {
     schedule_limit: usize,
@@ -420,6 +427,15 @@ mod tests {
                 assert_eq!(o.position(c), Some(want), "{weights:?} c={c}");
             }
         }
+    }
+
+    /// A deliberate difference: Dubbo's scan gives A A A for all-zero weights; Switchman
+    /// cycles (see the type's docs).
+    #[test]
+    fn all_zero_weights_take_turns_where_dubbo_always_picks_the_first() {
+        assert_eq!(dubbo_sequence(&[0, 0, 0], 3), [0, 0, 0]);
+        let o = Order::build(&[0, 0, 0], DEFAULT_SCHEDULE_LIMIT);
+        assert_eq!(sequence(&o, 6), [0, 1, 2, 0, 1, 2]);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use serde_json::json;
 use switchman_core::{Instance, Invocation};
 use switchman_loadbalance::{
     ConsistentHashBalance, Endpoint, LoadBalance, PickContext, RoundRobinBalance, key_point,
-    ring_points,
+    pick_untried, ring_points,
 };
 
 fn named(addrs: &[&str]) -> Vec<Endpoint> {
@@ -206,5 +206,61 @@ fn hash_arguments_select_the_key() {
     for first in ["x", "y", "z"] {
         let inv = Invocation::new("get").with_args(vec![json!(first), json!("alice")]);
         assert_eq!(pick_with(p.as_ref(), &eps, &inv), 1);
+    }
+}
+
+/// Dubbo's reselect runs the balancer over the untried instances: on a ring, the key's
+/// successor among them. Nodes 10.0.0.1/2/3:20880, key "42" owned by .2, .2 failed: the
+/// retry goes to .3 every time (not .1 or .3 at random).
+#[test]
+fn consistenthash_retry_goes_to_the_keys_successor() {
+    let eps = named(&["10.0.0.1:20880", "10.0.0.2:20880", "10.0.0.3:20880"]);
+    let lb = ConsistentHashBalance::default();
+    let p = lb.prepare(&eps, (0..3).collect(), SystemTime::now());
+    let inv = Invocation::new("get").with_args(vec![json!("42")]);
+    assert_eq!(
+        pick_with(p.as_ref(), &eps, &inv),
+        1,
+        "\"42\" is owned by .2"
+    );
+    let mut rng = fastrand::Rng::with_seed(9);
+    for _ in 0..200 {
+        let ctx = PickContext {
+            invocation: &inv,
+            tried: &[1],
+        };
+        assert_eq!(pick_untried(p.as_ref(), &eps, &ctx, &mut rng), Some(2));
+    }
+    // Every key, any tried set: the ring of the untried members (Dubbo's reselect) agrees.
+    for k in 0..500 {
+        let inv = Invocation::new("get").with_args(vec![json!(format!("user-{k}"))]);
+        let owner = pick_with(p.as_ref(), &eps, &inv);
+        let untried: Arc<[u32]> = (0..3u32).filter(|&i| i as usize != owner).collect();
+        let reselect = lb.prepare(&eps, untried, SystemTime::now());
+        let ctx = PickContext {
+            invocation: &inv,
+            tried: &[owner],
+        };
+        assert_eq!(
+            pick_untried(p.as_ref(), &eps, &ctx, &mut rng),
+            Some(pick_with(reselect.as_ref(), &eps, &inv)),
+            "user-{k}"
+        );
+        // Two tried: the last one left.
+        let second = pick_untried(p.as_ref(), &eps, &ctx, &mut rng).unwrap();
+        let tried = [owner, second];
+        let ctx = PickContext {
+            invocation: &inv,
+            tried: &tried,
+        };
+        let last = pick_untried(p.as_ref(), &eps, &ctx, &mut rng).unwrap();
+        assert!(!tried.contains(&last), "user-{k}");
+        // All tried: the owner again, as Dubbo.
+        let all = [owner, second, last];
+        let ctx = PickContext {
+            invocation: &inv,
+            tried: &all,
+        };
+        assert_eq!(pick_untried(p.as_ref(), &eps, &ctx, &mut rng), Some(owner));
     }
 }

@@ -73,6 +73,26 @@ fn shortestresponse_prefers_the_fast_and_probes_the_unknown() {
     assert_eq!(histogram(p.as_ref(), &fresh, 100, 9), [100, 0]);
 }
 
+/// A deliberate difference: Dubbo averages whole milliseconds (each call's elapsed time is
+/// read from `System.currentTimeMillis`), so 0.3 ms and 0.7 ms both estimate 0 and tie
+/// (weighted random between them). Switchman averages microseconds: the 0.3 ms instance
+/// is the shortest. Equal averages still tie and split by weight.
+#[test]
+fn shortestresponse_ranks_sub_millisecond_averages() {
+    let eps = endpoints(&[100, 100]);
+    let now = Instant::now();
+    eps[0].stats.record(Duration::from_micros(300), true, now);
+    eps[1].stats.record(Duration::from_micros(700), true, now);
+    let p = prepare_all(&ShortestResponseBalance::new(), &eps);
+    assert_eq!(histogram(p.as_ref(), &eps, 500, 10), [500, 0]);
+    let tied = endpoints(&[100, 300]);
+    tied[0].stats.record(Duration::from_micros(300), true, now);
+    tied[1].stats.record(Duration::from_micros(300), true, now);
+    let p = prepare_all(&ShortestResponseBalance::new(), &tied);
+    let hits = histogram(p.as_ref(), &tied, 40_000, 11);
+    common::assert_fits(&hits, &[100, 300], "equal sub-ms averages tie");
+}
+
 #[test]
 fn p2c_avoids_slow_and_fast_failing_instances() {
     let n = 100;
