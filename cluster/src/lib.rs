@@ -1,8 +1,9 @@
 //! The cluster layer: what one call does across the instances of a service.
 //!
 //! A [`ClusterInvoker`] loads the directory's snapshot, resolves the call's settings (cached
-//! per snapshot: consumer method > consumer service > provider method > provider service >
-//! consumer global > Dubbo's defaults; `retries`/`timeout` attachments beat them all), and runs
+//! per snapshot, method and endpoint, in Dubbo 3.3's order: consumer method > provider method
+//! of the instance called > consumer service and global > provider > Dubbo's defaults;
+//! `retries`/`timeout` attachments beat them all), and runs
 //! the configured [`Strategy`] (Dubbo's names: failover, failfast, failsafe, failback, forking,
 //! broadcast, available, mergeable, zone-aware) or your own [`ClusterStrategy`]. Each attempt
 //! routes and picks an instance (no lock, no allocation on that path) and calls it through an
