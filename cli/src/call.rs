@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use switchman::Reference;
 use switchman_cluster::dubbo::DubboInvoker;
 use switchman_cluster::triple::{Payload, TripleInvoker};
-use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker, Settings, Strategy};
-use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, Result, ServiceKey};
-use switchman_discovery::{DirectoryConfig, RegistryDirectory, registry_from_url};
+use switchman_cluster::{ClusterConfig, ProtocolInvoker, Settings, Strategy};
+use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, Result};
 
 /// Arguments of `switchman call`.
 #[derive(Debug, clap::Args)]
@@ -70,8 +70,8 @@ pub(crate) struct CallArgs {
     /// Attachment `key=value` (repeatable), e.g. `dubbo.tag=gray`.
     #[arg(long = "attachment")]
     attachments: Vec<String>,
-    /// Seconds to wait for the first non-empty snapshot.
-    #[arg(long, default_value_t = 20)]
+    /// Seconds to wait for the registry's first answer (an empty answer ends the call at once).
+    #[arg(long, default_value_t = 5)]
     wait: u64,
     /// Print the report as JSON.
     #[arg(long)]
@@ -147,38 +147,40 @@ fn cluster_config(args: &CallArgs) -> std::result::Result<ClusterConfig, String>
 }
 
 async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
+    if args.count == 0 {
+        return Err("--count 0: make at least 1 call".into());
+    }
+    if args.concurrency == 0 {
+        return Err("--concurrency 0: at least 1 call must be in flight".into());
+    }
     let config = cluster_config(&args)?;
-    let balancer =
-        switchman_loadbalance::balancer_by_name(&args.loadbalance).map_err(|e| e.to_string())?;
     let (arguments, attachments) = parse_args(&args)?;
-    let registry = registry_from_url(&args.registry).map_err(|e| e.to_string())?;
-    let key = ServiceKey::with(&args.service, &args.group, &args.version);
-    let directory = RegistryDirectory::subscribe(
-        registry.as_ref(),
-        DirectoryConfig::new(key).balancer(balancer),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let directory = Arc::new(directory);
-    directory
-        .wait_until(Duration::from_secs(args.wait), |s| {
-            !s.endpoints().is_empty()
-        })
-        .await
-        .map_err(|e| e.to_string())?;
     let payload: Payload = args.payload.parse().map_err(|e: switchman_core::Error| {
         format!("--payload {:?}: {}", args.payload, e.message())
     })?;
     let transport = ProtocolInvoker::new()
         .triple(TripleInvoker::new().payload(payload))
         .dubbo(DubboInvoker::new().generic(args.generic));
-    // Drop Triple connections of providers that leave the directory.
-    let _tracker = transport.track(&directory);
     let counting = Arc::new(Counting {
         inner: transport,
         per_instance: Mutex::new(BTreeMap::new()),
     });
-    let cluster = ClusterInvoker::new(directory.clone(), counting.clone(), config);
+    // Dubbo's check=true: the registry's first answer decides; an empty one ends the call at
+    // once with what the registry has instead. No answer within --wait: the same exit code.
+    let reference = Reference::new(&args.service)
+        .registry(&args.registry)
+        .group(&args.group)
+        .version(&args.version)
+        .config(config)
+        .loadbalance(&args.loadbalance)
+        .invoker(counting.clone())
+        .wait(Duration::from_secs(args.wait))
+        .empty_grace(Duration::ZERO)
+        .connect()
+        .await
+        .map_err(|e| e.to_string())?;
+    let directory = reference.directory().clone();
+    let cluster = reference.cluster().clone();
     let mut inv = Invocation::new(&args.method)
         .with_args(arguments)
         .with_types(args.types.iter().map(|t| t.trim()));
@@ -188,7 +190,7 @@ async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
     let started = Instant::now();
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut workers = Vec::new();
-    for _ in 0..args.concurrency.max(1) {
+    for _ in 0..args.concurrency {
         let (cluster, inv, next) = (cluster.clone(), inv.clone(), next.clone());
         let count = args.count;
         workers.push(tokio::spawn(async move {

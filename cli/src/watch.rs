@@ -25,8 +25,8 @@ pub(crate) struct WatchArgs {
     /// Print the first snapshot and exit.
     #[arg(long)]
     once: bool,
-    /// Give up after this many seconds without a first snapshot.
-    #[arg(long, default_value_t = 30)]
+    /// Give up (exit 2) after this many seconds without the registry's first answer.
+    #[arg(long, default_value_t = 5)]
     timeout: u64,
     /// Show the registry's empty list as it is (`publish`) or keep the last one (`keep`).
     #[arg(long, default_value = "publish", value_parser = ["publish", "keep"])]
@@ -99,9 +99,13 @@ pub(crate) fn run(args: WatchArgs) -> ExitCode {
                 println!("{}", snapshot_json(&s));
                 s.epoch()
             }
-            Err(e) => {
-                eprintln!("switchman watch: {e}");
-                return ExitCode::FAILURE;
+            Err(_) => {
+                // The same words and exit code as `switchman call` for a registry that is down.
+                eprintln!(
+                    "switchman watch: no provider: {} did not answer within {}s (subscribing to {})",
+                    args.registry, args.timeout, args.service
+                );
+                return ExitCode::from(2);
             }
         };
         if args.once {

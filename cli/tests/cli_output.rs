@@ -45,3 +45,111 @@ fn a_malformed_registry_url_is_reported_as_one() {
         );
     }
 }
+
+fn run(args: &[&str]) -> (Option<i32>, String, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let out = bin().args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        started.elapsed(),
+    )
+}
+
+#[test]
+fn zero_calls_or_zero_concurrency_are_rejected() {
+    for (flag, want) in [
+        ("--count", "--count 0"),
+        ("--concurrency", "--concurrency 0"),
+    ] {
+        let (code, stderr, _) = run(&["call", "/tmp/x.yaml", "x.Y", "--method", "m", flag, "0"]);
+        assert_eq!(code, Some(2), "{flag}: {stderr}");
+        assert!(stderr.contains(want), "{flag}: {stderr}");
+    }
+}
+
+#[test]
+fn an_unreachable_registry_ends_call_and_watch_alike_after_the_stated_wait() {
+    let (code, call_err, took) = run(&[
+        "call",
+        "zookeeper://127.0.0.1:1",
+        "x.Y",
+        "--method",
+        "m",
+        "--wait",
+        "1",
+    ]);
+    assert_eq!(code, Some(2), "{call_err}");
+    assert!(call_err.contains("did not answer within 1s"), "{call_err}");
+    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+    let (code, watch_err, _) = run(&["watch", "zookeeper://127.0.0.1:1", "x.Y", "--timeout", "1"]);
+    assert_eq!(code, Some(2), "{watch_err}");
+    assert!(
+        watch_err.contains("did not answer within 1s"),
+        "{watch_err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_the_registry_lacks_ends_call_at_once_with_what_exists() {
+    let zk = format!("zookeeper://{}", switchman_integration_tests::zookeeper());
+    let iface = switchman_integration_tests::unique("org.example.Cli").replace('-', "");
+    let p =
+        switchman::cluster::provider::HttpProvider::serve("127.0.0.1:0".parse().unwrap(), |_| {
+            Box::pin(async {
+                switchman::cluster::provider::ProviderReply::Ok(serde_json::json!(1))
+            })
+        })
+        .await
+        .unwrap();
+    let other = switchman::Instance::builder("127.0.0.1", p.addr().port())
+        .protocol(switchman::core::Protocol::Http)
+        .service(switchman::ServiceKey::with(&iface, "g1", "2.0.0"))
+        .build();
+    let registrar = switchman::discovery::registrar_from_url(&zk).unwrap();
+    registrar.register(&other).await.unwrap();
+    let args: Vec<String> = [
+        "call",
+        &zk,
+        &iface,
+        "--method",
+        "m",
+        "--group",
+        "g1",
+        "--version",
+        "1.0.0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (code, stderr, took) = tokio::task::spawn_blocking(move || {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        run(&a)
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        took < std::time::Duration::from_secs(4),
+        "at once, not after --wait: {took:?}"
+    );
+    assert!(
+        stderr.contains(&format!("/dubbo/{iface}/providers")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("the registry has version 2.0.0 in group g1"),
+        "{stderr}"
+    );
+    registrar.unregister(&other).await.unwrap();
+
+    // Nacos: the hint for plain (Spring Cloud) service names.
+    let nacos = format!("nacos://{}", switchman_integration_tests::nacos());
+    let (code, stderr, _) = tokio::task::spawn_blocking(move || {
+        run(&["call", &nacos, "plain-service", "--method", "m"])
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("?naming=plain"), "{stderr}");
+}

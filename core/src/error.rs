@@ -180,8 +180,23 @@ impl Error {
     }
 }
 
+/// `{:?}` reads like the message (what `main` returning `Result<(), Error>` prints), with the
+/// retryability and the cause; `{:#?}` shows the struct.
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !f.alternate() {
+            fmt::Display::fmt(self, f)?;
+            let retry = if self.retryable {
+                "retryable"
+            } else {
+                "not retryable"
+            };
+            write!(f, " [{retry}]")?;
+            if let Some(s) = &self.source {
+                write!(f, "\ncaused by: {s}")?;
+            }
+            return Ok(());
+        }
         let mut d = f.debug_struct("Error");
         d.field("kind", &self.kind)
             .field("retryable", &self.retryable)
@@ -226,6 +241,17 @@ mod tests {
         assert!(!Error::business("boom").is_retryable());
         assert!(!Error::no_provider("none").is_retryable());
         assert!(!Error::timeout("sent").with_retryable(false).is_retryable());
+    }
+
+    #[test]
+    fn debug_reads_like_the_message_and_alternate_shows_the_struct() {
+        let e = Error::timeout("10.0.0.1:20880 did not answer in 800 ms")
+            .with_tried(vec!["10.0.0.1:20880".into()]);
+        assert_eq!(
+            format!("{e:?}"),
+            "timeout: 10.0.0.1:20880 did not answer in 800 ms (tried 10.0.0.1:20880) [retryable]"
+        );
+        assert!(format!("{e:#?}").starts_with("Error {"), "{e:#?}");
     }
 
     #[test]

@@ -68,6 +68,7 @@ impl Reference {
             wait: DEFAULT_WAIT,
             invoker: None,
             balancer: None,
+            empty_grace: None,
         }
     }
 
@@ -141,6 +142,7 @@ pub struct ReferenceBuilder {
     wait: Duration,
     invoker: Option<Arc<dyn Invoker>>,
     balancer: Option<Result<Arc<dyn LoadBalance>>>,
+    empty_grace: Option<Duration>,
 }
 
 impl fmt::Debug for ReferenceBuilder {
@@ -215,6 +217,14 @@ impl ReferenceBuilder {
         self
     }
 
+    /// Once the registry has answered with no provider, how much longer `connect` waits for
+    /// one (default: the rest of `wait`). `Duration::ZERO` fails at once, as a command-line
+    /// call does: the registry said the service is not there.
+    pub fn empty_grace(mut self, grace: Duration) -> Self {
+        self.empty_grace = Some(grace);
+        self
+    }
+
     /// The load balancer by Dubbo's name (`random`, the default, `roundrobin`,
     /// `leastactive`, `shortestresponse`, `consistenthash`, `p2c`); an unknown name fails
     /// `connect` with [`ErrorKind::BadConfig`](crate::ErrorKind::BadConfig).
@@ -265,10 +275,22 @@ impl ReferenceBuilder {
             }
         };
         if self.check {
-            let ready = directory
-                .wait_until(self.wait, |s| !s.endpoints().is_empty())
-                .await;
-            if ready.is_err() {
+            let started = tokio::time::Instant::now();
+            let mut ready = directory
+                .wait_until(self.wait, |s| {
+                    !s.endpoints().is_empty() || (self.empty_grace.is_some() && s.epoch() > 0)
+                })
+                .await
+                .map(|s| !s.endpoints().is_empty());
+            if let (Ok(false), Some(grace)) = (&ready, self.empty_grace) {
+                // The registry answered with nothing: wait the grace, within what is left.
+                let left = self.wait.saturating_sub(started.elapsed()).min(grace);
+                ready = directory
+                    .wait_until(left, |s| !s.endpoints().is_empty())
+                    .await
+                    .map(|_| true);
+            }
+            if !matches!(ready, Ok(true)) {
                 let snap = directory.load();
                 let message = if snap.epoch() == 0 {
                     format!(
