@@ -290,11 +290,26 @@ async fn run(
             generation,
         }));
         let mut state = client.state();
+        // When the connection was lost (same session): logged once at warn, and the
+        // reconnection once at info with how long it took; never per call.
+        let mut lost_at: Option<std::time::Instant> = None;
         while !state.is_terminated() {
             tokio::select! {
                 s = states.changed() => {
                     state = s;
                     debug!(registry = %config.redacted, state = %s, "ZooKeeper session state");
+                    match s {
+                        zk::SessionState::Disconnected if lost_at.is_none() => {
+                            lost_at = Some(std::time::Instant::now());
+                            warn!(registry = %config.redacted, "ZooKeeper connection lost; the last lists stay in use while the client reconnects");
+                        }
+                        zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
+                            if let Some(t) = lost_at.take() {
+                                info!(registry = %config.redacted, after_ms = t.elapsed().as_millis() as u64, "ZooKeeper reconnected (same session)");
+                            }
+                        }
+                        _ => {}
+                    }
                 }
                 _ = stop.changed() => {
                     clients.send_replace(None);
