@@ -124,6 +124,14 @@ pub(crate) fn run(args: RouteArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
+    // v2 text rules that Dubbo (and Switchman) accept only leniently: a warning, exit 0.
+    if !text.contains("conditions:") && !text.contains("tags:") {
+        for (no, line) in text.lines().enumerate() {
+            for w in switchman_router::lint_v2(line) {
+                eprintln!("switchman route: warning: line {}: {w}", no + 1);
+            }
+        }
+    }
     if args.force {
         let keys: Vec<String> = chain.keys().map(str::to_string).collect();
         for k in keys {

@@ -158,3 +158,43 @@ fn explain_says_which_rule_and_why() {
     assert!(stderr(&o).contains("forbidden"), "{}", stderr(&o));
     assert_eq!(stdout(&o), "");
 }
+
+#[test]
+fn a_rule_that_parses_only_leniently_is_warned_about() {
+    let f = Fixture::new("lenient");
+    // No `=>` and no `&`: Dubbo reads "method = find* & zone = z1" as a then part.
+    let o = f.run(
+        &f.rule("method = find* zone = z1\n"),
+        &["--method", "findX"],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("warning: line 1") && err.contains("has no `=>`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`zone` starts a condition without `&`"),
+        "{err}"
+    );
+    let o = f.run(
+        &f.rule("method = find* => zone\n"),
+        &["--method", "findX"],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("then part: `zone` has no value"),
+        "{}",
+        stderr(&o)
+    );
+    // A clean rule: no warning.
+    let o = f.run(
+        &f.rule("method = find* => zone = z1\n"),
+        &["--method", "findX"],
+        None,
+    );
+    assert!(o.status.success());
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+}

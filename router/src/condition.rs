@@ -288,6 +288,55 @@ pub(crate) fn parse_conjunction(s: &str, side: Side) -> Result<Conjunction, Cond
     Ok(Conjunction { entries })
 }
 
+/// What a v2 condition accepts only leniently, as Dubbo does, and probably not as meant:
+/// no `=>` (the whole rule is then the `then` part and applies to every call), a key that
+/// starts a clause without `&` after a value (Dubbo reads an implicit `&`, and a repeated key
+/// replaces the earlier one), and a key with no value. Empty for a rule that reads cleanly or
+/// does not parse at all (the parser reports that).
+pub fn lint_v2(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let t = text.trim();
+    if t.is_empty() || t.starts_with('#') || parse_v2(t).is_err() {
+        return out;
+    }
+    let parts: Vec<(&str, &str)> = match t.find("=>") {
+        Some(i) => vec![("when", &t[..i]), ("then", &t[i + 2..])],
+        None => {
+            out.push(format!(
+                "{t:?} has no `=>`: it is read as a then part that applies to every call"
+            ));
+            vec![("then", t)]
+        }
+    };
+    for (side, part) in parts {
+        let mut key: Option<&str> = None;
+        let mut has_value = false;
+        for (_, sep, content) in tokens(part) {
+            match sep {
+                "" | "&" => {
+                    if let Some(k) = key.filter(|_| !has_value) {
+                        out.push(format!("{side} part: `{k}` has no value"));
+                    }
+                    if sep.is_empty() && key.is_some() {
+                        out.push(format!(
+                            "{side} part: `{content}` starts a condition without `&`: read as `& {content}`"
+                        ));
+                    }
+                    key = Some(content);
+                    has_value = false;
+                }
+                _ => has_value = true,
+            }
+        }
+        if let Some(k) = key.filter(|_| !has_value) {
+            if !matches!(k, "true" | "false") {
+                out.push(format!("{side} part: `{k}` has no value"));
+            }
+        }
+    }
+    out
+}
+
 /// Parses one v2 condition (`when => then`), prefixes `consumer.`/`provider.` stripped.
 pub(crate) fn parse_v2(text: &str) -> Result<V2Condition, CondError> {
     let (when_raw, then_raw, then_offset) = match text.find("=>") {
@@ -571,6 +620,22 @@ mod tests {
 
     fn conj(s: &str) -> Conjunction {
         parse_conjunction(s, Side::When).unwrap()
+    }
+
+    #[test]
+    fn lenient_rules_are_named() {
+        let w = lint_v2("method = find* zone = z1");
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("has no `=>`"), "{w:?}");
+        assert!(
+            w[1].contains("`zone` starts a condition without `&`"),
+            "{w:?}"
+        );
+        let w = lint_v2("method = find* => zone");
+        assert_eq!(w, ["then part: `zone` has no value"]);
+        assert!(lint_v2("method = find* => zone = z1 & port = 1").is_empty());
+        assert!(lint_v2("=> false").is_empty());
+        assert!(lint_v2("host = 1.2.3.4 => ").is_empty());
     }
 
     #[test]

@@ -65,6 +65,7 @@ pub mod source;
 mod table;
 mod tag;
 
+pub use condition::lint_v2;
 pub use error::RuleError;
 pub use explain::{Explanation, ProviderVerdict};
 pub use rule::MAX_RULE_BYTES;
