@@ -12,6 +12,7 @@ pub mod chaos;
 pub mod java_peer;
 pub mod nacos_api;
 pub mod nacos_server;
+pub mod oracle;
 pub mod python_peer;
 pub mod zk_server;
 

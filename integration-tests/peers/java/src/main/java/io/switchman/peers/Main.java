@@ -34,6 +34,10 @@ public final class Main {
                 case "vectors":
                     code = Vectors.run(argv);
                     break;
+                case "oracle": code = io.switchman.peers.oracle.Oracle.run(argv); break;
+                case "bench":
+                    code = Bench.run(new Args(argv, 1));
+                    break;
                 default:
                     usage();
                     code = 2;
