@@ -581,3 +581,172 @@ fn run(program: &str, args: &[&str], stdin: Option<String>) -> (ExitStatus, Stri
         ),
     }
 }
+
+/// JVM options of the benchmark's JVMs (`benches/dubbo_java.rs`: the provider and the Java
+/// consumer `bench`): the JVM's own defaults (tiered C1 + C2, the default collector) with a
+/// 512 MiB heap, unlike [`JVM_FLAGS`], which trade peak speed for quick starts.
+pub const BENCH_JVM_FLAGS: &[&str] = &["-Xms512m", "-Xmx512m", "-XX:-UsePerfData"];
+/// The name of the thread that reads the `READY` and `CALL` lines of a provider started by
+/// [`JavaProvider::start_with_jvm_flags`] (15 bytes, the most Linux keeps in `comm`).
+pub const PROVIDER_STDOUT_THREAD: &str = "provider-stdout";
+/// How long a `bench` run may take before it is killed.
+pub const BENCH_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// `java <jvm_flags> -jar <peers jar> <program>`, run from the temp directory.
+fn java_with(program: &str, jvm_flags: &[&str]) -> Command {
+    let mut cmd = Command::new("java");
+    cmd.args(jvm_flags)
+        .arg("-jar")
+        .arg(peers_dir().join("switchman-java-peers.jar"))
+        .arg(program)
+        .current_dir(std::env::temp_dir());
+    cmd
+}
+
+impl JavaProvider {
+    /// [`JavaProvider::start`] with other JVM options than [`JVM_FLAGS`] (the benchmark runs
+    /// its provider with [`BENCH_JVM_FLAGS`]). Its stdout (`READY`, then one `CALL` line per
+    /// call) is read by a thread named [`PROVIDER_STDOUT_THREAD`] in batches, so counting the
+    /// calls costs the benchmark process no wake-up per call.
+    ///
+    /// # Panics
+    /// As [`JavaProvider::start`].
+    pub fn start_with_jvm_flags(opts: &ProviderOptions, jvm_flags: &[&str]) -> JavaProvider {
+        let port = if opts.port == 0 {
+            free_port()
+        } else {
+            opts.port
+        };
+        let started = Instant::now();
+        let mut child = java_with("provider", jvm_flags)
+            .args(opts.args(port))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("java starts (the Java provider)");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let stderr_thread =
+            collect_stderr(child.stderr.take().expect("piped stderr"), stderr.clone());
+        let calls = Arc::new(Mutex::new(HashMap::new()));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let stdout = child.stdout.take().expect("piped stdout");
+        let counts = calls.clone();
+        // Named, so a benchmark can tell this thread's CPU time from its own. Once the
+        // provider is ready, the thread sleeps 5 ms whenever it has drained the pipe, so it
+        // reads the `CALL` lines in batches instead of waking up for each call (the pipe's
+        // 64 KiB hold 5 ms of ~300k calls/s).
+        let reader = std::thread::Builder::new().name(PROVIDER_STDOUT_THREAD.into());
+        reader
+            .spawn(move || {
+                let mut from = BufReader::with_capacity(64 * 1024, stdout);
+                let mut line = String::new();
+                let mut ready = false;
+                loop {
+                    if ready && from.buffer().is_empty() {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    line.clear();
+                    if !matches!(from.read_line(&mut line), Ok(n) if n > 0) {
+                        break;
+                    }
+                    let mut words = line.split_whitespace();
+                    match words.next() {
+                        Some("READY") => {
+                            let proto = words.next().unwrap_or_default().to_string();
+                            let port = words.next().and_then(|p| p.parse::<u16>().ok());
+                            let _ = ready_tx.send((proto, port));
+                            ready = true;
+                        }
+                        Some("CALL") => {
+                            if let Some(method) = words.nth(1) {
+                                *counts
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .entry(method.to_string())
+                                    .or_insert(0) += 1;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            })
+            .expect("a thread reading the provider's stdout");
+        let mut peer = JavaProvider {
+            child: Some(child),
+            port,
+            protocol: opts.protocol.clone().unwrap_or_else(|| "dubbo".into()),
+            name: opts
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("127.0.0.1:{port}")),
+            started_in: Duration::ZERO,
+            calls,
+            stderr,
+            stderr_thread: Some(stderr_thread),
+        };
+        match ready_rx.recv_timeout(START_TIMEOUT) {
+            Ok((proto, Some(p))) => {
+                peer.protocol = proto;
+                peer.port = p;
+                peer.started_in = started.elapsed();
+                peer
+            }
+            other => {
+                peer.kill9();
+                if let Some(t) = peer.stderr_thread.take() {
+                    let _ = t.join();
+                }
+                panic!(
+                    "the Java provider ({:?}, JVM {jvm_flags:?}) did not get ready on port {port} within {START_TIMEOUT:?} ({other:?}); stderr:\n{}",
+                    opts.args(port),
+                    peer.output()
+                );
+            }
+        }
+    }
+}
+
+/// Runs the Java Dubbo benchmark consumer `bench` with `args` (its flags, see
+/// peers/java/README.md) under [`BENCH_JVM_FLAGS`] and returns its JSON line per in-flight
+/// level (`{"ok":true,"mode","method","in_flight","calls","errors","seconds","calls_per_s",
+/// "p50_us","p99_us","max_us",...}`).
+///
+/// # Panics
+/// When java cannot be started, it runs longer than [`BENCH_TIMEOUT`], exits with an error or
+/// prints no result; the message carries its stderr.
+pub fn run_bench(args: &[&str]) -> Vec<Value> {
+    let mut child = java_with("bench", BENCH_JVM_FLAGS)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("java starts (the Java bench): {e}"));
+    let mut out = child.stdout.take().expect("piped stdout");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let err_thread = collect_stderr(child.stderr.take().expect("piped stderr"), stderr.clone());
+    let status = wait_bounded(&mut child, BENCH_TIMEOUT);
+    let stdout = reader.join().unwrap_or_default();
+    let _ = err_thread.join();
+    let stderr = stderr.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let lines: Vec<Value> = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with('{'))
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("bench printed bad JSON ({e}): {l}"))
+        })
+        .collect();
+    match status {
+        Some(s) if s.success() && !lines.is_empty() => lines,
+        Some(s) => panic!("java bench {args:?} exited {s}: {lines:?}; stderr:\n{stderr}"),
+        None => panic!(
+            "java bench {args:?} ran longer than {BENCH_TIMEOUT:?} and was killed; stderr:\n{stderr}"
+        ),
+    }
+}
