@@ -350,7 +350,7 @@ mod tests {
         let children = vec![
             enc("http://127.0.0.1:1/svc?weight=5"),
             "garbage%".to_string(),
-            enc("http://127.0.0.1:2/svc?weight=-1"),
+            enc("http://127.0.0.1:2/svc?weight=heavy"),
         ];
         let mut parsed = ParsedProviders::default();
         let path = "/dubbo/svc/providers";
