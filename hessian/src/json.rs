@@ -331,6 +331,30 @@ fn mismatch(t: &JType, want: &str, json: &Json) -> MappingError {
     ))
 }
 
+/// `json` as an argument of a Dubbo generic call (`$invoke`, `GenericService`): objects
+/// become untyped maps with string keys (a `"class"` member stays a member, as Dubbo's
+/// `PojoUtils.realize` expects), arrays untyped lists, scalars as [`from_json`] maps them
+/// untyped. The provider converts the maps by its real parameter types.
+pub fn generic_from_json(json: &Json) -> Result<Value, MappingError> {
+    Ok(match json {
+        Json::Object(m) => {
+            let mut entries = Vec::with_capacity(m.len());
+            for (k, v) in m {
+                entries.push((Value::String(k.clone()), generic_from_json(v)?));
+            }
+            Value::Map(Map {
+                class: None,
+                entries,
+            })
+        }
+        Json::Array(a) => Value::List(List {
+            class: None,
+            items: a.iter().map(generic_from_json).collect::<Result<_, _>>()?,
+        }),
+        scalar => from_json(scalar, None)?,
+    })
+}
+
 /// `json` as an argument of Java type `java_type` (a Java type name as in a method signature:
 /// "int", "long", "double", "boolean", "java.lang.String", "java.lang.Integer", "java.util.List",
 /// "java.util.Map", "java.util.Date", "java.math.BigDecimal", "int[]", "java.lang.String[]",

@@ -37,7 +37,9 @@ mod value;
 
 pub use decode::{DecodeError, Decoder, Limits};
 pub use encode::Encoder;
-pub use json::{JavaException, MappingError, from_json, java_exception, to_json};
+pub use json::{
+    JavaException, MappingError, from_json, generic_from_json, java_exception, to_json,
+};
 pub use value::{List, Map, Object, Value};
 
 /// `v` alone as a Hessian stream.

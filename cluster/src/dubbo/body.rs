@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 use switchman_core::{Error, ErrorKind, Instance, Invocation, Result};
-use switchman_hessian::{Decoder, Encoder, List, Map, Value, from_json, java_exception, to_json};
+use switchman_hessian::{
+    Decoder, Encoder, List, Map, Value, from_json, generic_from_json, java_exception, to_json,
+};
 
 use super::{Response, status};
 
@@ -180,7 +182,7 @@ pub(crate) fn encode_request(
             }
             let mut items = Vec::with_capacity(inv.arguments.len());
             for (i, arg) in inv.arguments.iter().enumerate() {
-                items.push(generic_value(arg).map_err(|err| {
+                items.push(generic_from_json(arg).map_err(|err| {
                     Error::bad_config(format!("{} argument {}: {err}", inv.method, i + 1))
                 })?);
             }
@@ -215,31 +217,6 @@ pub(crate) fn encode_request(
         entries,
     }));
     Ok(e.into_bytes())
-}
-
-/// A JSON argument of a generic call: objects become maps (a `"class"` key stays a key, as
-/// Dubbo's `PojoUtils` expects), arrays untyped lists, scalars as [`from_json`] maps them.
-fn generic_value(json: &Json) -> std::result::Result<Value, String> {
-    Ok(match json {
-        Json::Object(m) => {
-            let mut entries = Vec::with_capacity(m.len());
-            for (k, v) in m {
-                entries.push((Value::String(k.clone()), generic_value(v)?));
-            }
-            Value::Map(Map {
-                class: None,
-                entries,
-            })
-        }
-        Json::Array(a) => Value::List(List {
-            class: None,
-            items: a
-                .iter()
-                .map(generic_value)
-                .collect::<std::result::Result<_, _>>()?,
-        }),
-        scalar => from_json(scalar, None).map_err(|e| e.to_string())?,
-    })
 }
 
 /// A decoded answer: the result and the attachments the provider sent back with it (flags

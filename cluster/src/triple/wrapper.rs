@@ -36,7 +36,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::Value as Json;
 use switchman_core::{Error, ErrorKind, Instance, Invocation, Result};
 use switchman_hessian::{
-    List, Map, Value, from_bytes, from_json, java_exception, to_bytes, to_json,
+    List, Value, from_bytes, from_json, generic_from_json, java_exception, to_bytes, to_json,
 };
 
 use super::codec::{MessageCodec, ReplyContext};
@@ -346,32 +346,6 @@ fn exception_code(cx: &ReplyContext<'_>) -> Option<u32> {
     Some(v.trim().parse().unwrap_or(2))
 }
 
-/// A JSON value as a generic call's argument: objects become maps (a `"class"` member stays a
-/// member, as Dubbo's `PojoUtils` expects), arrays untyped lists, scalars as [`from_json`]
-/// maps them.
-fn generic_value(json: &Json) -> std::result::Result<Value, String> {
-    Ok(match json {
-        Json::Object(m) => {
-            let mut entries = Vec::with_capacity(m.len());
-            for (k, v) in m {
-                entries.push((Value::String(k.clone()), generic_value(v)?));
-            }
-            Value::Map(Map {
-                class: None,
-                entries,
-            })
-        }
-        Json::Array(a) => Value::List(List {
-            class: None,
-            items: a
-                .iter()
-                .map(generic_value)
-                .collect::<std::result::Result<_, _>>()?,
-        }),
-        scalar => from_json(scalar, None).map_err(|e| e.to_string())?,
-    })
-}
-
 /// Sends calls in the wrapper format with Hessian2 inside (`application/grpc+proto`), what
 /// Java Dubbo 3 consumers send to Triple providers of plain interfaces.
 ///
@@ -450,7 +424,7 @@ impl WrapperCodec {
         };
         let mut items = Vec::with_capacity(inv.arguments.len());
         for (i, arg) in inv.arguments.iter().enumerate() {
-            items.push(generic_value(arg).map_err(|err| {
+            items.push(generic_from_json(arg).map_err(|err| {
                 Error::bad_config(format!("{} argument {}: {err}", inv.method, i + 1))
             })?);
         }
