@@ -74,7 +74,7 @@ def dubbo_java(target):
             out.append(
                 f"| {names[case]} | {n} | {num(r['calls_per_s'])} | {num(r['p50_us'])} | "
                 f"{num(r['p99_us'])} | {num(r.get('consumer_cpu_us'), '{:.1f}')} | "
-                f"{num(r.get('provider_cpu_us'), '{:.1f}')} | {num(r.get('other_cpu_pct'), '{:.0f}')} % |")
+                f"{num(r.get('provider_cpu_us'), '{:.1f}')} | {num(max(0.0, r.get('other_cpu_pct', 0.0)), '{:.0f}')} % |")
     out.append("")
     out.append("| target | in flight | figure | ratio | met |")
     out.append("|---|---:|---:|---:|:---:|")
@@ -94,7 +94,7 @@ def dubbo_java(target):
             ratio = cluster["calls_per_s"] / bare["calls_per_s"]
             out.append(
                 f"| cluster layer within 5% of the bare client (`DubboInvoker::invoke`) | {n} | "
-                f"{num(cluster['calls_per_s'])} vs {num(bare['calls_per_s'])} | {ratio:.2f} | "
+                f"{num(cluster['calls_per_s'])} vs {num(bare['calls_per_s'])} | {ratio:.3f} | "
                 f"{'yes' if ratio >= CLUSTER_TARGET else '**no**'} |")
     for n in levels:
         cluster, bare = by.get(("switchman/cluster", n)), by.get(("switchman/invoker", n))

@@ -13,15 +13,21 @@
 //!   (`ReferenceConfig<DemoService>`, a direct `dubbo://127.0.0.1:PORT` URL, one shared
 //!   connection): N chains of async calls, or N threads making blocking calls.
 //!
+//! The three Rust cases share one connection (the invoker's pool hands the bare case the
+//! connection the other two use), so they differ only in the consumer's code path: with a
+//! connection each, the provider's CPU per call differed by up to 40% between connections
+//! in the same run (which of its I/O threads a connection lands on, and how its requests
+//! arrive), which swamped the cluster layer's cost.
+//!
 //! Every client keeps N calls in flight (a closed loop: N tasks, chains or threads, each
 //! starting its next call when the last one answered), at 16 and 128. Both JVMs run with
 //! `java_peer::BENCH_JVM_FLAGS` (the JVM's defaults: C2, 512 MiB heap) and get 20 s of calls
 //! first, unmeasured, for their JIT (the provider's before the first Rust case, the Java
 //! consumer's in its own run). Then the Rust cases each warm up for `--warm-up` seconds and are
-//! measured for `--measure` seconds in 10 rounds of alternating one-tenth slices (cluster,
-//! invoker, connection; invoker, connection, cluster; ...), so drifting load on the shared
-//! machine hits all three alike; the Java program warms up and measures each level in one
-//! stretch. Besides calls per
+//! measured for `--measure` seconds in 50 rounds of alternating slices (0.1 s each at the
+//! default 5 s: cluster, invoker, connection; invoker, connection, cluster; ...), so drifting
+//! load on the shared machine and the provider's pauses hit all three alike; the Java program
+//! warms up and measures each level in one stretch. Besides calls per
 //! second and latency percentiles (µs, exact for Rust, 1 µs buckets in Java), each row has the
 //! CPU time per call of the consumer process (for Rust without the thread that counts the
 //! provider's `CALL` lines) and of the provider JVM, from `/proc/<pid>/stat`, and the CPU that
@@ -52,7 +58,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use switchman_cluster::dubbo::{Connection, DubboInvoker, ExchangeConfig, HESSIAN2, status};
+use switchman_cluster::dubbo::{Connection, DubboInvoker, HESSIAN2, status};
 use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker};
 use switchman_core::{Instance, Invocation, Invoker, Protocol, ServiceKey};
 use switchman_discovery::{DirectoryConfig, RegistryDirectory, StaticRegistry};
@@ -63,7 +69,7 @@ use switchman_integration_tests::java_peer::{
 /// Per-call timeout on every side (the Java bench's `--timeout-ms`).
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// The measured time of a Rust case is split into this many alternating slices.
-const ROUNDS: u32 = 10;
+const ROUNDS: u32 = 50;
 /// Before the first Rust case: calls that only warm the provider's JIT up (its C2 takes
 /// 10–15 s on 2 busy cores to settle).
 const PROVIDER_WARM_UP: Duration = Duration::from_secs(20);
@@ -432,21 +438,22 @@ async fn rust_cases(port: u16, method: &str) -> (Vec<Arc<Case>>, Arc<RegistryDir
         .await
         .expect("the provider in the directory");
     let dir = Arc::new(dir);
+    // One invoker, so one pool and one connection for all three cases: they differ only in
+    // the consumer's code path, not in which connection (and provider I/O thread) they get.
+    let dubbo = DubboInvoker::new();
     let cluster = ClusterInvoker::new(
         dir.clone(),
-        Arc::new(ProtocolInvoker::new().dubbo(DubboInvoker::new())),
+        Arc::new(ProtocolInvoker::new().dubbo(dubbo.clone())),
         ClusterConfig::default().timeout(TIMEOUT),
     );
-    let conn = Connection::connect(instance.address(), ExchangeConfig::default())
+    let conn = dubbo
+        .pool()
+        .get(instance.address(), 0, TIMEOUT)
         .await
         .expect("a connection to the Java provider");
     let cases = vec![
         Arc::new(Case::Cluster(cluster, invocation(method))),
-        Arc::new(Case::Invoker(
-            DubboInvoker::new(),
-            instance,
-            invocation(method),
-        )),
+        Arc::new(Case::Invoker(dubbo, instance, invocation(method))),
         Arc::new(Case::Connection(conn, encoded_body(method))),
     ];
     // The provider's first calls load and link much of Dubbo: allow them 30 s.
