@@ -55,16 +55,18 @@ def dubbo_java(target):
     out.append(
         f"One Java provider (Dubbo {fig['dubbo_version']}, Java {fig['java_version']}, "
         f"dubbo://, hessian2, registry `N/A`), typed `{fig['method']}`, N calls in flight "
-        f"(closed loop), per-call timeout {fig['timeout_ms']} ms, one connection per client. "
+        f"(closed loop), per-call timeout {fig['timeout_ms']} ms; one connection shared by the "
+        "three Switchman cases, one for the Java consumer. "
         f"Both JVMs: `{' '.join(fig['jvm_flags'])}` (JIT defaults), each first warmed "
         f"{fig['provider_warm_up_s']:g} s; then every case {fig['warm_up_s']:g} s warm-up, "
         f"{fig['measure_s']:g} s measured (the Rust cases in {fig['rounds']} alternating slices). "
         "Figures are calls/s unless they say µs. "
         "CPU µs per call: the consumer process (without the thread counting the provider's "
-        "`CALL` lines) and the provider JVM, in the measured time; other processes' CPU: what "
-        "everything else on the machine used meanwhile, in % of one core (of 200 %).")
+        "`CALL` lines) and the provider JVM, in the measured time; everything else: the CPU the "
+        "rest of the machine used meanwhile (other processes, kernel time charged to none), in % "
+        "of one core (of 200 %).")
     out.append("")
-    out.append("| client | in flight | calls/s | p50 µs | p99 µs | consumer CPU µs/call | provider CPU µs/call | other processes' CPU |")
+    out.append("| client | in flight | calls/s | p50 µs | p99 µs | consumer CPU µs/call | provider CPU µs/call | everything else |")
     out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
     for n in levels:
         for case in names:
@@ -103,6 +105,16 @@ def dubbo_java(target):
             out.append(
                 f"| (no target) consumer CPU per call, cluster vs `DubboInvoker::invoke` | {n} | "
                 f"{c:.1f} vs {b:.1f} µs ({c - b:+.1f} µs) | {c / b:.2f} | – |")
+    for n in levels:
+        cluster = by.get(("switchman/cluster", n))
+        java = [by[c, n] for c in ("java/async", "java/sync") if (c, n) in by]
+        if cluster and java:
+            best = max(java, key=lambda r: r["calls_per_s"])
+            total = lambda r: r["consumer_cpu_us"] + r["provider_cpu_us"]
+            out.append(
+                f"| (no target) CPU per call, consumer + provider: {best['case']} vs Switchman "
+                f"cluster | {n} | {total(best):.1f} vs {total(cluster):.1f} µs | "
+                f"{total(best) / total(cluster):.2f}× | – |")
     for n in levels:
         cluster, conn = by.get(("switchman/cluster", n)), by.get(("switchman/connection", n))
         if cluster and conn:

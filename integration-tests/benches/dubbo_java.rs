@@ -15,9 +15,8 @@
 //!
 //! The three Rust cases share one connection (the invoker's pool hands the bare case the
 //! connection the other two use), so they differ only in the consumer's code path: with a
-//! connection each, the provider's CPU per call differed by up to 40% between connections
-//! in the same run (which of its I/O threads a connection lands on, and how its requests
-//! arrive), which swamped the cluster layer's cost.
+//! connection each, the provider's CPU per call differed by up to 1.7× between connections
+//! in the same run, which swamped the cluster layer's cost.
 //!
 //! Every client keeps N calls in flight (a closed loop: N tasks, chains or threads, each
 //! starting its next call when the last one answered), at 16 and 128. Both JVMs run with
