@@ -97,13 +97,7 @@ fn install() -> PathBuf {
 
 /// `java <JVM_FLAGS> -jar <peers jar> <program>`, run from the temp directory.
 fn java(program: &str) -> Command {
-    let mut cmd = Command::new("java");
-    cmd.args(JVM_FLAGS)
-        .arg("-jar")
-        .arg(peers_dir().join("switchman-java-peers.jar"))
-        .arg(program)
-        .current_dir(std::env::temp_dir());
-    cmd
+    java_with(program, JVM_FLAGS)
 }
 
 fn free_port() -> u16 {
@@ -324,80 +318,7 @@ impl JavaProvider {
     /// When it does not get ready within [`START_TIMEOUT`] or exits first; the message
     /// carries its stderr.
     pub fn start(opts: &ProviderOptions) -> JavaProvider {
-        let port = if opts.port == 0 {
-            free_port()
-        } else {
-            opts.port
-        };
-        let started = Instant::now();
-        let mut child = java("provider")
-            .args(opts.args(port))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("java starts (the Java provider)");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let stderr_thread =
-            collect_stderr(child.stderr.take().expect("piped stderr"), stderr.clone());
-        let calls = Arc::new(Mutex::new(HashMap::new()));
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let stdout = child.stdout.take().expect("piped stdout");
-        let counts = calls.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let mut words = line.split_whitespace();
-                match words.next() {
-                    Some("READY") => {
-                        let proto = words.next().unwrap_or_default().to_string();
-                        let port = words.next().and_then(|p| p.parse::<u16>().ok());
-                        let _ = ready_tx.send((proto, port));
-                    }
-                    Some("CALL") => {
-                        if let Some(method) = words.nth(1) {
-                            *counts
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .entry(method.to_string())
-                                .or_insert(0) += 1;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        });
-        let mut peer = JavaProvider {
-            child: Some(child),
-            port,
-            protocol: opts.protocol.clone().unwrap_or_else(|| "dubbo".into()),
-            name: opts
-                .name
-                .clone()
-                .unwrap_or_else(|| format!("127.0.0.1:{port}")),
-            started_in: Duration::ZERO,
-            calls,
-            stderr,
-            stderr_thread: Some(stderr_thread),
-        };
-        match ready_rx.recv_timeout(START_TIMEOUT) {
-            Ok((proto, Some(p))) => {
-                peer.protocol = proto;
-                peer.port = p;
-                peer.started_in = started.elapsed();
-                peer
-            }
-            other => {
-                peer.kill9();
-                if let Some(t) = peer.stderr_thread.take() {
-                    let _ = t.join();
-                }
-                panic!(
-                    "the Java provider ({:?}) did not get ready on port {port} within {START_TIMEOUT:?} ({other:?}); stderr:\n{}",
-                    opts.args(port),
-                    peer.output()
-                );
-            }
-        }
+        Self::launch(opts, JVM_FLAGS, false)
     }
 
     /// Its port on 127.0.0.1.
@@ -612,6 +533,14 @@ impl JavaProvider {
     /// # Panics
     /// As [`JavaProvider::start`].
     pub fn start_with_jvm_flags(opts: &ProviderOptions, jvm_flags: &[&str]) -> JavaProvider {
+        Self::launch(opts, jvm_flags, true)
+    }
+
+    /// Spawns the provider under `jvm_flags` and waits for `READY`. With `batch_reads`, the
+    /// stdout reader sleeps 5 ms whenever it has drained the pipe once the provider is ready
+    /// (for benchmarks: one wake-up per batch of `CALL` lines instead of one per call); tests
+    /// read line by line, so a call's `CALL` line is counted as soon as it is printed.
+    fn launch(opts: &ProviderOptions, jvm_flags: &[&str], batch_reads: bool) -> JavaProvider {
         let port = if opts.port == 0 {
             free_port()
         } else {
@@ -643,7 +572,7 @@ impl JavaProvider {
                 let mut line = String::new();
                 let mut ready = false;
                 loop {
-                    if ready && from.buffer().is_empty() {
+                    if batch_reads && ready && from.buffer().is_empty() {
                         std::thread::sleep(Duration::from_millis(5));
                     }
                     line.clear();
