@@ -40,12 +40,14 @@ pub(crate) fn snapshot_json(s: &Snapshot) -> serde_json::Value {
         .map(|i| {
             json!({
                 "address": i.address(),
+                "group": i.service().group.as_ref(),
+                "version": i.service().version.as_ref(),
                 "weight": i.weight(),
                 "protocol": i.protocol().as_str(),
                 "zone": i.zone(),
                 "enabled": i.enabled(),
                 "healthy": i.healthy(),
-                "routable": s.index_of(i.address()).is_some(),
+                "routable": s.index_of(i.key()).is_some(),
             })
         })
         .collect();

@@ -43,8 +43,8 @@ impl Tried {
             }
             let mut n = 0;
             for k in 0..self.len {
-                let addr = old.endpoints()[self.idx[k]].instance.address();
-                if let Some(i) = snap.index_of(addr) {
+                let key = old.endpoints()[self.idx[k]].instance.key();
+                if let Some(i) = snap.index_of(key) {
                     self.idx[n] = i;
                     n += 1;
                 }
@@ -260,7 +260,7 @@ impl<'c> Call<'c> {
     /// when routing does not give it.
     fn sticky_pick(&mut self, snap: &Arc<Snapshot>) -> Option<usize> {
         let sticky = self.inner.sticky()?;
-        let routed = snap.index_of(sticky.address()).filter(|&i| {
+        let routed = snap.index_of(sticky.key()).filter(|&i| {
             snap.candidates(self.invocation, &mut self.rng)
                 .is_ok_and(|members| members.binary_search(&(i as u32)).is_ok())
         });
@@ -331,11 +331,11 @@ impl<'c> Call<'c> {
         self.tried.push(i);
     }
 
-    /// Marks the instance at `address` as tried, when `snap` holds it (a failback retry avoids
-    /// the instance its previous attempt failed on).
-    pub(crate) fn avoid(&mut self, snap: &Arc<Snapshot>, address: &str) {
+    /// Marks the endpoint with key `key` as tried, when `snap` holds it (a failback retry
+    /// avoids the endpoint its previous attempt failed on).
+    pub(crate) fn avoid(&mut self, snap: &Arc<Snapshot>, key: &str) {
         self.tried.sync(snap);
-        if let Some(i) = snap.index_of(address) {
+        if let Some(i) = snap.index_of(key) {
             self.tried.push(i);
         }
     }

@@ -141,7 +141,7 @@ impl Inner {
     /// already is).
     pub(crate) fn remember_sticky(&self, instance: &Arc<Instance>) {
         let current = self.sticky.load();
-        if current.as_deref().map(Instance::address) != Some(instance.address()) {
+        if current.as_deref().map(Instance::key) != Some(instance.key()) {
             self.sticky.store(Some(instance.clone()));
         }
     }
@@ -466,7 +466,7 @@ fn run_mock(action: &MockAction, invocation: &Invocation, cause: Option<&Error>)
 
 impl Inner {
     /// Queues `invocation` for background retries (failback) after it failed on `failed` (an
-    /// address; `None` when it failed before an attempt). Each retry avoids the instance the
+    /// endpoint key; `None` when it failed before an attempt). Each retry avoids the instance the
     /// previous attempt failed on while another one is routable, as Dubbo's does. Returns
     /// `false` when the queue is full (the call is dropped, logged and counted).
     pub(crate) fn queue_failback(
@@ -507,7 +507,7 @@ impl Inner {
                         call.avoid(&snap, a);
                     }
                     let i = call.select(&snap)?;
-                    last = Some(snap.endpoints()[i].instance.address().to_string());
+                    last = Some(snap.endpoints()[i].instance.key().to_string());
                     call.attempter().attempt(&snap, i).await
                 }
                 .await;

@@ -113,13 +113,32 @@ pub struct Instance {
     warmup: Duration,
     protocol: Protocol,
     host: String,
-    address: String,
+    /// The endpoint's identity: `{address} {protocol} {service key}`, e.g.
+    /// `10.0.0.1:20880 dubbo g1/com.foo.Bar:1.0.0`; the first `address_len` bytes are the
+    /// address. Derived in [`InstanceBuilder::build`] from the fields it names.
+    key: String,
+    address_len: usize,
     path: String,
     service: ServiceKey,
     zone: Option<String>,
     application: Option<String>,
     tag: Option<String>,
     params: BTreeMap<String, String>,
+}
+
+/// A `weight` value as Dubbo's `AbstractLoadBalance.getWeight` reads it: `max(weight, 0)`, so a
+/// negative weight keeps the provider with weight 0.
+fn parse_weight(url_or_source: &str, w: &str) -> Result<u32, Error> {
+    w.trim()
+        .parse::<i64>()
+        .ok()
+        .and_then(|n| u32::try_from(n.max(0)).ok())
+        .ok_or_else(|| {
+            Error::bad_config(format!(
+                "{url_or_source}: parameter weight={w:?} is not an integer up to {}",
+                u32::MAX
+            ))
+        })
 }
 
 fn parse_num<T: FromStr>(url_or_source: &str, key: &str, value: &str) -> Result<T, Error> {
@@ -187,19 +206,7 @@ impl Instance {
         if let Some(w) = url.param("weight") {
             // Dubbo's `AbstractLoadBalance.getWeight` returns `max(weight, 0)`: a negative
             // weight keeps the provider, with weight 0.
-            let weight = w
-                .trim()
-                .parse::<i64>()
-                .ok()
-                .and_then(|n| u32::try_from(n.max(0)).ok())
-                .ok_or_else(|| {
-                    Error::bad_config(format!(
-                        "{}: parameter weight={w:?} is not an integer up to {}",
-                        what(),
-                        u32::MAX
-                    ))
-                })?;
-            b = b.weight(weight);
+            b = b.weight(parse_weight(&what(), w)?);
         }
         if let Some(w) = url.param("warmup") {
             b = b.warmup(Duration::from_millis(parse_num(&what(), "warmup", w)?));
@@ -309,9 +316,18 @@ impl Instance {
     pub fn port(&self) -> u16 {
         self.port
     }
-    /// `host:port`, IPv6 in brackets. The identity of an instance across snapshots.
+    /// `host:port`, IPv6 in brackets. One process may export a service under several groups,
+    /// versions or protocols at one address: the identity of an endpoint is [`Instance::key`].
     pub fn address(&self) -> &str {
-        &self.address
+        &self.key[..self.address_len]
+    }
+    /// The endpoint's identity across snapshots: its address, protocol and service key
+    /// (interface, group, version), as `{address} {protocol} {service key}`, e.g.
+    /// `10.0.0.1:20880 dubbo g1/com.foo.Bar:1.0.0`. Two groups exported on one port are two
+    /// endpoints, each with its own statistics, outlier state and weight. Keys sort by address
+    /// first.
+    pub fn key(&self) -> &str {
+        &self.key
     }
     /// Protocol.
     pub fn protocol(&self) -> &Protocol {
@@ -386,12 +402,86 @@ impl Instance {
         }
     }
 
-    /// A copy with one parameter set (used by configurators). Typed fields are not re-read;
-    /// use the dedicated `with_*` methods for them.
-    pub fn with_param(&self, key: &str, value: &str) -> Instance {
-        let mut c = self.clone();
-        c.params.insert(key.to_string(), value.to_string());
-        c
+    /// A copy with one parameter set, every typed field re-derived (see
+    /// [`Instance::with_params`]). An invalid value (say `weight=abc`) is an error naming it.
+    pub fn with_param(&self, key: &str, value: &str) -> Result<Instance, Error> {
+        self.with_params([(key, value)])
+    }
+
+    /// A copy with `params` set: the one way overrides change an instance. The instance goes
+    /// through its provider URL and [`Instance::from_url`] again, so every typed field
+    /// (weight, warm-up, timestamp, zone, tag, enabled, healthy, application, group, version,
+    /// protocol) follows the new parameters exactly as if the registry had listed them. An
+    /// invalid value is an error naming the key and the value; `self` is unchanged.
+    pub fn with_params<'a>(
+        &self,
+        params: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Instance, Error> {
+        let params: Vec<(&str, &str)> = params.into_iter().collect();
+        // The common operator overrides (weight, enabled, disabled) touch only fields of their
+        // own: derived here the way `from_url` derives them, without the URL round trip (a
+        // service-wide weight rule is applied to every instance of a snapshot).
+        if params
+            .iter()
+            .all(|(k, _)| matches!(*k, "weight" | "enabled" | "disabled"))
+        {
+            let mut out = self.clone();
+            let mut flags = false;
+            for (k, v) in &params {
+                if *k == "weight" {
+                    out.weight = parse_weight(&format!("override of {}", self.address()), v)?;
+                } else if !flags {
+                    flags = true;
+                    out.params.remove("enabled");
+                    out.params.remove("disabled");
+                }
+                out.params.insert(k.to_string(), v.to_string());
+            }
+            if flags {
+                let flag = |k: &str| {
+                    out.params
+                        .get(k)
+                        .map(|v| v.trim())
+                        .filter(|v| !v.is_empty())
+                };
+                out.enabled = match flag("disabled") {
+                    Some(d) => !d.eq_ignore_ascii_case("true"),
+                    None => flag("enabled").is_none_or(|e| e.eq_ignore_ascii_case("true")),
+                };
+            }
+            return Ok(out);
+        }
+        let mut url = self.to_url();
+        for (k, v) in params {
+            // `enabled` and `disabled` decide together (`disabled` wins when present): an
+            // override of either replaces both.
+            if k == "enabled" || k == "disabled" {
+                url.remove_param("enabled");
+                url.remove_param("disabled");
+            }
+            url.set_param(k, v);
+        }
+        let out = Instance::from_url(&url)?;
+        if out.key != self.key {
+            // As Dubbo's configurators, which never apply the keys they match on (interface,
+            // group, version, ...): an override cannot turn one endpoint into another.
+            return Err(Error::bad_config(format!(
+                "override of {}: cannot change the endpoint's interface, group, version or protocol",
+                self.key
+            )));
+        }
+        Ok(out)
+    }
+
+    /// Recomputes [`Instance::key`] from the address, protocol and service key.
+    fn rekey(&mut self) {
+        use std::fmt::Write;
+        self.key.truncate(self.address_len);
+        let _ = write!(self.key, " {}", self.protocol);
+        let k = &self.service;
+        if !(k.interface.is_empty() && k.group.is_empty() && k.version.is_empty()) {
+            let _ = write!(self.key, " {k}");
+        }
     }
 }
 
@@ -416,7 +506,8 @@ impl InstanceBuilder {
             inner: Instance {
                 host,
                 port,
-                address,
+                address_len: address.len(),
+                key: address,
                 protocol: Protocol::Http,
                 path: String::new(),
                 service: ServiceKey::new(""),
@@ -495,7 +586,9 @@ impl InstanceBuilder {
     }
     /// Finishes the instance.
     pub fn build(self) -> Instance {
-        self.inner
+        let mut inner = self.inner;
+        inner.rekey();
+        inner
     }
 }
 
@@ -698,6 +791,96 @@ mod tests {
         let over = b.with_weight(9).with_enabled(true);
         let c = Instance::from_url(&over.to_url()).unwrap();
         assert_eq!((c.weight(), c.enabled()), (9, true));
+    }
+
+    #[test]
+    fn the_key_is_address_protocol_and_service_key() {
+        let at = |group: &str, version: &str, p: Protocol| {
+            Instance::builder("10.0.0.1", 20880)
+                .protocol(p)
+                .service(ServiceKey::with("com.foo.Bar", group, version))
+                .build()
+        };
+        let g1 = at("g1", "1.0.0", Protocol::Dubbo);
+        assert_eq!(g1.key(), "10.0.0.1:20880 dubbo g1/com.foo.Bar:1.0.0");
+        assert_eq!(g1.address(), "10.0.0.1:20880");
+        let keys = [
+            g1.key().to_string(),
+            at("g2", "1.0.0", Protocol::Dubbo).key().to_string(),
+            at("g1", "2.0.0", Protocol::Dubbo).key().to_string(),
+            at("g1", "1.0.0", Protocol::Tri).key().to_string(),
+        ];
+        let distinct: std::collections::BTreeSet<_> = keys.iter().collect();
+        assert_eq!(distinct.len(), 4, "{keys:?}");
+        // Through the URL form and back: the same key.
+        assert_eq!(Instance::from_url(&g1.to_url()).unwrap().key(), g1.key());
+        // Keys sort by address first (`h:1` before `h:12` as the addresses do).
+        let a = Instance::builder("h", 1).build();
+        let b = Instance::builder("h", 12).build();
+        assert!(a.key() < b.key() && a.address() < b.address());
+        assert_eq!(Instance::builder("h", 1).build().key(), "h:1 http");
+    }
+
+    #[test]
+    fn overrides_re_derive_every_typed_field() {
+        let i = Instance::builder("10.0.0.1", 1)
+            .protocol(Protocol::Dubbo)
+            .service(ServiceKey::with("a.B", "g", "1"))
+            .zone("z1")
+            .tag("blue")
+            .build();
+        let o = i
+            .with_params([
+                ("dubbo.tag", "gray"),
+                ("zone", "z2"),
+                ("warmup", "5000"),
+                ("timestamp", "77"),
+                ("application", "shop"),
+            ])
+            .unwrap();
+        assert_eq!(
+            (
+                o.tag(),
+                o.zone(),
+                o.warmup(),
+                o.timestamp_ms(),
+                o.application()
+            ),
+            (
+                Some("gray"),
+                Some("z2"),
+                Duration::from_secs(5),
+                Some(77),
+                Some("shop")
+            )
+        );
+        assert_eq!(
+            (o.param("dubbo.tag"), o.param("zone")),
+            (Some("gray"), Some("z2"))
+        );
+        assert_eq!(o.key(), i.key());
+        // The cheap path (weight, enabled, disabled) agrees with the URL path.
+        let w = i
+            .with_params([("weight", "-5"), ("disabled", "TRUE")])
+            .unwrap();
+        assert_eq!(
+            (w.weight(), w.enabled(), w.param("weight")),
+            (0, false, Some("-5"))
+        );
+        let e = w.with_param("enabled", "true").unwrap();
+        assert!(
+            e.enabled(),
+            "an override of enabled replaces an earlier disabled"
+        );
+        assert!(!i.with_param("enabled", "False").unwrap().enabled());
+        // Bad values and identity changes are errors naming them; the instance is unchanged.
+        let bad = i.with_param("weight", "abc").unwrap_err().to_string();
+        assert!(bad.contains("weight") && bad.contains("abc"), "{bad}");
+        let bad = i.with_param("warmup", "soon").unwrap_err().to_string();
+        assert!(bad.contains("warmup"), "{bad}");
+        let moved = i.with_param("group", "other").unwrap_err().to_string();
+        assert!(moved.contains("group"), "{moved}");
+        assert_eq!(i.tag(), Some("blue"));
     }
 
     #[test]

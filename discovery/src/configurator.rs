@@ -112,20 +112,29 @@ impl Configurator {
         addr_ok && app_ok && service_ok
     }
 
+    /// Sets the rule's parameters on `instance` through [`Instance::with_params`], so every
+    /// typed field (weight, warm-up, timestamp, zone, tag, enabled, …) follows them as if the
+    /// registry had listed them. A value that does not parse (`weight=abc`) is skipped and
+    /// the rule's other parameters still apply.
     fn apply_to(&self, instance: Instance) -> Instance {
-        let mut out = instance;
-        for (k, v) in &self.parameters {
-            out = match k.as_str() {
-                "weight" => match v.trim().parse::<u32>() {
-                    Ok(w) => out.with_weight(w),
-                    Err(_) => out,
-                },
-                "disabled" => out.with_enabled(v.trim() != "true"),
-                "enabled" => out.with_enabled(v.trim() != "false"),
-                _ => out.with_param(k, v),
-            };
+        let all = self
+            .parameters
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()));
+        match instance.with_params(all) {
+            Ok(out) => out,
+            Err(_) => {
+                self.parameters
+                    .iter()
+                    .fold(instance, |out, (k, v)| match out.with_param(k, v) {
+                        Ok(next) => next,
+                        Err(e) => {
+                            tracing::debug!("override parameter skipped: {e}");
+                            out
+                        }
+                    })
+            }
         }
-        out
     }
 }
 

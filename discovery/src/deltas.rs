@@ -62,32 +62,33 @@ pub(crate) async fn free_after_yield<T>(retired: T) {
     drop(retired);
 }
 
-/// By address; the later of two entries for one address wins, as in a `Reset`.
-fn by_address<T: Borrow<Instance>>(list: &[T], warn_twice: bool) -> Addressed<'_> {
-    let mut map = Addressed::with_capacity_and_hasher(list.len(), Default::default());
+/// By endpoint key ([`Instance::key`]); the later of two entries for one key wins, as in a
+/// `Reset`.
+fn by_key<T: Borrow<Instance>>(list: &[T], warn_twice: bool) -> Keyed<'_> {
+    let mut map = Keyed::with_capacity_and_hasher(list.len(), Default::default());
     for inst in list {
         let inst = inst.borrow();
-        if map.insert(inst.address(), inst).is_some() && warn_twice {
-            warn!(address = %inst.address(), "registry listed an address twice; the later entry wins");
+        if map.insert(inst.key(), inst).is_some() && warn_twice {
+            warn!(endpoint = %inst.key(), "registry listed an endpoint twice; the later entry wins");
         }
     }
     map
 }
 
-/// Address to instance, borrowed from a list. foldhash, seeded per process (addresses come
+/// Endpoint key to instance, borrowed from a list. foldhash, seeded per process (keys come
 /// from the registry).
-type Addressed<'a> = HashMap<&'a str, &'a Instance, foldhash::fast::RandomState>;
+type Keyed<'a> = HashMap<&'a str, &'a Instance, foldhash::fast::RandomState>;
 
 /// What changed from `last` to `next`, both whole lists: an `Add` of the instances that are new
-/// or differ, then a `Remove` of the addresses that left. Adds go first, so a provider that
+/// or differ, then a `Remove` of the endpoint keys that left. Adds go first, so a provider that
 /// moves never leaves a moment without it. Empty when nothing changed. Only changed instances
 /// are cloned; an instance that is the same object in both lists is not even compared.
 pub(crate) fn changes<A: Borrow<Instance>, B: Borrow<Instance>>(
     last: &[A],
     next: &[B],
 ) -> Vec<Update> {
-    let before = by_address(last, false);
-    let after = by_address(next, true);
+    let before = by_key(last, false);
+    let after = by_key(next, true);
     let added: Vec<Instance> = after
         .iter()
         .filter(|(address, inst)| match before.get(*address) {
@@ -141,7 +142,7 @@ mod tests {
         match &d.next(vec![inst(1, 5), inst(3, 100)]).0[..] {
             [Update::Add(added), Update::Remove(gone)] => {
                 assert_eq!(ports(added), [(1, 5), (3, 100)]);
-                assert_eq!(gone, &["10.0.0.1:2".to_string()]);
+                assert_eq!(gone, &[inst(2, 100).key().to_string()]);
             }
             other => panic!("{other:?}"),
         }
@@ -179,14 +180,11 @@ mod tests {
             for u in d.next(list.clone()).0 {
                 match u {
                     Update::Reset(l) => {
-                        model = l
-                            .into_iter()
-                            .map(|i| (i.address().to_string(), i))
-                            .collect()
+                        model = l.into_iter().map(|i| (i.key().to_string(), i)).collect()
                     }
                     Update::Add(l) => {
                         for i in l {
-                            model.insert(i.address().to_string(), i);
+                            model.insert(i.key().to_string(), i);
                         }
                     }
                     Update::Remove(l) => {
@@ -199,7 +197,7 @@ mod tests {
             }
             let want: std::collections::BTreeMap<String, Instance> = list
                 .iter()
-                .map(|i| (i.address().to_string(), Instance::clone(i)))
+                .map(|i| (i.key().to_string(), Instance::clone(i)))
                 .collect();
             assert_eq!(model, want, "round {round}");
         }

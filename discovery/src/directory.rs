@@ -476,7 +476,7 @@ impl State {
                         Change::New => self.pending = Pending::Full,
                     }
                     if let Some(dup) = next.insert(address, inst) {
-                        warn!(service = %self.config.service, address = %dup.address(), "registry listed an address twice; the later entry wins");
+                        warn!(service = %self.config.service, endpoint = %dup.key(), "registry listed an endpoint twice; the later entry wins");
                         self.pending = Pending::Full;
                     }
                 }
@@ -497,10 +497,17 @@ impl State {
                     self.registry.insert(address, inst);
                 }
             }
-            Update::Remove(addrs) => {
-                for a in addrs {
-                    if self.registry.remove(a.as_str()).is_some() {
+            Update::Remove(keys) => {
+                for k in keys {
+                    if self.registry.remove(k.as_str()).is_some() {
                         self.pending = Pending::Full;
+                    } else if !k.contains(' ') {
+                        // A bare address: every endpoint there (a rare form; O(n)).
+                        let before = self.registry.len();
+                        self.registry.retain(|_, inst| inst.address() != k);
+                        if self.registry.len() != before {
+                            self.pending = Pending::Full;
+                        }
                     }
                 }
             }
@@ -563,10 +570,10 @@ impl State {
     /// current entry when the instance did not change, so unchanged instances are shared
     /// between snapshots and an address is allocated once.
     fn reuse(&self, inst: Instance) -> (Arc<str>, Arc<Instance>, Change) {
-        match self.registry.get_key_value(inst.address()) {
+        match self.registry.get_key_value(inst.key()) {
             Some((k, old)) if **old == inst => (k.clone(), old.clone(), Change::Same),
             Some((k, _)) => (k.clone(), Arc::new(inst), Change::Replaced),
-            None => (Arc::from(inst.address()), Arc::new(inst), Change::New),
+            None => (Arc::from(inst.key()), Arc::new(inst), Change::New),
         }
     }
 
@@ -1030,6 +1037,135 @@ mod tests {
         assert_eq!(
             s3.instances().iter().map(|i| i.port()).collect::<Vec<_>>(),
             vec![2, 3]
+        );
+    }
+
+    /// One process exporting com.foo.Bar under two groups on one port: two endpoints, each
+    /// with its own live statistics; removed one by one by key, or together by address.
+    #[tokio::test]
+    async fn two_groups_on_one_address_are_two_endpoints() {
+        let grouped = |group: &str| {
+            Instance::builder("10.0.0.1", 20880)
+                .protocol(Protocol::Dubbo)
+                .service(ServiceKey::with("com.foo.Bar", group, "1.0.0"))
+                .build()
+        };
+        let dir = RegistryDirectory::spawn(cfg(), None);
+        dir.apply(Update::Reset(vec![
+            grouped("g1"),
+            grouped("g2"),
+            inst(1, 100),
+        ]));
+        let s = settle(&dir, 1).await;
+        let groups: Vec<&str> = s
+            .endpoints()
+            .iter()
+            .map(|e| e.instance.service().group.as_ref())
+            .collect();
+        assert_eq!(
+            groups,
+            ["", "g1", "g2"],
+            "sorted by address, then the rest of the key"
+        );
+        let (g1, g2) = (&s.endpoints()[1], &s.endpoints()[2]);
+        assert!(!Arc::ptr_eq(&g1.stats, &g2.stats));
+        assert_eq!(s.index_of(grouped("g2").key()), Some(2));
+        assert_eq!(
+            s.index_of("10.0.0.1:20880"),
+            Some(1),
+            "a bare address: the first there"
+        );
+        // A changed weight of one group touches that endpoint only.
+        dir.apply(Update::Add(vec![
+            Instance::from_url(&grouped("g2").to_url().with_param("weight", "7")).unwrap(),
+        ]));
+        let s2 = settle(&dir, 2).await;
+        assert_eq!(
+            (
+                s2.endpoints()[1].instance.weight(),
+                s2.endpoints()[2].instance.weight()
+            ),
+            (100, 7)
+        );
+        assert!(Arc::ptr_eq(&s2.endpoints()[2].stats, &g2.stats));
+        dir.apply(Update::Remove(vec![grouped("g1").key().to_string()]));
+        let s3 = settle(&dir, 3).await;
+        assert_eq!(s3.endpoints().len(), 2);
+        assert_eq!(s3.endpoints()[1].instance.service().group.as_ref(), "g2");
+        dir.apply(Update::Add(vec![grouped("g1")]));
+        settle(&dir, 4).await;
+        dir.apply(Update::Remove(vec!["10.0.0.1:20880".into()]));
+        let s5 = settle(&dir, 5).await;
+        assert_eq!(
+            s5.endpoints().len(),
+            1,
+            "a bare address removes every endpoint there"
+        );
+    }
+
+    /// An override of `dubbo.tag`, `zone` or `warmup` changes what routing, zone preference
+    /// and the balancer read, not only the parameter map.
+    #[tokio::test]
+    async fn overrides_of_tag_zone_and_warmup_take_effect_everywhere() {
+        let now_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let a = Instance::builder("10.0.0.1", 1)
+            .zone("z1")
+            .timestamp_ms(now_ms - 1_000)
+            .warmup(Duration::from_secs(600))
+            .build();
+        let b = Instance::builder("10.0.0.1", 2).zone("z1").build();
+        let dir = RegistryDirectory::spawn(cfg(), None);
+        dir.apply(Update::Reset(vec![a, b]));
+        let s = settle(&dir, 1).await;
+        let mut rng = fastrand::Rng::with_seed(7);
+        let share_of_a = |s: &Snapshot, inv: &Invocation, rng: &mut fastrand::Rng| {
+            (0..2000)
+                .filter(|_| s.select(inv, &[], rng).unwrap() == 0)
+                .count()
+        };
+        let plain = Invocation::new("m");
+        // `a` started a second ago with a 10-minute warm-up: almost no traffic.
+        assert!(share_of_a(&s, &plain, &mut rng) < 60);
+        // Warm-up: with `warmup=0` the instance that just started takes half of the picks.
+        let rule = Configurator::for_address("10.0.0.1:1").param("warmup", "0");
+        dir.apply(Update::Configurators {
+            source: "ops".into(),
+            rules: vec![rule.clone()],
+        });
+        let s = settle(&dir, 2).await;
+        assert_eq!(s.instances()[0].warmup(), Duration::ZERO);
+        let plain_a = share_of_a(&s, &plain, &mut rng);
+        assert!((850..1150).contains(&plain_a), "{plain_a}");
+        let gray = Invocation::new("m").with_attachment("dubbo.tag", "gray");
+        // No instance is gray yet: a gray call falls back to the untagged ones (both).
+        let gray_a = share_of_a(&s, &gray, &mut rng);
+        assert!((850..1150).contains(&gray_a), "{gray_a}");
+        dir.apply(Update::Configurators {
+            source: "ops".into(),
+            rules: vec![rule.param("dubbo.tag", "gray").param("zone", "z2")],
+        });
+        let s = settle(&dir, 3).await;
+        let o = &s.instances()[0];
+        assert_eq!(
+            (o.tag(), o.zone(), o.warmup()),
+            (Some("gray"), Some("z2"), Duration::ZERO)
+        );
+        // Tag routing: a gray call reaches only the now-gray instance, an untagged one only
+        // the untagged instance.
+        assert_eq!(share_of_a(&s, &gray, &mut rng), 2000);
+        assert_eq!(share_of_a(&s, &plain, &mut rng), 0);
+        // Clearing the rule restores the registry's values.
+        dir.apply(Update::Configurators {
+            source: "ops".into(),
+            rules: vec![],
+        });
+        let s = settle(&dir, 4).await;
+        assert_eq!(
+            (s.instances()[0].tag(), s.instances()[0].zone()),
+            (None, Some("z1"))
         );
     }
 

@@ -12,9 +12,11 @@ use tokio::sync::mpsc;
 pub enum Update {
     /// The complete current list (replaces everything).
     Reset(Vec<Instance>),
-    /// Instances added or changed (matched by address).
+    /// Instances added or changed (matched by endpoint key, [`Instance::key`]: address,
+    /// protocol and service key).
     Add(Vec<Instance>),
-    /// Addresses (`host:port`) removed.
+    /// Endpoints removed, each named by its [`Instance::key`]; a bare address (`host:port`)
+    /// removes every endpoint at that address.
     Remove(Vec<String>),
     /// A routing rule (Dubbo config-centre key such as `{app}.condition-router` or
     /// `{interface}:{version}:{group}.condition-router`, `{app}.tag-router`) was set

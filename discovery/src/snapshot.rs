@@ -40,7 +40,7 @@ impl fmt::Debug for Snapshot {
     }
 }
 
-/// A map keyed by address. foldhash: several times faster than SipHash on short keys, and
+/// A map keyed by endpoint key ([`Instance::key`], which starts with the address). foldhash: several times faster than SipHash on short keys, and
 /// seeded per process, so addresses chosen by whoever writes the registry cannot be crafted to
 /// collide.
 pub(crate) type AddrMap<V> = HashMap<Arc<str>, V, foldhash::fast::RandomState>;
@@ -141,9 +141,28 @@ impl Snapshot {
         &self.endpoints
     }
 
-    /// The index of the available instance at `address`, if present.
-    pub fn index_of(&self, address: &str) -> Option<usize> {
-        self.index.get(address).copied()
+    /// The index of the available endpoint whose [`Instance::key`] is `key`, if present; given
+    /// a bare address (`host:port`), the first endpoint at that address (several endpoints
+    /// share one when a process exports a service under several groups or versions).
+    pub fn index_of(&self, key: &str) -> Option<usize> {
+        match self.index.get(key) {
+            Some(&i) => Some(i),
+            None if !key.contains(' ') => self.index_of_address(key),
+            None => None,
+        }
+    }
+
+    /// The index of the first available endpoint at `address` (`host:port`), if any. Keys
+    /// start with the address, so the endpoints are in address order: a binary search.
+    pub fn index_of_address(&self, address: &str) -> Option<usize> {
+        let at = self
+            .endpoints
+            .partition_point(|e| e.instance.address() < address);
+        (self
+            .endpoints
+            .get(at)
+            .is_some_and(|e| e.instance.address() == address))
+        .then_some(at)
     }
 
     /// Whether the empty-list protection is holding on to a previous list.

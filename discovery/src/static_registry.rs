@@ -412,7 +412,9 @@ providers:
         }
         reg.update(|l| l.retain(|i| i.port() == 2));
         match rx.recv().await {
-            Some(Update::Remove(gone)) => assert_eq!(gone, ["h:1".to_string()]),
+            Some(Update::Remove(gone)) => {
+                assert_eq!(gone, [Instance::builder("h", 1).build().key().to_string()])
+            }
             other => panic!("{other:?}"),
         }
     }

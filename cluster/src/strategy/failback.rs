@@ -22,7 +22,7 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
         Ok(i) => match call.attempter().attempt(&snap, i).await {
             Ok(v) => return Ok(v),
             Err(e) if e.is_business() => return Err(e),
-            Err(e) => (Some(snap.endpoints()[i].instance.address()), e),
+            Err(e) => (Some(snap.endpoints()[i].instance.key()), e),
         },
         Err(e) if is_no_provider(&e) => return Err(e),
         Err(e) => (None, e),

@@ -10,7 +10,9 @@ import java.io.IOException;
 import java.io.PrintStream;
 import java.net.InetAddress;
 import java.net.ServerSocket;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 
@@ -48,18 +50,6 @@ final class Provider {
             pc.setHeartbeat(a.getInt("heartbeat-ms", null));
         }
 
-        ServiceConfig<DemoService> svc = new ServiceConfig<>();
-        svc.setInterface(DemoService.class);
-        svc.setRef(new DemoServiceImpl(name, out));
-        if (a.has("group")) {
-            svc.setGroup(a.get("group", null));
-        }
-        if (a.has("version")) {
-            svc.setVersion(a.get("version", null));
-        }
-        if (a.has("weight")) {
-            svc.setWeight(a.getInt("weight", null));
-        }
         Map<String, String> params = new LinkedHashMap<>();
         for (String kv : a.all("param")) {
             int eq = kv.indexOf('=');
@@ -68,8 +58,28 @@ final class Provider {
             }
             params.put(kv.substring(0, eq), kv.substring(eq + 1));
         }
-        if (!params.isEmpty()) {
-            svc.setParameters(params);
+        // `--group g1,g2` exports the service once per group on the same port (one process,
+        // several endpoints at one address); each answers as `<name>/<group>`.
+        String[] groups = a.has("group") ? a.get("group", null).split(",") : new String[] {null};
+        List<ServiceConfig<DemoService>> services = new ArrayList<>();
+        for (String group : groups) {
+            ServiceConfig<DemoService> svc = new ServiceConfig<>();
+            svc.setInterface(DemoService.class);
+            String instanceName = groups.length > 1 ? name + "/" + group : name;
+            svc.setRef(new DemoServiceImpl(instanceName, out));
+            if (group != null) {
+                svc.setGroup(group);
+            }
+            if (a.has("version")) {
+                svc.setVersion(a.get("version", null));
+            }
+            if (a.has("weight")) {
+                svc.setWeight(a.getInt("weight", null));
+            }
+            if (!params.isEmpty()) {
+                svc.setParameters(params);
+            }
+            services.add(svc);
         }
 
         long t0 = System.nanoTime();
@@ -77,7 +87,7 @@ final class Provider {
                 .application(app)
                 .registry(reg)
                 .protocol(pc)
-                .service(svc)
+                .services(new ArrayList<>(services))
                 .start();
         System.err.printf("[java-peer] provider %s exported and registered in %d ms%n",
                 name, (System.nanoTime() - t0) / 1_000_000);
