@@ -414,7 +414,12 @@ impl State {
         mut updates: Option<UpdateReceiver>,
         mut control: mpsc::UnboundedReceiver<Control>,
     ) {
-        let mut refresh: Option<Duration> = None;
+        // The warm-up refresh: armed when a snapshot with warming instances is published, and
+        // reset only then. Pinned across loop turns, so a stream of messages that publish
+        // nothing cannot postpone it.
+        let refresh = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(refresh);
+        let mut armed = false;
         loop {
             let mut force = false;
             tokio::select! {
@@ -432,7 +437,7 @@ impl State {
                     Some(Control::Balancer(b)) => { self.config.balancer = b; force = true; }
                     None => return,
                 },
-                _ = tokio::time::sleep(refresh.unwrap_or(Duration::MAX)), if refresh.is_some() => { force = true; }
+                _ = refresh.as_mut(), if armed => { armed = false; force = true; }
             }
             // Coalesce whatever else is already queued, from both sources, into one snapshot:
             // a burst of pushes costs one rebuild, and a slow rebuild cannot build a backlog.
@@ -459,7 +464,13 @@ impl State {
             }
             let force = force || !self.config.router.is_same(&self.routed_with);
             if let Some(snap) = self.publish(force) {
-                refresh = snap.refresh_after();
+                armed = match snap.refresh_after() {
+                    Some(after) => {
+                        refresh.as_mut().reset(tokio::time::Instant::now() + after);
+                        true
+                    }
+                    None => false,
+                };
             }
         }
     }
@@ -1167,6 +1178,39 @@ mod tests {
             (s.instances()[0].tag(), s.instances()[0].zone()),
             (None, Some("z1"))
         );
+    }
+
+    /// A flood of messages that change nothing does not postpone the warm-up refresh: the
+    /// warming instance's weight still steps up on time.
+    #[tokio::test]
+    async fn warm_up_advances_under_a_flood_of_no_op_messages() {
+        let now_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        // Weight 100 over 2 s: one step every 20 ms (refreshes at least 100 ms apart).
+        let warming = Instance::builder("10.0.0.1", 1)
+            .timestamp_ms(now_ms)
+            .warmup(Duration::from_secs(2))
+            .build();
+        let dir = Arc::new(RegistryDirectory::spawn(cfg(), None));
+        dir.apply(Update::Reset(vec![warming.clone(), inst(2, 100)]));
+        let first = settle(&dir, 1).await.epoch();
+        // Identical lists every 10 ms (more often than the refresh period) for 1 s.
+        let flood = {
+            let (dir, warming) = (dir.clone(), warming.clone());
+            tokio::spawn(async move {
+                for _ in 0..100 {
+                    dir.apply(Update::Reset(vec![warming.clone(), inst(2, 100)]));
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+        };
+        flood.await.unwrap();
+        let refreshed = dir.load().epoch() - first;
+        // About one refresh per 100 ms over the second; with the sleep re-created at every
+        // message there would be none.
+        assert!(refreshed >= 4, "{refreshed} warm-up refreshes during the flood");
     }
 
     #[tokio::test]
