@@ -1,7 +1,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -9,8 +9,8 @@ use arc_swap::ArcSwapOption;
 use serde_json::Value;
 use switchman_core::{BoxFuture, Error, ErrorKind, Instance, Invocation, Invoker, Result};
 use switchman_discovery::{RegistryDirectory, Snapshot};
-use switchman_loadbalance::OutlierConfig;
 use switchman_loadbalance::outlier::{Outcome, Verdict};
+use switchman_loadbalance::{EjectionCount, OutlierConfig};
 use tracing::{Instrument, debug, debug_span, info, warn};
 
 use crate::budget::{BudgetConfig, RetryBudget};
@@ -125,9 +125,9 @@ pub(crate) struct Inner {
     pub(crate) merger: Option<MergerFn>,
     pub(crate) failback_pending: AtomicUsize,
     pub(crate) outlier: OutlierConfig,
-    /// Serialises ejection decisions so two strikes at once cannot both pass the
-    /// max-ejection-percent guard. Taken only when an instance crosses a threshold.
-    eject_lock: Mutex<()>,
+    /// Endpoints out of rotation, for the max-ejection-percent guard: two strikes at once
+    /// cannot both pass it, without a lock.
+    ejected: EjectionCount,
     pub(crate) this: Weak<Inner>,
 }
 
@@ -180,21 +180,32 @@ impl Inner {
         match state.record(outcome, started.into_std(), now, cfg) {
             Verdict::Stay => {}
             Verdict::ShouldEject(reason) => {
-                let _serial = self.eject_lock.lock().unwrap_or_else(|p| p.into_inner());
                 let routable = snap.endpoints().len();
-                let ejected = ejected_count(snap);
-                if !cfg.may_eject(ejected, routable) {
-                    debug!(service = %snap.service(), address, %reason, ejected, routable,
-                        max_percent = cfg.max_ejection_percent,
-                        "outlier not ejected: the max-ejection-percent guard is reached");
+                let epoch = snap.epoch();
+                // One compare-and-swap on the service's ejection count (a scan only at the
+                // first decision of a snapshot epoch): no lock and no scan per strike, even
+                // when the whole fleet fails.
+                let ejected = match self
+                    .ejected
+                    .try_reserve(epoch, routable, cfg, || ejected_count(snap))
+                {
+                    Ok(before) => before,
+                    Err(ejected) => {
+                        debug!(service = %snap.service(), address, %reason, ejected, routable,
+                                max_percent = cfg.max_ejection_percent,
+                                "outlier not ejected: the max-ejection-percent guard is reached");
+                        return;
+                    }
+                };
+                let Some(penalty) = state.eject(now, cfg) else {
+                    // Another caller ejected it first (and counted it).
+                    self.ejected.release(epoch);
                     return;
-                }
-                if let Some(penalty) = state.eject(now, cfg) {
-                    self.metrics.outlier_ejections.increment(1);
-                    self.metrics.outlier_ejected.set((ejected + 1) as f64);
-                    info!(service = %snap.service(), address, %reason, ?penalty,
-                        ejections = state.ejections(), "outlier ejected");
-                }
+                };
+                self.metrics.outlier_ejections.increment(1);
+                self.metrics.outlier_ejected.set((ejected + 1) as f64);
+                info!(service = %snap.service(), address, %reason, ?penalty,
+                    ejections = state.ejections(), "outlier ejected");
             }
             Verdict::Reejected(penalty) => {
                 self.metrics.outlier_ejections.increment(1);
@@ -202,7 +213,10 @@ impl Inner {
                     ejections = state.ejections(), "outlier ejected again");
             }
             Verdict::Readmitted => {
-                self.metrics.outlier_ejected.set(ejected_count(snap) as f64);
+                self.ejected.release(snap.epoch());
+                if let Some(n) = self.ejected.get(snap.epoch()) {
+                    self.metrics.outlier_ejected.set(n as f64);
+                }
                 info!(service = %snap.service(), address, "outlier readmitted after a successful call");
             }
         }
@@ -335,7 +349,7 @@ impl ClusterInvoker {
             custom,
             merger,
             failback_pending: AtomicUsize::new(0),
-            eject_lock: Mutex::new(()),
+            ejected: EjectionCount::new(),
             this: this.clone(),
         });
         ClusterInvoker { inner }

@@ -1229,6 +1229,63 @@ async fn max_ejection_percent_keeps_half_the_instances_and_calls_still_go_out() 
     assert!(!outlier_of(&one, 7), "a lone instance is never ejected");
 }
 
+/// A fleet that fails as a whole, under concurrent calls from several threads: the guard
+/// (one atomic count, no lock) lets exactly half be ejected, never more, and keeps that
+/// across a new snapshot epoch (an arrival recounts once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_all_failing_fleet_under_threads_ejects_exactly_half() {
+    let all: Vec<u16> = (1..=20).collect();
+    // Port 21 joins later, failing too.
+    let faults: Vec<(u16, &[Fault])> = (1..=21).map(|p| (p, &[Refuse][..])).collect();
+    let fi = FaultInvoker::with(&faults);
+    let c = cluster(&all, fi.clone(), ClusterConfig::default())
+        .await
+        .with_budget(None);
+    let ejected = |c: &ClusterInvoker| {
+        let snap = c.directory().load();
+        snap.endpoints()
+            .iter()
+            .filter(|e| e.stats.outlier().is_ejected())
+            .count()
+    };
+    let run = |c: &ClusterInvoker| {
+        let tasks: Vec<_> = (0..16)
+            .map(|_| {
+                let c = c.clone();
+                tokio::spawn(async move {
+                    let mut max_seen = 0;
+                    for _ in 0..25 {
+                        let _ = c.invoke(&inv()).await;
+                        max_seen = max_seen.max(ejected(&c));
+                    }
+                    max_seen
+                })
+            })
+            .collect();
+        async move {
+            let mut max_seen = 0;
+            for t in tasks {
+                max_seen = max_seen.max(t.await.unwrap());
+            }
+            max_seen
+        }
+    };
+    let max_seen = run(&c).await;
+    assert_eq!(ejected(&c), 10, "half of 20");
+    assert!(max_seen <= 10, "never more than half: saw {max_seen}");
+    // One more (failing) instance: a new epoch; 50% of 21 still allows 10.
+    let mut grown = ports(&all);
+    grown.push(Instance::builder("10.0.0.1", 21).build());
+    c.directory().apply(Update::Reset(grown));
+    c.directory()
+        .wait_until(Duration::from_secs(5), |s| s.endpoints().len() == 21)
+        .await
+        .unwrap();
+    let max_seen = run(&c).await;
+    assert_eq!(ejected(&c), 10, "50% of 21 rounds down");
+    assert!(max_seen <= 10, "saw {max_seen}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn every_candidate_ejected_still_calls_one() {
     // Guard off (100%): both instances get ejected, and calls still go out.

@@ -53,7 +53,7 @@ use switchman_core::{Error, Instance, Invocation};
 
 pub use consistenthash::{ConsistentHashBalance, DEFAULT_HASH_NODES, key_point, ring_points};
 pub use leastactive::LeastActiveBalance;
-pub use outlier::{OutlierConfig, OutlierState};
+pub use outlier::{EjectionCount, OutlierConfig, OutlierState};
 pub use p2c::{DEFAULT_RTT, P2cBalance};
 pub use random::RandomBalance;
 pub use roundrobin::{DEFAULT_SCHEDULE_LIMIT, RoundRobinBalance};

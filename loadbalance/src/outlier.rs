@@ -106,6 +106,105 @@ impl OutlierConfig {
     }
 }
 
+/// How many of a service's endpoints are out of rotation, as one atomic word: the guard of
+/// [`OutlierConfig::max_ejection_percent`] without a lock or a scan per strike.
+///
+/// The count belongs to one snapshot epoch. The first decision in a new epoch (endpoints
+/// came or went, some possibly while ejected) counts the snapshot's ejected endpoints once;
+/// every later one in that epoch is a compare-and-swap on the word.
+#[derive(Debug, Default)]
+pub struct EjectionCount {
+    /// `(epoch & EPOCH_MASK) << COUNT_BITS | count`.
+    word: AtomicU64,
+}
+
+const COUNT_BITS: u32 = 24;
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+const EPOCH_MASK: u64 = (1 << (64 - COUNT_BITS)) - 1;
+
+fn pack(epoch: u64, count: usize) -> u64 {
+    ((epoch & EPOCH_MASK) << COUNT_BITS) | (count as u64).min(COUNT_MASK)
+}
+
+impl EjectionCount {
+    /// A count that knows no epoch yet (the first decision counts).
+    pub fn new() -> Self {
+        EjectionCount {
+            // Epoch bits all ones: no snapshot has that epoch before 2^40 publishes.
+            word: AtomicU64::new(EPOCH_MASK << COUNT_BITS),
+        }
+    }
+
+    /// Reserves one ejection among `routable` endpoints of the snapshot at `epoch`, when the
+    /// guard allows it: `Ok(ejected before)`, or `Err(ejected)` when the guard is reached.
+    /// `recount` (a scan of the snapshot) runs only when the stored count is of another epoch.
+    /// After `Ok`, call [`EjectionCount::release`] if the ejection did not happen after all.
+    pub fn try_reserve(
+        &self,
+        epoch: u64,
+        routable: usize,
+        cfg: &OutlierConfig,
+        recount: impl FnOnce() -> usize,
+    ) -> Result<usize, usize> {
+        let mut recount = Some(recount);
+        let mut w = self.word.load(Ordering::Acquire);
+        loop {
+            let count = if w >> COUNT_BITS == epoch & EPOCH_MASK {
+                (w & COUNT_MASK) as usize
+            } else {
+                let fresh = match recount.take() {
+                    Some(f) => f(),
+                    // Lost a race to store the recount: the winner's word is of this epoch.
+                    None => (w & COUNT_MASK) as usize,
+                };
+                match self.word.compare_exchange(
+                    w,
+                    pack(epoch, fresh),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        w = pack(epoch, fresh);
+                        fresh
+                    }
+                    Err(now) => {
+                        w = now;
+                        continue;
+                    }
+                }
+            };
+            if !cfg.may_eject(count, routable) {
+                return Err(count);
+            }
+            match self.word.compare_exchange_weak(
+                w,
+                pack(epoch, count + 1),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(count),
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// One endpoint of the snapshot at `epoch` came back into rotation (or a reserved
+    /// ejection did not happen). A count of another epoch is left for the next recount.
+    pub fn release(&self, epoch: u64) {
+        let _ = self
+            .word
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                (w >> COUNT_BITS == epoch & EPOCH_MASK && w & COUNT_MASK > 0).then(|| w - 1)
+            });
+    }
+
+    /// The count as of the last decision at `epoch`, if it is of that epoch.
+    pub fn get(&self, epoch: u64) -> Option<usize> {
+        let w = self.word.load(Ordering::Acquire);
+        (w >> COUNT_BITS == epoch & EPOCH_MASK).then_some((w & COUNT_MASK) as usize)
+    }
+}
+
 /// What one finished attempt says about the instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -396,6 +495,60 @@ mod tests {
         assert_eq!(c.penalty(4, 0.5), Duration::from_secs(240));
         assert_eq!(c.penalty(5, 0.0), Duration::from_secs(300), "capped");
         assert_eq!(c.penalty(60, 0.9), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn ejection_count_guards_without_a_scan_per_decision() {
+        let cfg = OutlierConfig::default();
+        let count = EjectionCount::new();
+        let scans = std::cell::Cell::new(0);
+        let scan = |n: usize| {
+            scans.set(scans.get() + 1);
+            n
+        };
+        // Epoch 1, 10 routable, none ejected: five reservations pass, the sixth is refused.
+        for k in 0..5 {
+            assert_eq!(count.try_reserve(1, 10, &cfg, || scan(0)), Ok(k));
+        }
+        assert_eq!(count.try_reserve(1, 10, &cfg, || scan(0)), Err(5));
+        assert_eq!(scans.get(), 1, "one scan for the whole epoch");
+        count.release(1);
+        assert_eq!(count.get(1), Some(4));
+        assert_eq!(count.try_reserve(1, 10, &cfg, || scan(0)), Ok(4));
+        // A new epoch recounts once (two of the five left the snapshot).
+        assert_eq!(count.try_reserve(2, 8, &cfg, || scan(3)), Ok(3));
+        assert_eq!(count.try_reserve(2, 8, &cfg, || scan(99)), Err(4));
+        assert_eq!(scans.get(), 2);
+        // A release of an older epoch does not touch the new count.
+        count.release(1);
+        assert_eq!(count.get(2), Some(4));
+    }
+
+    #[test]
+    fn ejection_count_holds_under_threads() {
+        let cfg = OutlierConfig::default();
+        let count = std::sync::Arc::new(EjectionCount::new());
+        let granted = std::sync::Arc::new(AtomicU32::new(0));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (count, granted) = (count.clone(), granted.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        if count.try_reserve(7, 100, &cfg, || 0).is_ok() {
+                            granted.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(
+            granted.load(Ordering::Relaxed),
+            50,
+            "exactly half of 100, never more"
+        );
     }
 
     #[test]
