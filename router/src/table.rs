@@ -19,8 +19,13 @@ use crate::pattern::MatchPair;
 use crate::rule::{Body, Rule, Stage};
 use crate::tag::{AddrPattern, TagRule};
 
-/// Most distinct candidate sets a table precomputes. Calls whose route would need more take
-/// the slow path ([`crate::Route::Computed`]).
+/// How much a table precomputes: the candidate sets the condition steps produce may take as
+/// much memory as this many sets of one bit per instance (a small set is stored as its
+/// members, 32 bits each, so it costs far less). Calls whose route would need more take the
+/// slow path ([`crate::Route::Computed`]). The tag stage's sets are not counted: static tags
+/// partition the instances (one tag each), so their groups hold at most one entry per
+/// instance in all, and with up to 8 condition steps no count of distinct tags reaches the
+/// limit.
 pub const MAX_SUBSETS: usize = 256;
 
 pub(crate) type StateId = u32;
@@ -133,6 +138,9 @@ struct Interner {
     by_set: HashMap<Bitset, StateId>,
     by_reason: HashMap<Box<str>, StateId>,
     n: usize,
+    /// Bits the capped (condition-step) sets hold so far, against `budget`.
+    spent: usize,
+    budget: usize,
 }
 
 impl Interner {
@@ -153,9 +161,11 @@ impl Interner {
         if let Some(&id) = self.by_set.get(&set) {
             return Some(id);
         }
-        if self.states.len() >= MAX_SUBSETS * 2 || self.by_set.len() >= MAX_SUBSETS {
+        let cost = set.cost_bits();
+        if self.spent + cost > self.budget {
             return None;
         }
+        self.spent += cost;
         let id = self.states.len() as StateId;
         self.by_set.insert(set.clone(), id);
         self.states.push(State {
@@ -167,8 +177,11 @@ impl Interner {
     }
 
     fn must(&mut self, set: Bitset, reason: &str) -> StateId {
-        // Tag-stage sets are few (one per tag): never capped.
-        if let Some(id) = self.intern(set.clone(), reason) {
+        // Tag-stage sets: never capped, and not counted (see `MAX_SUBSETS`).
+        if set.is_empty() {
+            return self.empty(reason);
+        }
+        if let Some(&id) = self.by_set.get(&set) {
             return id;
         }
         let id = self.states.len() as StateId;
@@ -507,18 +520,17 @@ fn build_tag_stage(
 ) -> TagStage {
     let n = instances.len();
     let static_empty = Bitset::from_fn(n, |i| static_tag(&instances[i]).is_none());
-    // Static tag groups.
+    // Static tag groups, in order of first appearance (a map: any number of distinct tags
+    // costs one lookup per instance).
     let mut groups: Vec<(Box<str>, Bitset)> = Vec::new();
+    let mut group_of: HashMap<&str, usize> = HashMap::new();
     for (idx, inst) in instances.iter().enumerate() {
         if let Some(t) = static_tag(inst) {
-            match groups.iter_mut().find(|(n, _)| &**n == t) {
-                Some((_, b)) => b.insert(idx),
-                None => {
-                    let mut b = Bitset::empty(n);
-                    b.insert(idx);
-                    groups.push((t.into(), b));
-                }
-            }
+            let g = *group_of.entry(t).or_insert_with(|| {
+                groups.push((t.into(), Bitset::empty(n)));
+                groups.len() - 1
+            });
+            groups[g].1.insert(idx);
         }
     }
     let statics = StrMap::from_pairs(
@@ -710,6 +722,8 @@ impl Machine {
             by_set: HashMap::new(),
             by_reason: HashMap::new(),
             n,
+            spent: 0,
+            budget: MAX_SUBSETS * n.div_ceil(64) * 64,
         };
         let full = it.must(Bitset::full(n), "no provider");
         debug_assert_eq!(full, 0);
