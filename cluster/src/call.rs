@@ -93,6 +93,25 @@ impl std::fmt::Debug for Attempter<'_> {
 }
 
 impl<'c> Attempter<'c> {
+    /// Asks for a retry (see [`Call::retry_allowed`]); for strategies whose attempts run at
+    /// once, each with its own retries (mergeable's groups).
+    pub fn retry_allowed(&self) -> bool {
+        if self
+            .deadline
+            .is_some_and(|d| d.saturating_duration_since(Instant::now()) < DEADLINE_FLOOR)
+        {
+            return false;
+        }
+        if self.inner.budget.as_ref().is_none_or(|b| b.withdraw()) {
+            self.inner.metrics.retries.increment(1);
+            true
+        } else {
+            self.inner.metrics.budget_refused.increment(1);
+            debug!(method = %self.invocation.method, "retry refused by the retry budget");
+            false
+        }
+    }
+
     /// One attempt on endpoint `i` of `snap`: bounded by the per-attempt timeout and what is
     /// left of the deadline; in-flight and outcome recorded on the instance's live stats.
     pub async fn attempt(self, snap: &Snapshot, i: usize) -> Result<Value> {
@@ -371,17 +390,7 @@ impl<'c> Call<'c> {
     /// Asks for a retry: the deadline must leave time and the service's retry budget must
     /// allow it. A refusal is counted.
     pub fn retry_allowed(&mut self) -> bool {
-        if self.remaining().is_some_and(|r| r < DEADLINE_FLOOR) {
-            return false;
-        }
-        if self.inner.budget.as_ref().is_none_or(|b| b.withdraw()) {
-            self.inner.metrics.retries.increment(1);
-            true
-        } else {
-            self.inner.metrics.budget_refused.increment(1);
-            debug!(method = %self.invocation.method, "retry refused by the retry budget");
-            false
-        }
+        self.attempter().retry_allowed()
     }
 
     /// `e` with the addresses this call tried and failed on.

@@ -203,6 +203,55 @@ pub enum Hedge {
     P95,
 }
 
+/// `merger`: how the `mergeable` strategy combines the answers of several groups (Dubbo's
+/// `MergeableClusterInvoker`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merger {
+    /// Not merging (`false`, `0`, `null`, `N/A` or empty, Dubbo's `ConfigUtils.isEmpty`): only
+    /// the first group with an available provider is called.
+    Off,
+    /// `true` or `default`: by the answers' kind, as Dubbo's `MergerFactory` does by the
+    /// return type: arrays concatenated, objects merged (a later group wins on a key);
+    /// anything else (numbers, strings, booleans) has no merger and is an error. A merger set
+    /// with `ClusterInvoker::with_merger` takes this place.
+    Default,
+    /// `list`, `array` or an array-element name (`int`, `long`, `string`, ...): arrays
+    /// concatenated.
+    List,
+    /// `set`: arrays concatenated without repeated elements.
+    Set,
+    /// `map`: objects merged.
+    Map,
+}
+
+impl FromStr for Merger {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let t = s.trim();
+        let lower = t.to_ascii_lowercase();
+        Ok(match lower.as_str() {
+            "" | "false" | "0" | "null" | "n/a" => Merger::Off,
+            "true" | "default" => Merger::Default,
+            "list" | "array" | "boolean" | "byte" | "char" | "short" | "int" | "long" | "float"
+            | "double" | "string" => Merger::List,
+            "set" => Merger::Set,
+            "map" => Merger::Map,
+            _ if t.starts_with('.') => {
+                return Err(Error::bad_config(format!(
+                    "merger={t:?} calls a method of the Java result type, which JSON answers do not \
+                     have; set a merger in code with ClusterInvoker::with_merger"
+                )));
+            }
+            _ => {
+                return Err(Error::bad_config(format!(
+                    "merger={t:?} is not a merger (known: true, default, list, array, set, map, \
+                     false)"
+                )));
+            }
+        })
+    }
+}
+
 impl FromStr for Hedge {
     type Err = Error;
     /// `p95`, or a delay such as `30ms` / `1s` / `25` (ms).
@@ -276,6 +325,9 @@ pub struct Settings {
     /// `zone`: the consumer's zone (zone-aware).
     #[serde(default)]
     pub zone: Option<String>,
+    /// `merger` (mergeable): `true`, `list`, `set`, `map`, ... or `false` (see [`Merger`]).
+    #[serde(default)]
+    pub merger: Option<String>,
 }
 
 impl Settings {
@@ -314,6 +366,7 @@ impl Settings {
             hedge: self.hedge.clone().or_else(|| lower.hedge.clone()),
             deadline: self.deadline.or(lower.deadline),
             zone: self.zone.clone().or_else(|| lower.zone.clone()),
+            merger: self.merger.clone().or_else(|| lower.merger.clone()),
         }
     }
 
@@ -324,6 +377,10 @@ impl Settings {
         }
         if let Some(h) = &self.hedge {
             h.parse::<Hedge>()
+                .map_err(|e| Error::bad_config(format!("{what}: {}", e.message())))?;
+        }
+        if let Some(m) = &self.merger {
+            m.parse::<Merger>()
                 .map_err(|e| Error::bad_config(format!("{what}: {}", e.message())))?;
         }
         if let Some(p) = self.broadcast_fail_percent {
@@ -370,6 +427,9 @@ pub struct Effective {
     pub deadline: Option<Duration>,
     /// Consumer zone.
     pub zone: Option<String>,
+    /// How `mergeable` combines groups; `None` when not set (merging then happens only with
+    /// a merger set in code).
+    pub merger: Option<Merger>,
     /// The snapshot epoch these settings were resolved for and, when some endpoint's
     /// registration changes them, every endpoint's limits.
     pub(crate) resolved_for: Option<(u64, Option<Arc<[Limits]>>)>,
@@ -417,6 +477,7 @@ impl Effective {
             hedge: s.hedge.as_deref().and_then(|h| h.parse().ok()),
             deadline: s.deadline.map(Duration::from_millis),
             zone: s.zone.clone(),
+            merger: s.merger.as_deref().and_then(|m| m.parse().ok()),
             resolved_for: None,
             timeout_forced: false,
         }
@@ -629,7 +690,7 @@ impl ClusterConfig {
     /// services:
     ///   com.foo.Bar:           # consumer service; keys: cluster, retries, timeout, forks,
     ///     cluster: forking     # sticky, actives, mock, broadcast.fail.percent,
-    ///     forks: 3             # failbacktasks, hedge, deadline, zone
+    ///     forks: 3             # failbacktasks, hedge, deadline, zone, merger
     ///     methods:
     ///       sayHello: { retries: 0, timeout: 300 }
     /// ```
@@ -801,7 +862,7 @@ fn clamp_u64(t: u64) -> i64 {
 }
 
 /// The keys a settings layer may hold.
-pub(crate) const SETTING_KEYS: [&str; 12] = [
+pub(crate) const SETTING_KEYS: [&str; 13] = [
     "cluster",
     "retries",
     "timeout",
@@ -814,6 +875,7 @@ pub(crate) const SETTING_KEYS: [&str; 12] = [
     "hedge",
     "deadline",
     "zone",
+    "merger",
 ];
 
 fn check_keys(v: &serde_norway::Value, what: &str, extra: &[&str]) -> Result<(), Error> {

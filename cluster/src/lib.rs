@@ -39,7 +39,8 @@ pub mod triple;
 pub use budget::{BudgetConfig, RetryBudget};
 pub use call::{Attempter, Call, DEADLINE_FLOOR};
 pub use config::{
-    ClusterConfig, Effective, FallbackFn, Hedge, MAX_ATTEMPTS, Mock, MockAction, Settings, Strategy,
+    ClusterConfig, Effective, FallbackFn, Hedge, MAX_ATTEMPTS, Merger, Mock, MockAction, Settings,
+    Strategy,
 };
 pub use http_invoker::{DEFAULT_DRAIN_GRACE, DEFAULT_MAX_BODY, HttpInvoker, RestRoute};
 pub use invoker::{ClusterInvoker, ClusterStrategy, MergerFn};

@@ -611,54 +611,128 @@ async fn available_skips_an_instance_ejected_as_an_outlier() {
     assert_eq!(fi.calls().iter().filter(|p| **p == 3).count(), 5);
 }
 
-#[tokio::test(start_paused = true)]
-async fn mergeable_calls_one_instance_per_group_and_merges() {
-    #[derive(Debug)]
-    struct ByGroup;
-    impl Invoker for ByGroup {
-        fn invoke<'a>(
-            &'a self,
-            t: &'a Instance,
-            _i: &'a Invocation,
-            _d: Duration,
-        ) -> BoxFuture<'a, Result<Value>> {
-            let g = t.service().group.to_string();
-            Box::pin(async move {
-                match g.as_str() {
-                    "a" => Result::Ok(json!([1, 2])),
-                    "b" => Result::Ok(json!([3])),
-                    _ => Err(Error::transport("group c is down")),
-                }
-            })
-        }
+/// Answers by group: `a` [1, 2] (its instance on port 10 refuses), `b` [3], `c` down.
+#[derive(Debug, Default)]
+struct ByGroup {
+    calls: Mutex<Vec<(String, u16)>>,
+}
+impl Invoker for ByGroup {
+    fn invoke<'a>(
+        &'a self,
+        t: &'a Instance,
+        _i: &'a Invocation,
+        _d: Duration,
+    ) -> BoxFuture<'a, Result<Value>> {
+        let g = t.service().group.to_string();
+        self.calls.lock().unwrap().push((g.clone(), t.port()));
+        let port = t.port();
+        Box::pin(async move {
+            match g.as_str() {
+                "a" if port == 10 => Err(Error::transport("10 refuses")),
+                "a" => Result::Ok(json!([1, 2])),
+                "b" => Result::Ok(json!([3])),
+                _ => Err(Error::transport("group c is down")),
+            }
+        })
     }
-    let insts = ["a", "a", "b", "c"]
+}
+
+/// Two instances in group a (one refusing), one in b, one in c; all on one address, so the
+/// groups are told apart by endpoint identity alone.
+async fn grouped_cluster(
+    consumer_group: &str,
+    config: ClusterConfig,
+) -> (ClusterInvoker, Arc<ByGroup>) {
+    let insts = [("a", 10), ("a", 11), ("b", 12), ("c", 13)]
         .iter()
-        .enumerate()
-        .map(|(k, g)| {
-            Instance::builder("10.0.0.1", 10 + k as u16)
+        .map(|(g, port)| {
+            Instance::builder("10.0.0.1", *port)
                 .service(ServiceKey::with("com.foo.Bar", g, ""))
                 .build()
         })
         .collect();
-    let c = ClusterInvoker::new(
-        directory(insts).await,
-        Arc::new(ByGroup),
-        ClusterConfig::default().strategy(Strategy::Mergeable),
+    let dir = RegistryDirectory::spawn(
+        DirectoryConfig::new(ServiceKey::with("com.foo.Bar", consumer_group, "")),
+        None,
     );
+    dir.apply(Update::Reset(insts));
+    dir.wait_until(Duration::from_secs(5), |s| s.epoch() >= 1)
+        .await
+        .unwrap();
+    let by = Arc::new(ByGroup::default());
+    let c = ClusterInvoker::new(Arc::new(dir), by.clone(), config).with_budget(None);
+    (c, by)
+}
+
+fn merger(m: &str) -> ClusterConfig {
+    ClusterConfig::default().service_settings(Settings {
+        merger: Some(m.into()),
+        ..Settings::default()
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn mergeable_without_a_merger_calls_the_first_available_group_only() {
+    // `a,b` makes the reference mergeable by itself (the configured strategy is failover);
+    // no merger: only group a is called, failing over inside it from port 10 to 11.
+    let (c, by) = grouped_cluster("a,b", ClusterConfig::default()).await;
+    for _ in 0..20 {
+        assert_eq!(c.invoke(&inv()).await.unwrap(), json!([1, 2]));
+    }
+    let calls = by.calls.lock().unwrap().clone();
+    assert!(calls.iter().all(|(g, _)| g == "a"), "{calls:?}");
+    assert!(calls.iter().any(|(_, p)| *p == 10) && calls.iter().any(|(_, p)| *p == 11));
+    // The consumer's order decides which group is first.
+    let (c, _) = grouped_cluster("b,a", ClusterConfig::default()).await;
+    assert_eq!(c.invoke(&inv()).await.unwrap(), json!([3]));
+    // A group that cannot be reached passes the call to the next one.
+    let (c, _) = grouped_cluster("c,b", merger("false")).await;
+    assert_eq!(c.invoke(&inv()).await.unwrap(), json!([3]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn mergeable_with_a_merger_calls_every_group_and_merges() {
+    let (c, by) = grouped_cluster("*", merger("true")).await;
+    for _ in 0..10 {
+        assert_eq!(
+            c.invoke(&inv()).await.unwrap(),
+            json!([1, 2, 3]),
+            "a (after failing over from 10 to 11) and b; c failed and was dropped"
+        );
+    }
+    let calls = by.calls.lock().unwrap().clone();
+    assert!(calls.iter().any(|(g, _)| g == "c"));
+    // A list merger concatenates; a map merger refuses arrays with an error naming them.
+    let (c, _) = grouped_cluster("b,a", merger("list")).await;
     assert_eq!(
         c.invoke(&inv()).await.unwrap(),
-        json!([1, 2, 3]),
-        "group c failed and was dropped"
+        json!([3, 1, 2]),
+        "the consumer's order"
+    );
+    let (c, _) = grouped_cluster("*", merger("map")).await;
+    let e = c.invoke(&inv()).await.unwrap_err();
+    assert!(e.to_string().contains("objects"), "{e}");
+    // A merger in code merges without the setting.
+    let (c, _) = grouped_cluster("*", ClusterConfig::default()).await;
+    let c = c.with_merger(|v| Result::Ok(json!(v.len())));
+    assert_eq!(c.invoke(&inv()).await.unwrap(), json!(2));
+    // Dubbo's merger names are checked when the settings load.
+    assert!(merger(".addAll").validate().is_err());
+    assert!(merger("sum").validate().is_err());
+}
+
+#[test]
+fn the_default_merge_has_no_scalar_merger() {
+    assert_eq!(
+        crate::merge_results(vec![json!({"a": 1}), json!({"b": 2, "a": 3})]).unwrap(),
+        json!({"a": 3, "b": 2})
     );
     assert_eq!(
-        crate::merge_results(vec![json!({"a": 1}), json!({"b": 2})]).unwrap(),
-        json!({"a": 1, "b": 2})
+        crate::merge_results(vec![json!([1]), Value::Null, json!([2])]).unwrap(),
+        json!([1, 2])
     );
-    assert_eq!(
-        crate::merge_results(vec![json!(2), json!(3)]).unwrap(),
-        json!(5)
-    );
+    // Numbers are not summed: Dubbo has no merger for single values.
+    assert!(crate::merge_results(vec![json!(2), json!(3)]).is_err());
     assert!(crate::merge_results(vec![json!("x"), json!([1])]).is_err());
 }
 

@@ -1,13 +1,14 @@
 //! One Java Dubbo 3.3 process exporting `DemoService` under two groups on one port: two
-//! endpoints at one address (issue #14, identity by service key), each reached by a consumer
-//! of both groups. Real ZooKeeper (`SWITCHMAN_ZK`), real Java provider (`peers/java`).
+//! endpoints at one address (issue #14, identity by service key); a consumer of both groups
+//! is mergeable as in Dubbo: the first group alone without a merger, both with one. Real ZooKeeper (`SWITCHMAN_ZK`), real Java provider (`peers/java`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::json;
 use switchman_cluster::dubbo::DubboInvoker;
-use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker};
+use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker, Settings};
 use switchman_core::{Invocation, ServiceKey};
 use switchman_discovery::{DirectoryConfig, RegistryDirectory, registry_from_url};
 use switchman_integration_tests::java_peer::{self, DEMO_SERVICE, JavaProvider, ProviderOptions};
@@ -20,7 +21,7 @@ async fn two_groups_on_one_port_are_two_endpoints_and_both_are_called() {
     }
     let base = unique("groups");
     let (ga, gb) = (format!("{base}-a"), format!("{base}-b"));
-    let _provider = JavaProvider::start(
+    let provider = JavaProvider::start(
         &ProviderOptions::zookeeper(&zookeeper())
             .group(&format!("{ga},{gb}"))
             .name("both")
@@ -49,22 +50,37 @@ async fn two_groups_on_one_port_are_two_endpoints_and_both_are_called() {
     assert_eq!(groups, [ga.as_str(), gb.as_str()]);
     assert!(!Arc::ptr_eq(&eps[0].stats, &eps[1].stats));
 
-    let cluster = ClusterInvoker::new(
-        dir.clone(),
-        Arc::new(ProtocolInvoker::new().dubbo(DubboInvoker::new())),
-        ClusterConfig::default().timeout(Duration::from_secs(5)),
-    );
+    // A consumer of two groups is mergeable (as in Dubbo); without a merger it calls the first
+    // group it lists only.
+    let cluster = |config: ClusterConfig| {
+        ClusterInvoker::new(
+            dir.clone(),
+            Arc::new(ProtocolInvoker::new().dubbo(DubboInvoker::new())),
+            config.timeout(Duration::from_secs(5)),
+        )
+    };
+    let first_only = cluster(ClusterConfig::default());
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for _ in 0..200 {
-        let who = cluster.invoke(&Invocation::new("whoami")).await.unwrap();
+    for _ in 0..50 {
+        let who = first_only.invoke(&Invocation::new("whoami")).await.unwrap();
         *counts.entry(who.as_str().unwrap().to_string()).or_default() += 1;
     }
-    eprintln!("200 calls over two groups on one port: {counts:?}");
-    // Each group answers as its own service object: the provider dispatched by group.
-    let a = counts.get(&format!("both/{ga}")).copied().unwrap_or(0);
-    let b = counts.get(&format!("both/{gb}")).copied().unwrap_or(0);
-    assert_eq!(a + b, 200, "{counts:?}");
-    assert!(a > 60 && b > 60, "both endpoints take calls: {counts:?}");
+    assert_eq!(counts.get(&format!("both/{ga}")), Some(&50), "{counts:?}");
+
+    // With `merger=map` every group is called and the answers merged.
+    let merging = cluster(ClusterConfig::default().service_settings(Settings {
+        merger: Some("map".into()),
+        ..Settings::default()
+    }));
+    for k in 0..40 {
+        let echoed = merging
+            .invoke(&Invocation::new("echo").with_args(vec![json!({"k": k})]))
+            .await
+            .unwrap();
+        assert_eq!(echoed, json!({"k": k}));
+    }
+    // 40 merged calls reached the provider's DemoService 80 times: once per group.
+    assert_eq!(provider.calls_of("echo"), 80);
     // Each endpoint keeps its own statistics.
     let snap = dir.load();
     let served: Vec<u64> = snap
@@ -72,6 +88,6 @@ async fn two_groups_on_one_port_are_two_endpoints_and_both_are_called() {
         .iter()
         .map(|e| e.stats.succeeded())
         .collect();
-    assert_eq!(served.iter().sum::<u64>(), 200, "{served:?}");
-    assert!(served.iter().all(|&n| n > 60), "{served:?}");
+    assert_eq!(served.iter().sum::<u64>(), 50 + 80, "{served:?}");
+    assert!(served.iter().all(|&n| n >= 40), "{served:?}");
 }

@@ -17,8 +17,14 @@ use crate::config::Strategy;
 
 pub(crate) use mergeable::default_merge;
 
-/// Runs the built-in strategy `kind`.
+/// Runs the built-in strategy `kind`; a consumer of several groups (`*` or a list) is
+/// mergeable whatever `kind` says, as in Dubbo (`kind` then applies within each group).
 pub(crate) async fn run(kind: Strategy, call: &mut Call<'_>) -> Result<Value> {
+    let kind = if is_multi_group(&call.inner().directory.snapshot().service().group) {
+        Strategy::Mergeable
+    } else {
+        kind
+    };
     match kind {
         Strategy::Failover => failover::run(call).await,
         Strategy::Failfast => simple::failfast(call).await,
@@ -30,6 +36,11 @@ pub(crate) async fn run(kind: Strategy, call: &mut Call<'_>) -> Result<Value> {
         Strategy::Mergeable => mergeable::run(call).await,
         Strategy::ZoneAware => zone_aware::run(call).await,
     }
+}
+
+/// Whether a consumer's `group` names several groups (`*` or a comma-separated list).
+pub(crate) fn is_multi_group(group: &str) -> bool {
+    group == "*" || group.contains(',')
 }
 
 /// Treats a business error as an answer (forking, hedging: the provider did answer).
