@@ -76,6 +76,12 @@ pub(crate) struct CallArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
+    /// With --metrics: label attempt durations with the instance called (`server_address`,
+    /// `server_port`): one series per instance.
+    #[arg(long, requires = "metrics")]
+    metrics_per_instance: bool,
 }
 
 type Outcome = std::result::Result<Value, String>;
@@ -155,6 +161,7 @@ async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
     }
     let config = cluster_config(&args)?;
     let (arguments, attachments) = parse_args(&args)?;
+    args.metrics.start()?;
     let payload: Payload = args.payload.parse().map_err(|e: switchman_core::Error| {
         format!("--payload {:?}: {}", args.payload, e.message())
     })?;
@@ -180,7 +187,10 @@ async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
         .await
         .map_err(|e| e.to_string())?;
     let directory = reference.directory().clone();
-    let cluster = reference.cluster().clone();
+    let cluster = match args.metrics_per_instance {
+        true => reference.cluster().clone().with_instance_metrics(true),
+        false => reference.cluster().clone(),
+    };
     let mut inv = Invocation::new(&args.method)
         .with_args(arguments)
         .with_types(args.types.iter().map(|t| t.trim()));

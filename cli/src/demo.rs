@@ -46,6 +46,8 @@ pub(crate) struct DemoArgs {
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -207,6 +209,7 @@ async fn run_demo(args: &DemoArgs) -> Result<Report, String> {
             args.calls
         ));
     }
+    args.metrics.start()?;
     let started = Instant::now();
     let plan = [
         ("p1", Behaviour::Healthy),

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod call;
 mod demo;
 mod lb;
+mod metrics;
 mod provider;
 mod route;
 mod watch;

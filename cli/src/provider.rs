@@ -73,6 +73,11 @@ pub(crate) struct ProviderArgs {
     /// Delay before every answer, in ms.
     #[arg(long, default_value_t = 0)]
     delay_ms: u64,
+    /// With `--protocol http`, every request is recorded in
+    /// `rpc_server_call_duration_seconds` (rpc_system, rpc_service, rpc_method, outcome,
+    /// error_type = the HTTP status of a failure).
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 async fn shutdown_signal() {
@@ -104,6 +109,7 @@ async fn run_provider(args: ProviderArgs) -> Result<(), String> {
             args.fail_percent
         ));
     }
+    args.metrics.start()?;
     let bind: SocketAddr = format!("{}:{}", args.bind, args.port)
         .parse()
         .or_else(|_| format!("[{}]:{}", args.bind, args.port).parse())
@@ -191,6 +197,30 @@ async fn run_provider(args: ProviderArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// The provider-side duration histogram (OpenTelemetry's `rpc.server.call.duration`).
+const SERVER_DURATION: &str = "rpc_server_call_duration_seconds";
+
+/// The labels of one request of the HTTP provider (a test tool: built per request).
+fn server_labels(service: &str, method: &str, status: Option<&'static str>) -> Vec<metrics::Label> {
+    let mut l = vec![
+        metrics::Label::new("rpc_system", "http"),
+        metrics::Label::new("rpc_service", service.to_string()),
+        metrics::Label::new("rpc_method", method.to_string()),
+        metrics::Label::new(
+            "outcome",
+            if status.is_some() {
+                "failure"
+            } else {
+                "success"
+            },
+        ),
+    ];
+    if let Some(s) = status {
+        l.push(metrics::Label::new("error_type", s));
+    }
+    l
+}
+
 /// The running server, whichever the protocol.
 #[allow(dead_code)] // held for its Drop
 enum Served {
@@ -211,16 +241,25 @@ async fn serve_http(
         let name = handler_name.get().cloned().unwrap_or_default();
         let failing = fail > 0.0 && fastrand::f64() < fail;
         Box::pin(async move {
+            let started = std::time::Instant::now();
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            if failing {
-                ProviderReply::Status(503, format!("{name} is failing on purpose"))
-            } else {
-                ProviderReply::Ok(
-                    json!({"from": name, "method": req.method, "echo": req.arguments}),
+            let (labels, reply) = if failing {
+                (
+                    server_labels(&req.service, &req.method, Some("503")),
+                    ProviderReply::Status(503, format!("{name} is failing on purpose")),
                 )
-            }
+            } else {
+                (
+                    server_labels(&req.service, &req.method, None),
+                    ProviderReply::Ok(
+                        json!({"from": name, "method": req.method, "echo": req.arguments}),
+                    ),
+                )
+            };
+            metrics::histogram!(SERVER_DURATION, labels).record(started.elapsed().as_secs_f64());
+            reply
         })
     })
     .await

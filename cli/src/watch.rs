@@ -31,6 +31,8 @@ pub(crate) struct WatchArgs {
     /// Show the registry's empty list as it is (`publish`) or keep the last one (`keep`).
     #[arg(long, default_value = "publish", value_parser = ["publish", "keep"])]
     empty: String,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 pub(crate) fn snapshot_json(s: &Snapshot) -> serde_json::Value {
@@ -67,6 +69,10 @@ pub(crate) fn run(args: WatchArgs) -> ExitCode {
         }
     };
     rt.block_on(async move {
+        if let Err(e) = args.metrics.start() {
+            eprintln!("switchman watch: {e}");
+            return ExitCode::from(2);
+        }
         let registry = match registry_from_url(&args.registry) {
             Ok(r) => r,
             Err(e) => {

@@ -7,10 +7,12 @@ use serde_json::Value;
 use switchman_core::{Error, ErrorKind, Invocation, Result};
 use switchman_discovery::Snapshot;
 use tokio::time::Instant;
-use tracing::{Instrument, debug, trace_span};
+use tracing::field::Empty;
+use tracing::{Instrument, debug, info_span};
 
 use crate::config::{Effective, MAX_ATTEMPTS};
 use crate::invoker::Inner;
+use crate::telemetry::{CallTelemetry, Outcome, System};
 
 /// No new attempt starts when less than this remains of the call's deadline.
 pub const DEADLINE_FLOOR: Duration = Duration::from_millis(5);
@@ -82,6 +84,7 @@ pub struct Attempter<'c> {
     invocation: &'c Invocation,
     settings: &'c Effective,
     deadline: Option<Instant>,
+    telemetry: &'c CallTelemetry,
 }
 
 impl std::fmt::Debug for Attempter<'_> {
@@ -134,15 +137,27 @@ impl<'c> Attempter<'c> {
             }
             timeout = timeout.min(left);
         }
-        self.inner.metrics.attempts.increment(1);
-        let span = trace_span!("attempt", address = ep.instance.address(), method = %self.invocation.method);
+        let system = System::of(ep.instance.protocol());
+        let number = self.telemetry.begin_attempt(system);
+        let span = info_span!(
+            "attempt",
+            endpoint = ep.instance.address(),
+            attempt = number,
+            rpc.system = system.as_str(),
+            otel.kind = "client",
+            outcome = Empty,
+            error_type = Empty,
+        );
         let started = Instant::now();
         let guard = ep.stats.begin();
         let fut = self
             .inner
             .invoker
             .invoke(&ep.instance, self.invocation, timeout);
-        let result = match tokio::time::timeout(timeout, fut).instrument(span).await {
+        let result = match tokio::time::timeout(timeout, fut)
+            .instrument(span.clone())
+            .await
+        {
             Ok(r) => r,
             Err(_) => Err(Error::timeout(format!(
                 "{} did not answer {} within {timeout:?}",
@@ -151,6 +166,21 @@ impl<'c> Attempter<'c> {
             ))),
         };
         let elapsed = started.elapsed();
+        let outcome = Outcome::of(&result);
+        let target = (
+            ep.instance.address(),
+            ep.instance.host(),
+            ep.instance.port(),
+        );
+        self.inner
+            .metrics
+            .record_attempt(&self.telemetry.series, system, target, outcome, elapsed);
+        if !span.is_disabled() {
+            span.record("outcome", outcome.as_str());
+            if let Some(t) = outcome.error_type() {
+                span.record("error_type", t);
+            }
+        }
         let served = match &result {
             Ok(_) => true,
             Err(e) => e.is_business(),
@@ -176,6 +206,7 @@ pub struct Call<'c> {
     inner: &'c Inner,
     invocation: &'c Invocation,
     settings: &'c Effective,
+    telemetry: &'c CallTelemetry,
     deadline: Option<Instant>,
     rng: fastrand::Rng,
     tried: Tried,
@@ -196,11 +227,13 @@ impl<'c> Call<'c> {
         inner: &'c Inner,
         invocation: &'c Invocation,
         settings: &'c Effective,
+        telemetry: &'c CallTelemetry,
     ) -> Self {
         Call {
             inner,
             invocation,
             settings,
+            telemetry,
             deadline: settings.deadline.map(|d| Instant::now() + d),
             rng: fastrand::Rng::new(),
             tried: Tried::new(),
@@ -234,6 +267,7 @@ impl<'c> Call<'c> {
             invocation: self.invocation,
             settings: self.settings,
             deadline: self.deadline,
+            telemetry: self.telemetry,
         }
     }
 

@@ -11,7 +11,8 @@ use switchman_core::{BoxFuture, Error, ErrorKind, Instance, Invocation, Invoker,
 use switchman_discovery::{RegistryDirectory, Snapshot};
 use switchman_loadbalance::outlier::{Outcome, Verdict};
 use switchman_loadbalance::{EjectionCount, OutlierConfig};
-use tracing::{Instrument, debug, debug_span, info, warn};
+use tracing::field::Empty;
+use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::budget::{BudgetConfig, RetryBudget};
 use crate::call::Call;
@@ -19,6 +20,7 @@ use crate::config::{
     ClusterConfig, Effective, Limits, Mock, MockAction, ProviderKeys, apply_attachments,
 };
 use crate::strategy;
+use crate::telemetry::{self, CallTelemetry, Metrics};
 
 /// A user merger for the `mergeable` strategy.
 pub type MergerFn = Arc<dyn Fn(Vec<Value>) -> Result<Value> + Send + Sync>;
@@ -29,38 +31,6 @@ pub trait ClusterStrategy: Send + Sync + fmt::Debug {
     /// Runs one call: pick instances with `call.select`, attempt them with
     /// `call.attempter().attempt(..)`, ask `call.retry_allowed()` before retrying.
     fn call<'a, 'c>(&'a self, call: &'a mut Call<'c>) -> BoxFuture<'a, Result<Value>>;
-}
-
-/// Counters and gauges exported through the `metrics` facade (no-ops until the application
-/// installs a recorder). Handles are registered once per invoker, so recording allocates
-/// nothing. Names: `switchman_attempts_total`, `switchman_retries_total`,
-/// `switchman_retry_budget_refused_total`, `switchman_failback_dropped_total`,
-/// `switchman_failback_pending`, `switchman_calls_total`, `switchman_outlier_ejections_total`,
-/// `switchman_outlier_ejected` (gauge), labelled with `service`.
-pub(crate) struct Metrics {
-    pub(crate) calls: metrics::Counter,
-    pub(crate) attempts: metrics::Counter,
-    pub(crate) retries: metrics::Counter,
-    pub(crate) budget_refused: metrics::Counter,
-    pub(crate) failback_dropped: metrics::Counter,
-    pub(crate) failback_pending: metrics::Gauge,
-    pub(crate) outlier_ejections: metrics::Counter,
-    pub(crate) outlier_ejected: metrics::Gauge,
-}
-
-impl Metrics {
-    fn new(service: String) -> Self {
-        Metrics {
-            calls: metrics::counter!("switchman_calls_total", "service" => service.clone()),
-            attempts: metrics::counter!("switchman_attempts_total", "service" => service.clone()),
-            retries: metrics::counter!("switchman_retries_total", "service" => service.clone()),
-            budget_refused: metrics::counter!("switchman_retry_budget_refused_total", "service" => service.clone()),
-            failback_dropped: metrics::counter!("switchman_failback_dropped_total", "service" => service.clone()),
-            failback_pending: metrics::gauge!("switchman_failback_pending", "service" => service.clone()),
-            outlier_ejections: metrics::counter!("switchman_outlier_ejections_total", "service" => service.clone()),
-            outlier_ejected: metrics::gauge!("switchman_outlier_ejected", "service" => service),
-        }
-    }
 }
 
 /// Successful-latency histogram with power-of-two microsecond buckets (lock-free), for the
@@ -320,21 +290,24 @@ impl ClusterInvoker {
         Self::build(
             directory,
             invoker,
-            config,
-            Some(BudgetConfig::default()),
-            None,
-            None,
+            Parts {
+                budget: Some(BudgetConfig::default()),
+                custom: None,
+                merger: None,
+                config,
+                instance_metrics: false,
+            },
         )
     }
 
-    fn build(
-        directory: Arc<RegistryDirectory>,
-        invoker: Arc<dyn Invoker>,
-        config: ClusterConfig,
-        budget: Option<BudgetConfig>,
-        custom: Option<Arc<dyn ClusterStrategy>>,
-        merger: Option<MergerFn>,
-    ) -> Self {
+    fn build(directory: Arc<RegistryDirectory>, invoker: Arc<dyn Invoker>, parts: Parts) -> Self {
+        let Parts {
+            budget,
+            custom,
+            merger,
+            config,
+            instance_metrics,
+        } = parts;
         let service = directory.load().service().to_string();
         let inner = Arc::new_cyclic(|this| Inner {
             directory,
@@ -342,7 +315,7 @@ impl ClusterInvoker {
             outlier: config.outlier,
             config,
             budget: budget.map(RetryBudget::new),
-            metrics: Metrics::new(service),
+            metrics: Metrics::new(service, instance_metrics),
             latency: Latency::new(),
             resolved: ArcSwapOption::empty(),
             sticky: ArcSwapOption::empty(),
@@ -362,16 +335,10 @@ impl ClusterInvoker {
             custom: inner.custom.clone(),
             merger: inner.merger.clone(),
             config: inner.config.clone(),
+            instance_metrics: inner.metrics.per_instance(),
         };
         f(&mut parts);
-        Self::build(
-            inner.directory.clone(),
-            inner.invoker.clone(),
-            parts.config,
-            parts.budget,
-            parts.custom,
-            parts.merger,
-        )
+        Self::build(inner.directory.clone(), inner.invoker.clone(), parts)
     }
 
     /// Replaces the built-in strategies with your own (a new invoker with fresh state).
@@ -384,8 +351,16 @@ impl ClusterInvoker {
         self.rebuild(|p| p.budget = budget)
     }
 
-    /// A merger for the `mergeable` strategy (default: arrays concatenated, objects merged,
-    /// numbers summed).
+    /// Labels the attempt-duration histogram with the instance called (`server_address`,
+    /// `server_port`; off by default: one series per instance, method and outcome can be many
+    /// series). A new invoker with fresh state. See [`crate::telemetry`].
+    pub fn with_instance_metrics(self, on: bool) -> Self {
+        self.rebuild(|p| p.instance_metrics = on)
+    }
+
+    /// A merger for the `mergeable` strategy: with it every group is called and their answers
+    /// go to `merger` (it takes the place of `merger=true`; a named `merger` setting such as
+    /// `list` or `map` still picks the built-in one).
     pub fn with_merger(
         self,
         merger: impl Fn(Vec<Value>) -> Result<Value> + Send + Sync + 'static,
@@ -418,30 +393,55 @@ impl ClusterInvoker {
     }
 
     /// Makes one call.
+    ///
+    /// Recorded as one sample of `rpc_client_call_duration_seconds` (not when a forced mock
+    /// answers without calling) and traced as an `info` span `call` (fields `rpc.service`,
+    /// `rpc.method`, `cluster`, then `outcome`, `error_type` and `attempts`) around one `attempt`
+    /// span per attempt. A failure answered by a `fail:` mock is recorded as the failure it
+    /// was. See [`crate::telemetry`].
     pub async fn invoke(&self, invocation: &Invocation) -> Result<Value> {
         let inner = &*self.inner;
+        let started = tokio::time::Instant::now();
         let snap = inner.directory.snapshot();
         let resolved = inner.effective(&snap, &invocation.method);
         drop(snap);
         let overridden = apply_attachments(&resolved, invocation);
         let settings = overridden.as_ref().unwrap_or(&resolved);
-        inner.metrics.calls.increment(1);
         if let Some(Mock::Force(action)) = &settings.mock {
             return run_mock(action, invocation, None);
         }
         if let Some(b) = &inner.budget {
             b.deposit();
         }
-        let span = debug_span!("call", method = %invocation.method, cluster = %settings.strategy);
+        let telemetry = CallTelemetry::new(inner.metrics.method(&invocation.method));
+        let span = info_span!("call",
+            rpc.service = inner.metrics.service(),
+            rpc.method = %invocation.method,
+            cluster = %settings.strategy,
+            outcome = Empty,
+            error_type = Empty,
+            attempts = Empty,
+        );
         let result = async {
-            let mut call = Call::new(inner, invocation, settings);
+            let mut call = Call::new(inner, invocation, settings, &telemetry);
             match &inner.custom {
                 Some(custom) => custom.call(&mut call).await,
                 None => strategy::run(settings.strategy, &mut call).await,
             }
         }
-        .instrument(span)
+        .instrument(span.clone())
         .await;
+        let outcome = telemetry::Outcome::of(&result);
+        telemetry
+            .series
+            .record_call(telemetry.system(), outcome, started.elapsed());
+        if !span.is_disabled() {
+            span.record("outcome", outcome.as_str());
+            span.record("attempts", telemetry.attempts());
+            if let Some(t) = outcome.error_type() {
+                span.record("error_type", t);
+            }
+        }
         match (&result, &settings.mock) {
             (Err(e), Some(Mock::Fail(action))) if !e.is_business() => {
                 info!(method = %invocation.method, error = %e, "call failed; answering with the mock");
@@ -465,6 +465,7 @@ struct Parts {
     custom: Option<Arc<dyn ClusterStrategy>>,
     merger: Option<MergerFn>,
     config: ClusterConfig,
+    instance_metrics: bool,
 }
 
 fn run_mock(action: &MockAction, invocation: &Invocation, cause: Option<&Error>) -> Result<Value> {
@@ -514,7 +515,8 @@ impl Inner {
                 let delay = base.mul_f64(0.5 + rng.f64());
                 tokio::time::sleep(delay).await;
                 let Some(inner) = weak.upgrade() else { return };
-                let mut call = Call::new(&inner, &inv, &settings);
+                let telemetry = CallTelemetry::new(inner.metrics.method(&inv.method));
+                let mut call = Call::new(&inner, &inv, &settings, &telemetry);
                 let outcome = async {
                     let snap = call.snapshot();
                     if let Some(a) = &last {

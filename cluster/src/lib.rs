@@ -32,6 +32,7 @@ mod protocol;
 #[cfg(feature = "provider")]
 pub mod provider;
 mod strategy;
+pub mod telemetry;
 #[cfg(test)]
 mod tests;
 pub mod triple;

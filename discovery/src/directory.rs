@@ -933,11 +933,12 @@ impl State {
             reported_changed,
         } = counts;
         let label = service.to_string();
-        metrics::gauge!("switchman_directory_instances", "service" => label.clone())
+        metrics::gauge!("switchman_directory_instances", "rpc_service" => label.clone())
             .set(snap.instances().len() as f64);
-        metrics::gauge!("switchman_directory_routable", "service" => label.clone())
+        metrics::gauge!("switchman_directory_routable", "rpc_service" => label.clone())
             .set(snap.endpoints().len() as f64);
-        metrics::counter!("switchman_directory_snapshots_total", "service" => label).increment(1);
+        metrics::counter!("switchman_directory_snapshots_total", "rpc_service" => label)
+            .increment(1);
         if added + removed + changed > 0 || self.epoch == 1 {
             info!(service = %service, epoch = self.epoch, instances = snap.instances().len(),
                 available = snap.endpoints().len(), added, removed, changed, "directory updated");
@@ -1210,7 +1211,10 @@ mod tests {
         let refreshed = dir.load().epoch() - first;
         // About one refresh per 100 ms over the second; with the sleep re-created at every
         // message there would be none.
-        assert!(refreshed >= 4, "{refreshed} warm-up refreshes during the flood");
+        assert!(
+            refreshed >= 4,
+            "{refreshed} warm-up refreshes during the flood"
+        );
     }
 
     #[tokio::test]

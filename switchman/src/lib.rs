@@ -37,8 +37,12 @@
     unreachable_pub
 )]
 
+#[cfg(feature = "prometheus")]
+mod prometheus;
 mod reference;
 
+#[cfg(feature = "prometheus")]
+pub use prometheus::{install_metrics_recorder, serve_metrics};
 pub use reference::{DEFAULT_WAIT, Reference, ReferenceBuilder};
 
 /// The random number generator in the [`loadbalance::Picker`] signature.

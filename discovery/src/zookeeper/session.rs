@@ -246,6 +246,9 @@ async fn run(
     let mut backoff = Duration::from_millis(100);
     let mut generation = 0u64;
     let mut failing = false;
+    // Since when ZooKeeper was out of reach (connect failing, or the session ended): the next
+    // session's log line says how long that took.
+    let mut down_since: Option<std::time::Instant> = None;
     loop {
         let connected = tokio::select! {
             r = connect(&config) => r,
@@ -260,6 +263,7 @@ async fn run(
                     warn!(registry = %config.redacted, "cannot reach ZooKeeper, retrying in the background: {e}");
                 }
                 failing = true;
+                down_since.get_or_insert_with(std::time::Instant::now);
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
                     _ = stop.changed() => return,
@@ -271,18 +275,42 @@ async fn run(
         failing = false;
         backoff = Duration::from_millis(100);
         generation += 1;
-        info!(registry = %config.redacted, session = %client.session_id(), generation, "ZooKeeper session established");
+        let session = client.session_id();
+        match down_since.take().map(|t| t.elapsed().as_millis() as u64) {
+            Some(down_ms) if generation > 1 => {
+                info!(registry = %config.redacted, %session, generation, down_ms, "ZooKeeper session re-established (a new session)")
+            }
+            Some(after_ms) => {
+                info!(registry = %config.redacted, %session, after_ms, "ZooKeeper session established after retries")
+            }
+            None => {
+                info!(registry = %config.redacted, %session, generation, "ZooKeeper session established")
+            }
+        }
         let nodes: Vec<(String, Vec<u8>)> = registered
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        let registering = std::time::Instant::now();
+        let (mut created, mut failed) = (0usize, 0usize);
         for (path, data) in nodes {
             match ensure_ephemeral(&client, &config, &path, &data).await {
-                Ok(()) => debug!(path, "provider node (re-)created"),
-                Err(e) => warn!(path, "cannot re-create provider node: {e}"),
+                Ok(()) => {
+                    created += 1;
+                    debug!(path, "provider node (re-)created")
+                }
+                Err(e) => {
+                    failed += 1;
+                    warn!(path, "cannot re-create provider node: {e}")
+                }
             }
+        }
+        if created + failed > 0 && generation > 1 {
+            info!(registry = %config.redacted, %session, nodes = created, failed,
+                took_ms = registering.elapsed().as_millis() as u64,
+                "provider nodes re-registered in the new session");
         }
         let mut states = client.state_watcher();
         clients.send_replace(Some(Conn {
@@ -317,7 +345,12 @@ async fn run(
                 }
             }
         }
-        warn!(registry = %config.redacted, state = %state, "ZooKeeper session ended; starting a new one");
+        // Expired (or closed, or refused auth): ephemeral provider nodes are gone until the
+        // next session re-registers them.
+        let lost_ms = lost_at.map(|t| t.elapsed().as_millis() as u64);
+        warn!(registry = %config.redacted, %session, state = %state, lost_ms,
+            "ZooKeeper session ended; starting a new one");
+        down_since = Some(lost_at.unwrap_or_else(std::time::Instant::now));
         clients.send_replace(None);
     }
 }

@@ -1,0 +1,131 @@
+//! Registry health in the logs when a ZooKeeper session expires (issue 19, item 6): the lost
+//! connection once at warn, the session's end once at warn with how long the connection had
+//! been lost, the new session once at info with how long ZooKeeper was gone, and the
+//! re-registration of the provider nodes once at info with how many and how long it took;
+//! never once per retry. Against a PRIVATE server this test freezes (SIGSTOP) past the session
+//! timeout.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use switchman_core::{Instance, Protocol, ServiceKey, Url};
+use switchman_discovery::zookeeper::ZookeeperRegistry;
+use switchman_discovery::{DirectoryConfig, Registrar, RegistryDirectory};
+use switchman_integration_tests::unique;
+use switchman_integration_tests::zk_server::ZkServer;
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+    fn lines(&self, needle: &str) -> Vec<String> {
+        self.text()
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+async fn until(what: &str, log: &Captured, needle: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while log.lines(needle).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: no {needle:?} in the log:\n{}",
+            log.text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The single line containing `needle`, at `level`, naming the registry.
+fn one(log: &Captured, needle: &str, level: &str, fields: &[&str]) -> String {
+    let lines = log.lines(needle);
+    assert_eq!(lines.len(), 1, "once: {needle:?}\n{}", log.text());
+    let line = &lines[0];
+    assert!(line.contains(level), "{level}: {line}");
+    assert!(line.contains("registry=zookeeper://127.0.0.1:"), "{line}");
+    for f in fields {
+        assert!(line.contains(f), "{f} in {line}");
+    }
+    line.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_expiry_and_re_registration_are_logged_once_each_with_durations() {
+    let log = Captured::default();
+    let writer = log.clone();
+    tracing_subscriber::fmt()
+        .with_env_filter("switchman_discovery=info")
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .init();
+    let server = tokio::task::spawn_blocking(ZkServer::standalone)
+        .await
+        .unwrap();
+    let url = server.registry_url("session=2000&timeout=1000");
+    let registry = ZookeeperRegistry::from_url(&Url::parse(&url).unwrap()).unwrap();
+    let iface = unique("it.zk.HealthLogs").replace('-', "_");
+    let instance = Instance::builder("127.0.0.1", 19_301)
+        .protocol(Protocol::Http)
+        .service(ServiceKey::new(&iface))
+        .timestamp_ms(0)
+        .build();
+    registry.register(&instance).await.unwrap();
+    let dir =
+        RegistryDirectory::subscribe(&registry, DirectoryConfig::new(ServiceKey::new(&iface)))
+            .await
+            .unwrap();
+    dir.wait_until(Duration::from_secs(15), |s| s.instances().len() == 1)
+        .await
+        .unwrap();
+    until("connected", &log, "ZooKeeper session established").await;
+
+    // Frozen past the session timeout: the client loses the connection, and when the server
+    // resumes it finds its session expired.
+    server.signal(0, "STOP");
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    server.signal(0, "CONT");
+    until("after the expiry", &log, "provider nodes re-registered").await;
+    // Give any repeated line the time to show.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    one(&log, "ZooKeeper connection lost", "WARN", &[]);
+    one(
+        &log,
+        "ZooKeeper session ended",
+        "WARN",
+        &["lost_ms=", "session=0x"],
+    );
+    one(
+        &log,
+        "ZooKeeper session re-established",
+        "INFO",
+        &["down_ms=", "generation=2"],
+    );
+    one(
+        &log,
+        "provider nodes re-registered in the new session",
+        "INFO",
+        &["nodes=1", "failed=0", "took_ms="],
+    );
+    // The subscription is back: the provider is still listed.
+    assert_eq!(dir.load().instances().len(), 1);
+    drop(dir);
+    drop(server);
+}
