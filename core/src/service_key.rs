@@ -43,6 +43,33 @@ impl ServiceKey {
         )
     }
 
+    /// Whether this key names a set of services rather than one: `*` for the interface,
+    /// group or version, or a comma in the group or version (a list). A registry that names
+    /// services by their key (Nacos) has to list the services and pick the ones this key
+    /// [accepts](ServiceKey::accepts) instead of looking the name up.
+    pub fn is_pattern(&self) -> bool {
+        [&self.interface, &self.group, &self.version]
+            .iter()
+            .any(|p| p.as_ref() == "*")
+            || self.group.contains(',')
+            || self.version.contains(',')
+    }
+
+    /// The provider key a Nacos service name of Dubbo's form stands for:
+    /// `providers:{interface}:{version}:{group}`, exactly four `:`-separated parts, category
+    /// `providers`, a non-empty interface (as Dubbo's `NacosRegistry.isConformRules` and
+    /// `NacosServiceName`). `None` for any other name (a consumer, a Spring Cloud service,
+    /// an application).
+    pub fn from_nacos_service_name(name: &str) -> Option<ServiceKey> {
+        let mut parts = name.split(':');
+        let (category, interface, version, group) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() || category != "providers" || interface.is_empty() {
+            return None;
+        }
+        Some(ServiceKey::with(interface, group, version))
+    }
+
     /// Whether `other` (a provider's key) is accepted by this (a consumer's) key, with the rules
     /// of Dubbo's `UrlUtils.isMatch` (the interface-level registry's consumer/provider match):
     /// `*` matches anything; a consumer group may be a comma list matching any of its
@@ -101,6 +128,47 @@ mod tests {
         assert!(ServiceKey::with("com.foo.Bar", "b,a", "1.0").accepts(&p));
         assert!(!ServiceKey::with("com.foo.Bar", "b", "1.0").accepts(&p));
         assert!(!ServiceKey::new("com.foo.Bar").accepts(&p));
+    }
+
+    #[test]
+    fn patterns_and_nacos_names() {
+        for (g, v, pattern) in [
+            ("", "", false),
+            ("g1", "1.0", false),
+            ("*", "", true),
+            ("", "*", true),
+            ("g1,g2", "", true),
+            ("g1,", "", true),
+            ("", "1.0,2.0", true),
+        ] {
+            assert_eq!(
+                ServiceKey::with("com.foo.Bar", g, v).is_pattern(),
+                pattern,
+                "group {g:?} version {v:?}"
+            );
+        }
+        assert!(ServiceKey::new("*").is_pattern());
+        for k in [
+            ServiceKey::with("com.foo.Bar", "g1", "1.0.0"),
+            ServiceKey::new("com.foo.Bar"),
+            ServiceKey::with("com.foo.Bar", "g,h", ""),
+        ] {
+            assert_eq!(
+                ServiceKey::from_nacos_service_name(&k.nacos_service_name()),
+                Some(k.clone()),
+                "round trip of {k}"
+            );
+        }
+        for name in [
+            "consumers:com.foo.Bar::",
+            "providers:com.foo.Bar:1.0",
+            "providers:com.foo.Bar:1.0:g:extra",
+            "providers::1.0:g",
+            "order-service",
+            "",
+        ] {
+            assert_eq!(ServiceKey::from_nacos_service_name(name), None, "{name:?}");
+        }
     }
 
     /// Dubbo's `UrlUtils.isMatch` splits the consumer's group on commas, never its version.

@@ -23,8 +23,12 @@ pub struct Configurator {
     pub services: Vec<ServiceKey>,
     /// Disabled rules are kept but not applied.
     pub enabled: bool,
-    /// Parameters set on matching providers. Typed ones: `weight` (integer), `disabled`
-    /// (`true` removes the provider from routing), `enabled` (`false` likewise).
+    /// Parameters set on matching providers, read exactly as the same keys of a provider URL
+    /// ([`Instance::from_url`]), whether the rule was parsed from registry data or built in
+    /// code. Typed ones: `weight` (an integer; a negative one is 0, as Dubbo balances with
+    /// `max(weight, 0)`), `disabled` (when present and not empty it decides alone: `true`, in
+    /// any case, removes the provider from routing), else `enabled` (anything but `true`, in
+    /// any case, removes it).
     pub parameters: BTreeMap<String, String>,
 }
 
@@ -64,12 +68,18 @@ impl Configurator {
     /// applied.
     pub fn validate(&self) -> Result<()> {
         if let Some(w) = self.parameters.get("weight") {
-            w.trim().parse::<u32>().map_err(|_| {
-                Error::bad_config(format!(
-                    "override for {}: weight={w:?} is not a non-negative integer",
-                    self.address.as_deref().unwrap_or("0.0.0.0")
-                ))
-            })?;
+            // The provider-URL rule: any integer up to u32::MAX, a negative one counts as 0.
+            let ok = w
+                .trim()
+                .parse::<i64>()
+                .is_ok_and(|n| u32::try_from(n.max(0)).is_ok());
+            if !ok {
+                return Err(Error::bad_config(format!(
+                    "override for {}: weight={w:?} is not an integer up to {}",
+                    self.address.as_deref().unwrap_or("0.0.0.0"),
+                    u32::MAX
+                )));
+            }
         }
         Ok(())
     }
@@ -196,6 +206,60 @@ mod tests {
         let mut other_app = Configurator::for_all().param("weight", "1");
         other_app.applications = vec!["billing".into()];
         assert!(apply([&other_app], &inst("10.0.0.1", 80)).is_none());
+    }
+
+    /// A rule built in code reads `disabled` and `enabled` as the YAML and `override://` paths
+    /// (and provider URLs) do: case-insensitive, `disabled` deciding when present.
+    #[test]
+    fn flags_of_rules_built_in_code_ignore_case_and_disabled_wins() {
+        let enabled_after = |params: &[(&str, &str)]| {
+            let rule = params
+                .iter()
+                .fold(Configurator::for_address("10.0.0.1:80"), |r, (k, v)| {
+                    r.param(k, v)
+                });
+            rule.validate().unwrap();
+            apply([&rule], &inst("10.0.0.1", 80)).unwrap().enabled()
+        };
+        assert!(!enabled_after(&[("disabled", "TRUE")]));
+        assert!(!enabled_after(&[("disabled", " True ")]));
+        assert!(!enabled_after(&[("enabled", "FALSE")]));
+        assert!(!enabled_after(&[("enabled", "no")]), "only `true` is true");
+        assert!(enabled_after(&[("enabled", "True")]));
+        assert!(enabled_after(&[("disabled", "False")]));
+        assert!(
+            enabled_after(&[("disabled", "false"), ("enabled", "false")]),
+            "disabled wins when present"
+        );
+        assert!(
+            !enabled_after(&[("disabled", "TRUE"), ("enabled", "TRUE")]),
+            "disabled wins when present"
+        );
+        // A rule re-enabling a provider that registered `enabled=false`.
+        let off = Instance::from_url(
+            &switchman_core::Url::parse("http://10.0.0.1:80/svc?enabled=false").unwrap(),
+        )
+        .unwrap();
+        assert!(!off.enabled());
+        let on = Configurator::for_all().param("disabled", "FALSE");
+        assert!(apply([&on], &off).unwrap().enabled());
+    }
+
+    /// A negative weight in a rule built in code is 0, as in an `override://` URL (Dubbo's
+    /// `max(weight, 0)`), instead of failing validation.
+    #[test]
+    fn a_negative_weight_in_code_is_zero() {
+        let rule = Configurator::for_address("10.0.0.1").param("weight", "-5");
+        rule.validate().expect("a negative weight is valid");
+        let out = apply([&rule], &inst("10.0.0.1", 80)).unwrap();
+        assert_eq!(out.weight(), 0);
+        assert!(out.enabled(), "kept, with weight 0");
+        assert!(
+            Configurator::for_all()
+                .param("weight", "4294967296")
+                .validate()
+                .is_err()
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::weights::{Sampler, member_weights};
+use crate::weights::{Sampler, member_weights, weighted_untried};
 use crate::{Endpoint, LoadBalance, PickContext, Picker};
 
 /// Dubbo's `random`: weighted random. The table is an alias table (Vose), so a pick is O(1)
@@ -25,6 +25,7 @@ impl LoadBalance for RandomBalance {
         let w = member_weights(endpoints, &members, now);
         Box::new(RandomPicker {
             sampler: Sampler::new(&w.weights),
+            weights: w.weights.into_boxed_slice(),
             members,
             refresh: w.refresh,
         })
@@ -35,6 +36,8 @@ impl LoadBalance for RandomBalance {
 struct RandomPicker {
     members: Arc<[u32]>,
     sampler: Sampler,
+    /// Effective weights, in member order (for the reselect).
+    weights: Box<[u32]>,
     refresh: Option<Duration>,
 }
 
@@ -56,6 +59,25 @@ impl Picker for RandomPicker {
 
     fn refresh_after(&self) -> Option<Duration> {
         self.refresh
+    }
+
+    /// Dubbo's reselect runs the balancer over the untried members: a weighted draw among
+    /// them. Redraws from the whole table until one lands on an untried member (each accepted
+    /// draw has exactly that distribution, O(1) each); after `RESELECT_TRIES` misses (the
+    /// tried members hold most of the weight) one pass over the members draws it directly.
+    fn pick_untried(
+        &self,
+        _endpoints: &[Endpoint],
+        ctx: &PickContext<'_>,
+        rng: &mut fastrand::Rng,
+    ) -> Option<usize> {
+        for _ in 0..crate::RESELECT_TRIES {
+            let i = self.members[self.sampler.sample(rng)?] as usize;
+            if !ctx.tried.contains(&i) {
+                return Some(i);
+            }
+        }
+        weighted_untried(&self.members, &self.weights, ctx.tried, rng)
     }
 }
 

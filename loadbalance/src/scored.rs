@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::stats::{coarse_now_ns, tick_coarse_clock};
-use crate::weights::{Sampler, member_weights};
+use crate::weights::{Sampler, member_weights, weighted_untried};
 use crate::{Endpoint, InstanceStats, PickContext, Picker};
 
 /// Largest routed subset that may be scanned exactly on each pick.
@@ -76,6 +76,17 @@ impl<S: Score> ScoredPicker<S> {
     /// Dubbo's exact algorithm: the minimum score, ties by weighted random (uniform when the
     /// tied weights are all equal). Zero-weight members are skipped while others have weight.
     fn pick_scan(&self, endpoints: &[Endpoint], rng: &mut fastrand::Rng) -> Option<usize> {
+        self.pick_scan_avoiding(endpoints, &[], rng)
+    }
+
+    /// [`ScoredPicker::pick_scan`] over the members not in `tried` (endpoint indexes): Dubbo's
+    /// reselect runs the balancer over the untried instances.
+    fn pick_scan_avoiding(
+        &self,
+        endpoints: &[Endpoint],
+        tried: &[usize],
+        rng: &mut fastrand::Rng,
+    ) -> Option<usize> {
         let now = if S::NEEDS_CLOCK { coarse_now_ns() } else { 0 };
         let mut tied = [0u8; MAX_EXACT_SCAN];
         let mut count = 0usize;
@@ -85,6 +96,9 @@ impl<S: Score> ScoredPicker<S> {
         for pos in 0..self.members.len() {
             let w = self.weights[pos];
             if w == 0 && self.any_positive {
+                continue;
+            }
+            if !tried.is_empty() && tried.contains(&(self.members[pos] as usize)) {
                 continue;
             }
             let s = self.score_of(endpoints, pos, now);
@@ -169,5 +183,30 @@ impl<S: Score> Picker for ScoredPicker<S> {
 
     fn refresh_after(&self) -> Option<Duration> {
         self.refresh
+    }
+
+    /// The balancer over the untried members (Dubbo's reselect): the exact scan skipping the
+    /// tried ones; above the exact-scan limit, two choices redrawn until untried, then one
+    /// weighted pass.
+    fn pick_untried(
+        &self,
+        endpoints: &[Endpoint],
+        ctx: &PickContext<'_>,
+        rng: &mut fastrand::Rng,
+    ) -> Option<usize> {
+        if self.scan {
+            if let Some(i) = self.pick_scan_avoiding(endpoints, ctx.tried, rng) {
+                return Some(i);
+            }
+            // Only zero-weight members are left untried.
+            return weighted_untried(&self.members, &self.weights, ctx.tried, rng);
+        }
+        for _ in 0..crate::RESELECT_TRIES {
+            let i = self.pick_two(endpoints, rng)?;
+            if !ctx.tried.contains(&i) {
+                return Some(i);
+            }
+        }
+        weighted_untried(&self.members, &self.weights, ctx.tried, rng)
     }
 }

@@ -15,6 +15,10 @@
 //! is how operators tune traffic at run time; it must not be silently overridden by a value
 //! frozen at registration. Switchman's own registrar writes both (`weight/100` into the Nacos
 //! field and the integer into metadata), so its instances read back unchanged either way.
+//!
+//! A negative metadata `weight` is 0 and the instance stays (Dubbo's
+//! `AbstractLoadBalance.getWeight` is `max(weight, 0)`), as for a provider URL; a value that
+//! is no integer, or above `u32::MAX`, is logged and ignored.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -59,9 +63,39 @@ fn parse_meta<T: std::str::FromStr>(
     match raw.trim().parse::<T>() {
         Ok(v) => Some(v),
         Err(_) => {
-            warn!(service, address, key, value = %raw, "ignoring a metadata value that is not a non-negative integer");
+            warn!(service, address, key, value = %raw, "ignoring a metadata value that is not an integer in range");
             None
         }
+    }
+}
+
+/// The metadata `weight` as Dubbo reads a provider's weight: `max(weight, 0)`; `None` (logged)
+/// when it is not an integer up to `u32::MAX`.
+fn metadata_weight(service: &str, address: &str, md: &HashMap<String, String>) -> Option<u32> {
+    let w = parse_meta::<i64>(service, address, md, "weight")?;
+    match u32::try_from(w.max(0)) {
+        Ok(w) => Some(w),
+        Err(_) => {
+            warn!(
+                service,
+                address,
+                weight = w,
+                "ignoring a metadata weight above {}",
+                u32::MAX
+            );
+            None
+        }
+    }
+}
+
+/// Whether the metadata leave the instance enabled, as `Instance::from_url` reads a provider
+/// URL (Dubbo's `RegistryDirectory.toInvokers`): a non-empty `disabled` decides alone
+/// (`true`, in any case, disables), else `enabled` (absent or `true` in any case enables).
+fn metadata_enabled(md: &HashMap<String, String>) -> bool {
+    let flag = |k: &str| md.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+    match flag("disabled") {
+        Some(d) => !d.eq_ignore_ascii_case("true"),
+        None => flag("enabled").is_none_or(|e| e.eq_ignore_ascii_case("true")),
     }
 }
 
@@ -117,7 +151,7 @@ pub(crate) fn to_instance(
     for (k, v) in params {
         b = b.param(k, v);
     }
-    let meta_weight = parse_meta::<u32>(&service, &address, md, "weight");
+    let meta_weight = metadata_weight(&service, &address, md);
     b = b.weight(effective_weight(si.weight, meta_weight));
     if let Some(w) = parse_meta::<u64>(&service, &address, md, "warmup") {
         b = b.warmup(Duration::from_millis(w));
@@ -137,9 +171,9 @@ pub(crate) fn to_instance(
     if let Some(z) = zone {
         b = b.zone(z);
     }
-    let meta_enabled = md.get("enabled").map(|v| v.trim()) != Some("false")
-        && md.get("disabled").map(|v| v.trim()) != Some("true");
-    b = b.enabled(si.enabled && meta_enabled).healthy(si.healthy);
+    b = b
+        .enabled(si.enabled && metadata_enabled(md))
+        .healthy(si.healthy);
     if let Some(a) = md.get("application").filter(|a| !a.is_empty()) {
         b = b.application(a);
     }
@@ -293,6 +327,47 @@ mod tests {
         let mut s = si(1.0, &[]);
         s.port = 70000;
         assert!(to_instance(&key, false, &s).is_none());
+    }
+
+    /// Dubbo balances with `max(weight, 0)`: a negative metadata weight keeps the provider with
+    /// weight 0 (it used to be ignored, giving the Nacos default 100).
+    #[test]
+    fn a_negative_metadata_weight_is_zero_and_the_instance_stays() {
+        let key = ServiceKey::with("com.foo.Bar", "", "1.0");
+        for (raw, want) in [("-5", 0), ("-0", 0), ("0", 0), ("7", 7), (" 300 ", 300)] {
+            let i = to_instance(&key, true, &si(1.0, &[("weight", raw)]))
+                .unwrap_or_else(|| panic!("weight={raw:?} keeps the instance"));
+            assert_eq!(i.weight(), want, "weight={raw:?}");
+            assert!(i.enabled(), "weight={raw:?}");
+        }
+        // Above u32::MAX or not a number: ignored, the Nacos weight applies.
+        for raw in ["4294967296", "heavy", "1.5"] {
+            let i = to_instance(&key, true, &si(1.0, &[("weight", raw)])).unwrap();
+            assert_eq!(i.weight(), 100, "weight={raw:?}");
+        }
+    }
+
+    /// The metadata flags read as a provider URL's: `disabled` wins when present, both
+    /// case-insensitive.
+    #[test]
+    fn enabled_and_disabled_metadata_read_as_dubbo_reads_them() {
+        let key = ServiceKey::new("svc");
+        let enabled =
+            |md: &[(&str, &str)]| to_instance(&key, false, &si(1.0, md)).unwrap().enabled();
+        assert!(enabled(&[]));
+        assert!(enabled(&[("disabled", "false"), ("enabled", "false")]));
+        assert!(!enabled(&[("disabled", "TRUE")]));
+        assert!(!enabled(&[("disabled", "True"), ("enabled", "true")]));
+        assert!(!enabled(&[("enabled", "False")]));
+        assert!(
+            !enabled(&[("enabled", "no")]),
+            "only `true` is true, as Java reads it"
+        );
+        assert!(enabled(&[("enabled", "TRUE")]));
+        assert!(
+            !enabled(&[("disabled", ""), ("enabled", "FALSE")]),
+            "an empty disabled is absent"
+        );
     }
 
     #[test]

@@ -17,9 +17,16 @@
 //! | `rule_group` | `dubbo` | config-centre group of the rules |
 //! | `cache_dir` | `$TMPDIR/switchman-nacos` | nacos-sdk's own disk cache (never `$HOME`) |
 //! | `grpc_port` | HTTP port + 1000 | Nacos gRPC port |
+//! | `list_interval` | `10000` | ms between two listings of the group's services for a key that is a pattern (see below) |
 //!
 //! Plain naming has no Dubbo group or version: subscribing a key that has either is an error
 //! (the Nacos group is the registry's `group`).
+//!
+//! A Dubbo-naming key that is a [pattern](ServiceKey::is_pattern) (group or version `*`, a
+//! group list `g1,g2`, interface `*`) has no service name of its own: the subscription lists
+//! the group's services every `list_interval`, subscribes to every name
+//! `providers:{interface}:{version}:{group}` the key [accepts](ServiceKey::accepts) and
+//! merges their instances, each carrying its own service key (see `watch.rs`).
 //!
 //! The SDK clients are built in the background on first use, retried with backoff while Nacos is
 //! unreachable, so [`Registry::subscribe`] returns at once and the directory serves its snapshot
@@ -47,7 +54,7 @@ use nacos_sdk::api::naming::{NamingService, NamingServiceBuilder, ServiceInstanc
 use nacos_sdk::api::props::ClientProps;
 use switchman_core::{BoxFuture, Error, Instance, Result, ServiceKey, Url};
 use tokio::sync::{mpsc, watch as tokio_watch};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::{Registrar, Registry, UpdateReceiver};
 
@@ -76,6 +83,10 @@ const BUILD_BACKOFF_MIN: Duration = Duration::from_millis(500);
 const BUILD_BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// Bound on one client build attempt.
 const BUILD_TIMEOUT: Duration = Duration::from_secs(20);
+/// Default time between two service listings of a pattern subscription.
+const DEFAULT_LIST_INTERVAL: Duration = Duration::from_secs(10);
+/// Shortest accepted `list_interval` (each listing is one request per 100 services).
+const MIN_LIST_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How Nacos service names are formed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +122,9 @@ pub struct NacosOptions {
     pub rule_group: Option<String>,
     /// nacos-sdk's disk cache.
     pub cache_dir: PathBuf,
+    /// Time between two listings of the group's services, for subscriptions whose key is a
+    /// pattern (`*`, a group list).
+    pub list_interval: Duration,
 }
 
 impl std::fmt::Debug for NacosOptions {
@@ -127,6 +141,7 @@ impl std::fmt::Debug for NacosOptions {
             .field("application", &self.application)
             .field("rule_group", &self.rule_group)
             .field("cache_dir", &self.cache_dir)
+            .field("list_interval", &self.list_interval)
             .finish()
     }
 }
@@ -166,6 +181,20 @@ impl NacosOptions {
                     .filter(|p| *p > 0)
                     .ok_or_else(|| bad(format!("grpc_port={p:?} is not a port")))?,
             ),
+        };
+        let list_interval = match url.param("list_interval").map(str::trim) {
+            None | Some("") => DEFAULT_LIST_INTERVAL,
+            Some(ms) => ms
+                .parse::<u64>()
+                .ok()
+                .map(Duration::from_millis)
+                .filter(|d| *d >= MIN_LIST_INTERVAL && *d <= Duration::from_secs(86_400))
+                .ok_or_else(|| {
+                    bad(format!(
+                        "list_interval={ms:?} is not a number of milliseconds from {} to 86400000",
+                        MIN_LIST_INTERVAL.as_millis()
+                    ))
+                })?,
         };
         let rules = match url.param("rules").map(str::trim) {
             None | Some("") | Some("true") => true,
@@ -212,6 +241,7 @@ impl NacosOptions {
             cache_dir: non_empty("cache_dir")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| std::env::temp_dir().join("switchman-nacos")),
+            list_interval,
         })
     }
 
@@ -403,27 +433,46 @@ async fn connect(inner: Weak<Inner>) {
     let mut delay = BUILD_BACKOFF_MIN;
     let mut naming = None;
     let mut config = None;
+    // The first failure is a warning, the retries after it `debug`; the connection, once made,
+    // says how long it took (once per event, never per retry).
+    let started = std::time::Instant::now();
+    let mut failures = 0u32;
     loop {
         let Some(me) = inner.upgrade() else { return };
         if naming.is_none() {
             match me.opts.build_naming().await {
                 Ok(n) => naming = Some(n),
+                Err(e) if failures == 0 => {
+                    failures += 1;
+                    warn!(registry = %me.redacted, "nacos naming client not ready, retrying in the background: {e}")
+                }
                 Err(e) => {
-                    warn!(registry = %me.redacted, "nacos naming client not ready, retrying in {delay:?}: {e}")
+                    failures += 1;
+                    debug!(registry = %me.redacted, "nacos naming client still not ready, retrying in {delay:?}: {e}")
                 }
             }
         }
         if naming.is_some() && config.is_none() && me.opts.rule_group.is_some() {
             match me.opts.build_config().await {
                 Ok(c) => config = Some(c),
+                Err(e) if failures == 0 => {
+                    failures += 1;
+                    warn!(registry = %me.redacted, "nacos config client not ready, retrying in the background: {e}")
+                }
                 Err(e) => {
-                    warn!(registry = %me.redacted, "nacos config client not ready, retrying in {delay:?}: {e}")
+                    failures += 1;
+                    debug!(registry = %me.redacted, "nacos config client still not ready, retrying in {delay:?}: {e}")
                 }
             }
         }
         if let Some(n) = &naming {
             if config.is_some() || me.opts.rule_group.is_none() {
-                info!(registry = %me.redacted, "connected to nacos");
+                if failures > 0 {
+                    info!(registry = %me.redacted, after_ms = started.elapsed().as_millis() as u64,
+                        retries = failures, "connected to nacos");
+                } else {
+                    info!(registry = %me.redacted, "connected to nacos");
+                }
                 me.clients.send_replace(Some(Clients {
                     naming: n.clone(),
                     config: config.take(),
@@ -442,9 +491,13 @@ impl Registry for NacosRegistry {
         Box::pin(async move {
             let opts = &self.inner.opts;
             let service_name = opts.service_name(service)?;
+            // Dubbo's NacosRegistry: a concrete name is subscribed as is, a pattern through
+            // the service list (NacosServiceName.isCompatible).
+            let pattern = opts.naming == Naming::Dubbo && service.is_pattern();
             let w = watch::Watch {
                 key: service.clone(),
                 service_name,
+                list_every: pattern.then_some(opts.list_interval),
                 group: opts.group.clone(),
                 clusters: opts.clusters.clone(),
                 dubbo_naming: opts.naming == Naming::Dubbo,
@@ -574,6 +627,7 @@ mod tests {
         assert_eq!((o.username.as_deref(), o.password.as_deref()), (None, None));
         assert_eq!(o.rule_group.as_deref(), Some("dubbo"));
         assert_eq!(o.cache_dir, std::env::temp_dir().join("switchman-nacos"));
+        assert_eq!(o.list_interval, DEFAULT_LIST_INTERVAL);
         assert_eq!(
             opts("nacos://nacos.local").unwrap().server_addr,
             "nacos.local:8848"
@@ -599,6 +653,12 @@ mod tests {
         assert_eq!(o.cache_dir, PathBuf::from("/tmp/x"));
         assert_eq!(o.grpc_port, Some(19848));
         assert_eq!(o.rule_group.as_deref(), Some("gov"));
+        assert_eq!(
+            opts("nacos://127.0.0.1:8848?list_interval=500")
+                .unwrap()
+                .list_interval,
+            Duration::from_millis(500)
+        );
         let o = opts("nacos://admin:secret@127.0.0.1:8848?rules=false").unwrap();
         assert_eq!(
             (o.username.as_deref(), o.password.as_deref()),
@@ -617,6 +677,14 @@ mod tests {
             ("nacos://127.0.0.1:8848?naming=spring", "naming=\"spring\""),
             ("nacos://127.0.0.1:8848?grpc_port=x", "grpc_port=\"x\""),
             ("nacos://127.0.0.1:8848?rules=maybe", "rules=\"maybe\""),
+            (
+                "nacos://127.0.0.1:8848?list_interval=10",
+                "list_interval=\"10\"",
+            ),
+            (
+                "nacos://127.0.0.1:8848?list_interval=soon",
+                "list_interval=\"soon\"",
+            ),
             (
                 "nacos://127.0.0.1:8848?password=p",
                 "password without a username",

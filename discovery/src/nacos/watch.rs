@@ -14,13 +14,26 @@
 //!   publication (the SDK swallows the first change after a failed initial read). The task
 //!   therefore also reads every watched data id every [`RULE_POLL`]; a read of an existing
 //!   data id is served from the SDK's cache, so only absent data ids cost a request.
+//!
+//! A key that is a pattern (`*`, a group list; [`ServiceKey::is_pattern`]) is Dubbo's
+//! non-concrete `NacosServiceName`: it has no service name to subscribe to. As Dubbo's
+//! `NacosRegistry.filterServiceNames`, the task lists the group's services and subscribes to
+//! every `providers:{interface}:{version}:{group}` name the key accepts
+//! ([`compatible_names`]), merging their lists into one; each instance carries the key of the
+//! name it came from. Unlike Dubbo, which lists once when it subscribes, the task lists again
+//! every [`Watch::list_every`], so a group registered later is seen without a restart. A name
+//! once subscribed stays subscribed for the life of the subscription (its instances leave
+//! when Nacos pushes them gone), so a listing that misses a name, say one that moved between
+//! pages while they were read, never drops live providers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use nacos_sdk::api::config::{ConfigChangeListener, ConfigResponse, ConfigService};
-use nacos_sdk::api::naming::{NamingChangeEvent, NamingEventListener, ServiceInstance};
+use nacos_sdk::api::naming::{
+    NamingChangeEvent, NamingEventListener, NamingService, ServiceInstance,
+};
 use switchman_core::{Instance, ServiceKey};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
@@ -34,14 +47,21 @@ use crate::deltas::{Deltas, free_after_yield};
 pub(crate) const RULE_POLL: Duration = Duration::from_secs(2);
 /// Bound on each SDK call made from the task.
 const SDK_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Service names per page of a listing (Dubbo's `nacos.service.names.pagination.size`).
+const LIST_PAGE_SIZE: i32 = 100;
+/// Most pages one listing reads (100,000 names).
+const MAX_LIST_PAGES: i32 = 1000;
 
 /// What one subscription watches.
 #[derive(Debug, Clone)]
 pub(crate) struct Watch {
     /// The subscribed service.
     pub(crate) key: ServiceKey,
-    /// Its Nacos service name.
+    /// Its Nacos service name (for a pattern, the name its key would have; logs only).
     pub(crate) service_name: String,
+    /// `Some(interval)` when the key is a pattern: list the group's services every
+    /// `interval` and subscribe to the compatible ones (see the module docs).
+    pub(crate) list_every: Option<Duration>,
     /// Nacos group of the service.
     pub(crate) group: String,
     /// Keep only instances of these clusters (empty: all).
@@ -101,8 +121,9 @@ impl ConfigChangeListener for ConfigForwarder {
     }
 }
 
-/// Maps a full Nacos list onto instances, keeping only the wanted clusters.
-pub(crate) fn map_list(w: &Watch, list: &[ServiceInstance]) -> Vec<Instance> {
+/// Maps a full Nacos list of the service of provider key `key` onto instances, keeping only
+/// the wanted clusters.
+pub(crate) fn map_list(w: &Watch, key: &ServiceKey, list: &[ServiceInstance]) -> Vec<Instance> {
     list.iter()
         .filter(|si| {
             w.clusters.is_empty()
@@ -113,8 +134,123 @@ pub(crate) fn map_list(w: &Watch, list: &[ServiceInstance]) -> Vec<Instance> {
                         == c
                 })
         })
-        .filter_map(|si| mapping::to_instance(&w.key, w.dubbo_naming, si))
+        .filter_map(|si| mapping::to_instance(key, w.dubbo_naming, si))
         .collect()
+}
+
+/// The names among `names` (a listing of the group's services) that a subscription of the
+/// pattern `key` takes, each with the provider key it stands for: names of Dubbo's form
+/// ([`ServiceKey::from_nacos_service_name`]) naming one service (not a pattern themselves,
+/// as Dubbo's `isCompatible` wants a concrete name) that `key` [accepts](ServiceKey::accepts).
+pub(crate) fn compatible_names(
+    key: &ServiceKey,
+    names: impl IntoIterator<Item = String>,
+) -> BTreeMap<String, ServiceKey> {
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let provider = ServiceKey::from_nacos_service_name(&name)?;
+            (!provider.is_pattern() && key.accepts(&provider)).then_some((name, provider))
+        })
+        .collect()
+}
+
+/// Every service name of `group`, page by page (at most [`MAX_LIST_PAGES`]).
+async fn list_services(naming: &NamingService, group: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for page in 1..=MAX_LIST_PAGES {
+        let listed = tokio::time::timeout(
+            SDK_CALL_TIMEOUT,
+            naming.get_service_list(page, LIST_PAGE_SIZE, Some(group.to_string())),
+        )
+        .await;
+        let (names, count) = match listed {
+            Ok(Ok(page)) => page,
+            Ok(Err(e)) => return Err(format!("listing the services of group {group}: {e}")),
+            Err(_) => {
+                return Err(format!(
+                    "listing the services of group {group} timed out after {SDK_CALL_TIMEOUT:?}"
+                ));
+            }
+        };
+        let got = names.len();
+        out.extend(names);
+        if got == 0 || out.len() >= usize::try_from(count).unwrap_or(0) {
+            return Ok(out);
+        }
+    }
+    warn!(
+        group,
+        names = out.len(),
+        "more services than one listing reads; only these were considered"
+    );
+    Ok(out)
+}
+
+/// The service name an event is for (some SDK versions prefix `{group}@@`).
+fn event_service(ev: &NamingChangeEvent) -> String {
+    match ev.service_name.split_once("@@") {
+        Some((_, name)) => name.to_string(),
+        None => ev.service_name.clone(),
+    }
+}
+
+/// Subscribes `listener` to `name`. The listener is registered before the request goes out,
+/// and the SDK repeats the subscription after every reconnect, so a failure is not final.
+async fn subscribe_name(
+    clients: &Clients,
+    w: &Watch,
+    name: &str,
+    listener: &Arc<dyn NamingEventListener>,
+) {
+    w.subscribers.acquire(name, &w.group);
+    let service = &w.key;
+    match tokio::time::timeout(
+        SDK_CALL_TIMEOUT,
+        clients.naming.subscribe(
+            name.to_string(),
+            Some(w.group.clone()),
+            Vec::new(),
+            listener.clone(),
+        ),
+    )
+    .await
+    {
+        Ok(Ok(())) => {
+            info!(service = %service, nacos_service = %name, group = %w.group, "subscribed")
+        }
+        Ok(Err(e)) => {
+            warn!(service = %service, nacos_service = %name, "nacos subscribe failed, the SDK retries: {e}")
+        }
+        Err(_) => {
+            warn!(service = %service, nacos_service = %name, "nacos subscribe timed out, the SDK retries")
+        }
+    }
+}
+
+/// Ends this subscription's interest in `name`.
+///
+/// nacos-sdk's unsubscribe also ends the server-side subscription and the SDK's polling of
+/// the service, which other subscriptions of this registry to the same service still need:
+/// only the last one unsubscribes (the others' listeners stay registered, inert).
+async fn unsubscribe_name(
+    clients: &Clients,
+    w: &Watch,
+    name: &str,
+    listener: &Arc<dyn NamingEventListener>,
+) {
+    if w.subscribers.release(name, &w.group) {
+        let _ = tokio::time::timeout(
+            SDK_CALL_TIMEOUT,
+            clients.naming.unsubscribe(
+                name.to_string(),
+                Some(w.group.clone()),
+                Vec::new(),
+                listener.clone(),
+            ),
+        )
+        .await;
+    }
 }
 
 /// Runs one subscription until `tx`'s receiver is dropped.
@@ -133,28 +269,27 @@ pub(crate) async fn run(
         }
     };
     let service = w.key.to_string();
-    w.subscribers.acquire(&w.service_name, &w.group);
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
     let listener: Arc<dyn NamingEventListener> = Arc::new(NamingForwarder(ev_tx));
-    // The listener is registered before the request goes out, and the SDK repeats the
-    // subscription after every reconnect, so a failure here is not final.
-    match tokio::time::timeout(
-        SDK_CALL_TIMEOUT,
-        clients.naming.subscribe(
-            w.service_name.clone(),
-            Some(w.group.clone()),
-            Vec::new(),
-            listener.clone(),
-        ),
-    )
-    .await
-    {
-        Ok(Ok(())) => {
-            info!(service = %service, nacos_service = %w.service_name, group = %w.group, "subscribed")
-        }
-        Ok(Err(e)) => warn!(service = %service, "nacos subscribe failed, the SDK retries: {e}"),
-        Err(_) => warn!(service = %service, "nacos subscribe timed out, the SDK retries"),
+    // The subscribed names, each with the provider key of its instances.
+    let mut names: BTreeMap<String, ServiceKey> = BTreeMap::new();
+    // The last list of each name.
+    let mut lists: BTreeMap<String, Vec<Arc<Instance>>> = BTreeMap::new();
+    // Names to read again, with the event that said so (`None`: just subscribed).
+    let mut dirty: BTreeMap<String, Option<Arc<NamingChangeEvent>>> = BTreeMap::new();
+    // Whether the set of names is known: a pattern publishes nothing before its first listing.
+    let mut listed = w.list_every.is_none();
+    // Publish even if no list was read (the first listing found no name).
+    let mut publish = false;
+    if w.list_every.is_none() {
+        subscribe_name(&clients, &w, &w.service_name, &listener).await;
+        names.insert(w.service_name.clone(), w.key.clone());
+        dirty.insert(w.service_name.clone(), None);
     }
+    let mut list_tick =
+        tokio::time::interval(w.list_every.unwrap_or(Duration::from_secs(24 * 3600)));
+    list_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut list_failed = false;
 
     // Rules live in a task of their own so a slow config read never delays instance updates.
     let (apps_tx, apps_rx) = mpsc::unbounded_channel::<String>();
@@ -167,52 +302,90 @@ pub(crate) async fn run(
     let mut deltas = Deltas::default();
 
     'events: loop {
-        let ev = tokio::select! {
+        // Read what is dirty, then publish the merged list if anything changed.
+        let mut changed = std::mem::take(&mut publish);
+        let mut replaced = Vec::new();
+        for (name, ev) in std::mem::take(&mut dirty) {
+            let Some(key) = names.get(&name) else {
+                continue;
+            };
+            let Some(list) = current_list(&clients, &w.group, &name, ev.as_deref()).await else {
+                continue;
+            };
+            let instances: Vec<Arc<Instance>> =
+                map_list(&w, key, &list).into_iter().map(Arc::new).collect();
+            replaced.extend(lists.insert(name, instances));
+            changed = true;
+        }
+        if changed && listed {
+            let merged: Vec<Arc<Instance>> = lists.values().flatten().cloned().collect();
+            let count = merged.len();
+            let (updates, retired) = deltas.next(merged);
+            if updates.is_empty() {
+                debug!(service = %service, "nacos event without a change");
+            } else {
+                info!(service = %service, instances = count, "nacos pushed a new list");
+                // Provider applications bring their own rule data ids (tag router, app conditions).
+                for app in lists.values().flatten().filter_map(|i| i.application()) {
+                    if apps.insert(app.to_string()) {
+                        let _ = apps_tx.send(app.to_string());
+                    }
+                }
+                for update in updates {
+                    if tx.send(update).await.is_err() {
+                        break 'events;
+                    }
+                }
+            }
+            free_after_yield((retired, replaced)).await;
+        }
+
+        tokio::select! {
             _ = tx.closed() => break,
-            ev = ev_rx.recv() => ev,
-        };
-        let Some(mut ev) = ev else { break };
-        while let Ok(newer) = ev_rx.try_recv() {
-            ev = newer;
-        }
-        let list = current_list(&clients, &w, &ev).await;
-        let instances: Vec<Arc<Instance>> = map_list(&w, &list).into_iter().map(Arc::new).collect();
-        let (updates, retired) = deltas.next(instances.clone());
-        if updates.is_empty() {
-            debug!(service = %service, "nacos event without a change");
-            continue;
-        }
-        info!(service = %service, instances = instances.len(), "nacos pushed a new list");
-        // Provider applications bring their own rule data ids (tag router, app conditions).
-        for app in instances.iter().filter_map(|i| i.application()) {
-            if apps.insert(app.to_string()) {
-                let _ = apps_tx.send(app.to_string());
+            ev = ev_rx.recv() => {
+                let Some(ev) = ev else { break };
+                // A concrete subscription has one name, whatever the event calls it.
+                let name_of = |ev: &NamingChangeEvent| match w.list_every {
+                    None => w.service_name.clone(),
+                    Some(_) => event_service(ev),
+                };
+                dirty.insert(name_of(&ev), Some(ev));
+                while let Ok(newer) = ev_rx.try_recv() {
+                    dirty.insert(name_of(&newer), Some(newer));
+                }
+            }
+            _ = list_tick.tick(), if w.list_every.is_some() => {
+                match list_services(&clients.naming, &w.group).await {
+                    Ok(all) => {
+                        list_failed = false;
+                        for (name, key) in compatible_names(&w.key, all) {
+                            if names.contains_key(&name) {
+                                continue;
+                            }
+                            info!(service = %service, nacos_service = %name, "a compatible service appeared");
+                            subscribe_name(&clients, &w, &name, &listener).await;
+                            names.insert(name.clone(), key);
+                            dirty.insert(name, None);
+                        }
+                        if !listed {
+                            listed = true;
+                            publish = true;
+                        }
+                    }
+                    Err(e) if !list_failed => {
+                        list_failed = true;
+                        warn!(service = %service, "nacos service listing failed, retrying every {:?}: {e}", list_tick.period());
+                    }
+                    Err(e) => debug!(service = %service, "nacos service listing failed: {e}"),
+                }
             }
         }
-        for update in updates {
-            if tx.send(update).await.is_err() {
-                break 'events;
-            }
-        }
-        free_after_yield((retired, list)).await;
     }
 
     // The rule task ends by itself once the receiver is gone, removing its config listeners.
     drop(rule_task);
-    // nacos-sdk's unsubscribe also ends the server-side subscription and the SDK's polling of
-    // the service, which other subscriptions of this registry to the same service still need:
-    // only the last one unsubscribes (the others' listeners stay registered, inert).
-    if w.subscribers.release(&w.service_name, &w.group) {
-        let _ = tokio::time::timeout(
-            SDK_CALL_TIMEOUT,
-            clients.naming.unsubscribe(
-                w.service_name.clone(),
-                Some(w.group.clone()),
-                Vec::new(),
-                listener,
-            ),
-        )
-        .await;
+    for name in names.keys() {
+        unsubscribe_name(&clients, &w, name, &listener).await;
     }
     debug!(service = %service, "nacos subscription ended");
 }
@@ -270,26 +443,27 @@ async fn run_rules(
     }
 }
 
-/// The newest full list: the SDK's cache (updated in order before listeners run), else the
-/// event's own list.
+/// The newest full list of `name`: the SDK's cache (updated in order before listeners run),
+/// else the event's own list; `None` when neither is there (the next event brings it).
 async fn current_list(
     clients: &Clients,
-    w: &Watch,
-    ev: &NamingChangeEvent,
-) -> Vec<ServiceInstance> {
+    group: &str,
+    name: &str,
+    ev: Option<&NamingChangeEvent>,
+) -> Option<Vec<ServiceInstance>> {
     let cached = tokio::time::timeout(
         SDK_CALL_TIMEOUT,
         clients.naming.get_all_instances(
-            w.service_name.clone(),
-            Some(w.group.clone()),
+            name.to_string(),
+            Some(group.to_string()),
             Vec::new(),
             true,
         ),
     )
     .await;
     match cached {
-        Ok(Ok(list)) => list,
-        _ => ev.instances.clone().unwrap_or_default(),
+        Ok(Ok(list)) => Some(list),
+        _ => ev.map(|ev| ev.instances.clone().unwrap_or_default()),
     }
 }
 
@@ -340,6 +514,7 @@ mod tests {
         Watch {
             key: ServiceKey::new("svc"),
             service_name: "svc".into(),
+            list_every: None,
             group: "DEFAULT_GROUP".into(),
             clusters: clusters.iter().map(|c| c.to_string()).collect(),
             dubbo_naming: false,
@@ -379,7 +554,7 @@ mod tests {
             si(-1, Some("hz")),
         ];
         let ports = |w: &Watch| {
-            map_list(w, &list)
+            map_list(w, &w.key, &list)
                 .iter()
                 .map(|i| i.port())
                 .collect::<Vec<_>>()
@@ -391,5 +566,77 @@ mod tests {
         );
         assert_eq!(ports(&watch(&["hz"])), vec![1]);
         assert_eq!(ports(&watch(&["sh", "DEFAULT"])), vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn a_pattern_takes_every_compatible_concrete_name() {
+        let names = || {
+            [
+                "providers:com.foo.Bar::g1",
+                "providers:com.foo.Bar::g2",
+                "providers:com.foo.Bar::",
+                "providers:com.foo.Bar:1.0:g1",
+                "providers:com.foo.Other::g1",
+                "consumers:com.foo.Bar::g1",
+                "providers:com.foo.Bar::*",
+                "providers:com.foo.Bar::g1,g2",
+                "order-service",
+            ]
+            .into_iter()
+            .map(String::from)
+        };
+        let taken = |g: &str, v: &str| -> Vec<String> {
+            compatible_names(&ServiceKey::with("com.foo.Bar", g, v), names())
+                .into_keys()
+                .collect()
+        };
+        assert_eq!(
+            taken("*", ""),
+            [
+                "providers:com.foo.Bar::",
+                "providers:com.foo.Bar::g1",
+                "providers:com.foo.Bar::g2"
+            ],
+            "group * with no version: every group of the unversioned service"
+        );
+        assert_eq!(
+            taken("g1,g2", ""),
+            ["providers:com.foo.Bar::g1", "providers:com.foo.Bar::g2"]
+        );
+        assert_eq!(
+            taken("g2, g1", ""),
+            ["providers:com.foo.Bar::g1", "providers:com.foo.Bar::g2"],
+            "list entries are trimmed, as UrlUtils.isMatch does"
+        );
+        assert_eq!(taken("g1,", ""), ["providers:com.foo.Bar::g1"]);
+        assert_eq!(
+            taken("g1", "*"),
+            ["providers:com.foo.Bar:1.0:g1", "providers:com.foo.Bar::g1"]
+        );
+        assert_eq!(taken("*", "*").len(), 4);
+        assert!(taken("g3,g4", "").is_empty());
+        let keys = compatible_names(&ServiceKey::with("com.foo.Bar", "*", ""), names());
+        assert_eq!(
+            keys["providers:com.foo.Bar::g2"],
+            ServiceKey::with("com.foo.Bar", "g2", ""),
+            "each name's instances carry the name's own key"
+        );
+        let any = compatible_names(&ServiceKey::with("*", "*", "*"), names());
+        assert!(any.contains_key("providers:com.foo.Other::g1") && any.len() == 5);
+    }
+
+    #[test]
+    fn events_name_their_service_with_or_without_the_group_prefix() {
+        let ev = |name: &str| NamingChangeEvent {
+            service_name: name.into(),
+            group_name: "DEFAULT_GROUP".into(),
+            clusters: String::new(),
+            instances: None,
+        };
+        assert_eq!(event_service(&ev("providers:a::g")), "providers:a::g");
+        assert_eq!(
+            event_service(&ev("DEFAULT_GROUP@@providers:a::g")),
+            "providers:a::g"
+        );
     }
 }

@@ -16,6 +16,7 @@
 //! | `protocol` | any | the protocols this consumer accepts, e.g. `tri,http` |
 //! | `provided-by` | | applications to read app-level instances from, besides the mapping |
 //! | `app-level` | `true` | also read application-level instances |
+//! | `legacy-routers` | `true` | apply the `condition://` rules under `/dubbo/{interface}/routers` (Dubbo 2.x; Java Dubbo 3.x ignores them) |
 //! | `watch` | `auto` | `persistent` (recursive watches, ZooKeeper 3.6+), `oneshot` (re-armed one-shot watches), `auto` (persistent, one-shot when the server has none) |
 //!
 //! A user and password authenticate the session with the `digest` scheme; nodes we create
@@ -31,7 +32,9 @@
 //! of what changed after later lists, the override rules of
 //! `/dubbo/{interface}/configurators` and of the `*.configurators` config-centre keys as
 //! [`Update::Configurators`](crate::Update::Configurators), and the routing rules
-//! (`*.condition-router`, `*.tag-router`) as [`Update::Rule`](crate::Update::Rule). After a
+//! (`*.condition-router`, `*.tag-router`, and the legacy `condition://` URLs under
+//! `/dubbo/{interface}/routers` unless `legacy-routers=false`) as
+//! [`Update::Rule`](crate::Update::Rule). After a
 //! reconnect it re-lists; after a session expiry it builds a new session, re-creates the
 //! registered providers, re-adds its watches and re-lists. Bad nodes are logged with their path
 //! and skipped; the last good rules stay.
@@ -99,6 +102,8 @@ pub(crate) struct ZkConfig {
     pub(crate) protocols: Vec<String>,
     pub(crate) provided_by: Vec<String>,
     pub(crate) app_level: bool,
+    /// Apply the legacy `/dubbo/{interface}/routers` rules.
+    pub(crate) legacy_routers: bool,
     pub(crate) watch: WatchMode,
     /// The address for logs (password masked).
     pub(crate) redacted: String,
@@ -194,6 +199,15 @@ impl ZkConfig {
             Some("false") => false,
             Some(v) => return Err(bad(format!("app-level={v:?} is neither true nor false"))),
         };
+        let legacy_routers = match url.param("legacy-routers") {
+            None | Some("true") => true,
+            Some("false") => false,
+            Some(v) => {
+                return Err(bad(format!(
+                    "legacy-routers={v:?} is neither true nor false"
+                )));
+            }
+        };
         let watch = match url.param("watch") {
             None | Some("auto") => WatchMode::Auto,
             Some("persistent") => WatchMode::Persistent,
@@ -222,6 +236,7 @@ impl ZkConfig {
             protocols: list_param(url, "protocol"),
             provided_by: list_param(url, "provided-by"),
             app_level,
+            legacy_routers,
             watch,
             redacted: redacted_url.redacted(),
         })
@@ -518,6 +533,7 @@ mod tests {
             ("zookeeper://h:1/a//b", "chroot"),
             ("zookeeper://h:1?backup=x/y", "backup"),
             ("zookeeper://h:1?app-level=maybe", "app-level"),
+            ("zookeeper://h:1?legacy-routers=no", "legacy-routers"),
             ("zookeeper://h:1?watch=sometimes", "watch"),
             ("nacos://h:1", "zookeeper"),
         ] {

@@ -1,7 +1,7 @@
 //! What ZooKeeper nodes mean: provider children, override children, config-centre keys and the
 //! node a provider registers. Pure functions, unit-tested without a server.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use switchman_core::{ErrorKind, Instance, ServiceKey, Url};
@@ -178,6 +178,78 @@ impl ProviderFilter {
                 }
                 Err(e) => warn!(path, url = %url.redacted(), "skipping override: {e}"),
             }
+        }
+        out
+    }
+}
+
+impl ProviderFilter {
+    /// The routing rules among the `children` of a legacy `routers` node (what dubbo-admin
+    /// 2.x and `registry.register(URL.valueOf("condition://..."))` write), by rule key
+    /// `{path}/{child}`: the rule text is the child's URL, `condition://0.0.0.0/{interface}?
+    /// category=routers&rule={URL-encoded rule}&force=..&priority=..&enabled=..&runtime=..`,
+    /// which [`switchman_router::RouterChain::with_rule`] reads as Dubbo 2.7's
+    /// `ConditionRouter(URL)` does.
+    ///
+    /// As Dubbo: the router type is the `router` parameter when set, else the protocol
+    /// (`route://...?router=condition` is a condition rule too); a URL whose service key this
+    /// consumer does not accept ([`ServiceKey::accepts`], as `UrlUtils.isMatch` filters what
+    /// the registry notifies), with `enabled` other than `true`, or of another category is
+    /// not a rule for it; `empty://` is skipped. Other router types (`script`, `file`, ...)
+    /// and unreadable nodes are logged and skipped.
+    pub(crate) fn router_rules(&self, path: &str, children: &[String]) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for name in children {
+            if name.len() > MAX_NODE_NAME {
+                warn!(path, node = %shorten(name), "skipping router node over the size limit");
+                continue;
+            }
+            let url = match Url::from_encoded(name) {
+                Ok(u) => u,
+                Err(e) => {
+                    warn!(path, node = %shorten(name), "skipping router node: {e}");
+                    continue;
+                }
+            };
+            if url.protocol() == "empty" {
+                continue;
+            }
+            if url.param("category").is_some_and(|c| !c.trim().is_empty())
+                && !category_ok(&url, "routers")
+            {
+                debug!(path, url = %url.redacted(), "not a router URL (category); skipped");
+                continue;
+            }
+            let key = url_service_key(&url);
+            let interface_ok = self.key.interface.as_ref() == "*"
+                || key.interface.as_ref() == "*"
+                || key.interface == self.key.interface;
+            let mut probe = key;
+            probe.interface = self.key.interface.clone();
+            if !interface_ok || !self.key.accepts(&probe) {
+                continue;
+            }
+            // UrlUtils.isMatch drops a URL whose `enabled` reads false (Boolean.parseBoolean).
+            if url
+                .param("enabled")
+                .map(str::trim)
+                .is_some_and(|e| !e.is_empty() && !e.eq_ignore_ascii_case("true"))
+            {
+                debug!(path, url = %url.redacted(), "router URL with enabled=false ignored");
+                continue;
+            }
+            let kind = url
+                .param("router")
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+                .unwrap_or(url.protocol());
+            if kind != "condition" {
+                warn!(path, url = %url.redacted(), "router type {kind:?} is not supported (only condition rules); skipped");
+                continue;
+            }
+            let shown = url.to_string();
+            let text = format!("condition{}", &shown[url.protocol().len()..]);
+            out.insert(format!("{path}/{name}"), text);
         }
         out
     }
@@ -396,6 +468,90 @@ mod tests {
             ],
         );
         assert!(cleared.is_empty());
+    }
+
+    #[test]
+    fn router_children_become_condition_rules_for_this_consumer_only() {
+        let f = filter(ServiceKey::with("com.foo.Bar", "g1", ""));
+        let rule = enc("host = 10.0.0.9 => host != 10.0.0.1");
+        let mine = format!(
+            "condition://0.0.0.0/com.foo.Bar?category=routers&dynamic=false&force=false&group=g1&priority=2&rule={rule}&runtime=false"
+        );
+        let legacy = format!(
+            "route://0.0.0.0/com.foo.Bar?category=routers&router=condition&group=g1&rule={rule}"
+        );
+        let children: Vec<String> = [
+            mine.clone(),
+            legacy.clone(),
+            // Another group, no group at all (Dubbo's isMatch: not for a g1 consumer).
+            format!("condition://0.0.0.0/com.foo.Bar?category=routers&group=g2&rule={rule}"),
+            format!("condition://0.0.0.0/com.foo.Bar?category=routers&rule={rule}"),
+            format!("condition://0.0.0.0/com.foo.Bar?category=routers&group=g1&enabled=false&rule={rule}"),
+            "script://0.0.0.0/com.foo.Bar?category=routers&group=g1&rule=x".to_string(),
+            format!("condition://0.0.0.0/com.foo.Bar?category=providers&group=g1&rule={rule}"),
+            "empty://0.0.0.0/com.foo.Bar?category=routers&group=g1".to_string(),
+        ]
+        .iter()
+        .map(|u| enc(u))
+        .chain(["bad%ZZ".to_string()])
+        .collect();
+        let path = "/dubbo/com.foo.Bar/routers";
+        let rules = f.router_rules(path, &children);
+        assert_eq!(rules.len(), 2, "{rules:?}");
+        assert_eq!(rules[&format!("{path}/{}", enc(&mine))], mine);
+        let route = &rules[&format!("{path}/{}", enc(&legacy))];
+        assert!(
+            route.starts_with("condition://0.0.0.0/com.foo.Bar?"),
+            "{route}"
+        );
+        // The texts are rules the router chain takes: force, priority and the decoded rule.
+        for (key, text) in &rules {
+            switchman_router::RouterChain::new()
+                .with_rule(key, text)
+                .unwrap_or_else(|e| panic!("{text}: {e}"));
+        }
+        // A consumer of every group takes the g2 and the group-less rule too (`*` is any).
+        let any = filter(ServiceKey::with("com.foo.Bar", "*", ""));
+        assert_eq!(any.router_rules(path, &children).len(), 4);
+        let none = filter(ServiceKey::new("com.foo.Bar"));
+        assert_eq!(
+            none.router_rules(path, &children).len(),
+            1,
+            "the group-less rule"
+        );
+    }
+
+    /// A legacy router URL and the v3 `{service}.condition-router` rule both apply, one after
+    /// the other (each narrows what the other left), as Dubbo 2.7 chained every router.
+    #[test]
+    fn a_legacy_router_and_the_v3_service_rule_both_apply() {
+        use switchman_core::Invocation;
+        use switchman_router::{ConsumerInfo, Route, RouterChain};
+        let f = filter(ServiceKey::new("com.foo.Bar"));
+        let path = "/dubbo/com.foo.Bar/routers";
+        let legacy = format!(
+            "condition://0.0.0.0/com.foo.Bar?category=routers&rule={}",
+            enc("=> port = 1,2")
+        );
+        let rules = f.router_rules(path, &[enc(&legacy)]);
+        let (key, text) = rules.iter().next().unwrap();
+        let chain = RouterChain::new()
+            .with_rule(key, text)
+            .unwrap()
+            .with_rule(
+                "com.foo.Bar::.condition-router",
+                "configVersion: v3.0\nscope: service\nkey: com.foo.Bar\nconditions:\n  - '=> port = 2,3'\n",
+            )
+            .unwrap();
+        let instances: Vec<Arc<Instance>> = (1..=3)
+            .map(|p| Arc::new(Instance::builder("10.0.0.1", p).build()))
+            .collect();
+        let table = chain.build(&instances, &ConsumerInfo::new("10.0.9.9", "shop"));
+        let mut rng = fastrand::Rng::with_seed(1);
+        let Route::Subset(i) = table.route(&Invocation::new("m"), &mut rng) else {
+            panic!("routed to a precomputed subset")
+        };
+        assert_eq!(&*table.subsets()[i], &[1], "only port 2 passes both");
     }
 
     #[test]

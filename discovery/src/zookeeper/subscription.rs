@@ -1,7 +1,7 @@
 //! One subscription: a task that watches a service's nodes and sends [`Update`]s.
 //!
-//! Per session it adds persistent recursive watches on `/dubbo/{interface}` (providers and
-//! configurators), on the config-centre root `/dubbo/config/dubbo`, and, for the
+//! Per session it adds persistent recursive watches on `/dubbo/{interface}` (providers,
+//! configurators and the legacy `routers` category), on the config-centre root `/dubbo/config/dubbo`, and, for the
 //! application-level layout, on `/dubbo/mapping/{interface}`, `/services` and
 //! `/dubbo/metadata`. Then it lists everything once and re-reads only what events mark dirty.
 //! After every reconnect (`SyncConnected`) everything is re-listed, since persistent watches
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use switchman_core::Instance;
 use tokio::sync::{mpsc, watch};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 use zookeeper_client as zk;
 
 use super::WatchMode;
@@ -34,7 +34,12 @@ const NOT_INTERFACES: &[&str] = &["config", "mapping", "metadata"];
 struct Dirty {
     providers: bool,
     configurators: bool,
+    routers: bool,
     app_level: bool,
+    /// Every application-level node must be read again (new session, reconnect).
+    app_full: bool,
+    /// Application-level nodes that events named.
+    app_paths: BTreeSet<String>,
     rules: BTreeSet<String>,
     all_rules: bool,
 }
@@ -44,7 +49,10 @@ impl Dirty {
         Dirty {
             providers: true,
             configurators: true,
+            routers: true,
             app_level: true,
+            app_full: true,
+            app_paths: BTreeSet::new(),
             rules: BTreeSet::new(),
             all_rules: true,
         }
@@ -53,6 +61,7 @@ impl Dirty {
     fn any(&self) -> bool {
         self.providers
             || self.configurators
+            || self.routers
             || self.app_level
             || self.all_rules
             || !self.rules.is_empty()
@@ -64,12 +73,16 @@ impl Dirty {
 struct Sent {
     interface_level: Vec<Arc<Instance>>,
     app_level: Vec<Arc<Instance>>,
+    /// Application instances, their revisions and metadata read so far.
+    app: app::AppLevel,
     /// Provider nodes parsed so far.
     parsed: ParsedProviders,
     /// The merged list last sent: later lists go out as what changed.
     deltas: Deltas,
     configurators: BTreeMap<String, Vec<Configurator>>,
     rules: BTreeMap<String, Option<String>>,
+    /// Rules from the legacy `/dubbo/{interface}/routers` children, by rule key.
+    routers: BTreeMap<String, String>,
     apps: BTreeSet<String>,
     no_auth_reported: bool,
 }
@@ -242,6 +255,8 @@ async fn serve(
                 }
             }
             ev = watches.next() => events.push(ev),
+            // A revision's metadata was fetched (or failed): rebuild from what was read.
+            () = sent.app.changed() => dirty.app_level = true,
             _ = tokio::time::sleep(retry) => {}
         }
         // A watcher must never be polled after a terminal session event (its channel closes).
@@ -341,10 +356,12 @@ fn classify(
         match category {
             Some("providers") => dirty.providers = true,
             Some("configurators") => dirty.configurators = true,
+            Some("routers") => dirty.routers = true,
             // The interface node itself (or, for `*`, a new interface) appeared or went.
             None => {
                 dirty.providers = true;
                 dirty.configurators = true;
+                dirty.routers = true;
             }
             _ => {}
         }
@@ -355,6 +372,11 @@ fn classify(
             || path.starts_with(&format!("{}/metadata", super::DUBBO_ROOT)))
     {
         dirty.app_level = true;
+        if dirty.app_paths.len() < 10_000 {
+            dirty.app_paths.insert(path.to_string());
+        } else {
+            dirty.app_full = true;
+        }
     }
 }
 
@@ -394,10 +416,16 @@ async fn relist(
         }
     }
     if cfg.app_level && dirty.app_level && iface != "*" {
-        match app::read_instances(reader, cfg, filter).await {
+        match sent
+            .app
+            .refresh(reader, cfg, filter, dirty.app_full, &dirty.app_paths)
+            .await
+        {
             Ok(list) => {
                 dirty.app_level = false;
-                sent.app_level = list.into_iter().map(Arc::new).collect();
+                dirty.app_full = false;
+                dirty.app_paths.clear();
+                sent.app_level = list;
                 list_changed = true;
             }
             Err(e) => {
@@ -407,7 +435,12 @@ async fn relist(
     } else {
         dirty.app_level = false;
     }
-    if list_changed {
+    let nothing = sent.interface_level.is_empty() && sent.app_level.is_empty();
+    if list_changed && sent.app.hold_first_list(nothing, &cfg.metadata_fetch) {
+        // The first list would say "no provider" only because application metadata is still
+        // being fetched: look again shortly (bounded by one fetch timeout).
+        dirty.app_level = true;
+    } else if list_changed {
         // Interface-level entries win over application-level ones at the same address.
         let mut merged = sent.interface_level.clone();
         if !sent.app_level.is_empty() {
@@ -461,6 +494,21 @@ async fn relist(
                 }
             }
             Err(e) => debug!(service = %filter.key, "cannot list configurators yet: {e}"),
+        }
+    }
+    if dirty.routers {
+        if iface == "*" || !cfg.legacy_routers {
+            dirty.routers = false;
+        } else {
+            let path = format!("{}/{iface}/routers", cfg.root);
+            match reader.children(&path).await {
+                Ok(children) => {
+                    dirty.routers = false;
+                    let now = filter.router_rules(&path, &children.unwrap_or_default());
+                    send_router_changes(tx, &mut sent.routers, now).await?;
+                }
+                Err(e) => debug!(service = %filter.key, "cannot list routers yet: {e}"),
+            }
         }
     }
     let keys = nodes::rule_keys(&filter.key, &sent.apps);
@@ -545,6 +593,42 @@ async fn relist(
     Ok(())
 }
 
+/// Sends what changed between the legacy router rules last sent and `now`: a rule update for
+/// every new or changed node, a deletion for every node gone (Dubbo rebuilds its URL routers
+/// from the whole list at every notification).
+async fn send_router_changes(
+    tx: &mpsc::Sender<Update>,
+    sent: &mut BTreeMap<String, String>,
+    now: BTreeMap<String, String>,
+) -> Result<(), Stop> {
+    let gone: Vec<String> = sent
+        .keys()
+        .filter(|k| !now.contains_key(*k))
+        .cloned()
+        .collect();
+    for key in gone {
+        sent.remove(&key);
+        info!(rule = %key, "legacy router rule removed");
+        send(tx, Update::Rule { key, text: None }).await?;
+    }
+    for (key, text) in now {
+        if sent.get(&key) != Some(&text) {
+            // Java Dubbo 3.x ignores these URLs: say so, a forgotten node can surprise.
+            info!(rule = %key, "legacy router rule (Dubbo 2.x routers category) applies; legacy-routers=false ignores them as Java Dubbo 3.x does");
+            sent.insert(key.clone(), text.clone());
+            send(
+                tx,
+                Update::Rule {
+                    key,
+                    text: Some(text),
+                },
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
 async fn read_providers(
     reader: &mut Reader<'_>,
     cfg: &super::ZkConfig,
@@ -606,6 +690,8 @@ mod tests {
         assert!(d.providers && !d.configurators && !d.app_level && d.rules.is_empty());
         let d = dirty_for(k.clone(), "/dubbo/a.B/configurators/override%3A%2F%2Fx");
         assert!(d.configurators && !d.providers);
+        let d = dirty_for(k.clone(), "/dubbo/a.B/routers/condition%3A%2F%2Fx");
+        assert!(d.routers && !d.providers && !d.configurators);
         let d = dirty_for(k.clone(), "/dubbo/a.B/consumers/c");
         assert!(!d.any(), "consumer nodes change nothing");
         let d = dirty_for(k.clone(), "/dubbo/a.BExtra/providers/p");
