@@ -29,6 +29,7 @@ pub mod dubbo;
 mod http_invoker;
 mod invoker;
 mod protocol;
+pub mod registries;
 #[cfg(feature = "provider")]
 pub mod provider;
 mod strategy;
