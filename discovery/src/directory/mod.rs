@@ -1,0 +1,332 @@
+//! The registry directory: one owner task per service turns registry updates into immutable
+//! snapshots and publishes them with one atomic swap.
+//!
+//! - [`state`]: the owner task's state and its loop (updates, control messages, the warm-up
+//!   refresh timer);
+//! - [`apply`]: applying one update, routing rules and override rules to the state;
+//! - [`publish`]: building the next snapshot, by patching the last one (weight changes) or
+//!   rebuilding it, and installing it (metrics, log line, cache file, swap);
+//! - [`cache_writer`]: the snapshot cache file, written off the owner task.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use switchman_core::{Error, Instance, Protocol, Result, ServiceKey};
+use switchman_loadbalance::{LoadBalance, RandomBalance};
+use switchman_router::{ConsumerInfo, RouterChain};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use crate::snapshot::{AddrMap, AddrSet, Snapshot};
+use crate::{Registry, Update, UpdateReceiver, cache};
+
+mod apply;
+mod cache_writer;
+mod publish;
+mod state;
+#[cfg(test)]
+mod tests;
+
+use cache_writer::spawn_cache_writer;
+use state::{Pending, State};
+
+/// What the directory does when the registry reports that a service has no instance left.
+///
+/// Switchman's default is [`EmptyPolicy::KeepLast`] (Dubbo's default is to publish the empty
+/// list). An empty push is far more often a registry-side accident (a session expiry, a
+/// namespace mix-up, a restarted Nacos that has not yet received re-registrations) than a
+/// fleet that really vanished at once; keeping the last list keeps calls flowing, and if the
+/// providers really are gone the calls fail with transport errors anyway. Choose
+/// [`EmptyPolicy::Publish`] when draining every provider must stop traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EmptyPolicy {
+    /// Keep serving the last non-empty list (empty-list protection on).
+    #[default]
+    KeepLast,
+    /// Publish the empty list: calls fail with "no provider" until instances return.
+    Publish,
+}
+
+/// How a directory is set up.
+#[derive(Debug, Clone)]
+pub struct DirectoryConfig {
+    /// The service whose providers the directory holds.
+    pub service: ServiceKey,
+    /// The consumer's own description (for routing rules).
+    pub consumer: ConsumerInfo,
+    /// The balancer whose tables each snapshot carries.
+    pub balancer: Arc<dyn LoadBalance>,
+    /// Routing rules.
+    pub router: RouterChain,
+    /// Empty-list policy.
+    pub empty_policy: EmptyPolicy,
+    /// Protocols the consumer can call (default `dubbo`, `tri`, `http`, `rest`). Instances
+    /// speaking anything else (for example `grpc://` or `injvm://`) are listed in the snapshot
+    /// but never routed to, and a warning names them once. Empty: every protocol is routable.
+    pub protocols: Vec<Protocol>,
+    /// Snapshot cache file: loaded at start (so calls work while the registry is down) and
+    /// rewritten whenever the registry's list changes. `None`: no cache.
+    pub cache_file: Option<PathBuf>,
+}
+
+impl DirectoryConfig {
+    /// Defaults: weighted random, no rules, [`EmptyPolicy::KeepLast`], consumer on 127.0.0.1.
+    pub fn new(service: ServiceKey) -> Self {
+        DirectoryConfig {
+            service,
+            consumer: ConsumerInfo::new("127.0.0.1", "switchman-consumer"),
+            balancer: Arc::new(RandomBalance),
+            router: RouterChain::new(),
+            empty_policy: EmptyPolicy::default(),
+            cache_file: None,
+            protocols: vec![
+                Protocol::Dubbo,
+                Protocol::Tri,
+                Protocol::Http,
+                Protocol::Rest,
+            ],
+        }
+    }
+
+    /// Sets the callable protocols (empty: all).
+    pub fn protocols(mut self, protocols: Vec<Protocol>) -> Self {
+        self.protocols = protocols;
+        self
+    }
+
+    /// Whether `instance` can receive calls: available and speaking a callable protocol.
+    pub fn is_routable(&self, instance: &Instance) -> bool {
+        instance.is_available()
+            && (self.protocols.is_empty() || self.protocols.contains(instance.protocol()))
+    }
+
+    /// Sets the snapshot cache file.
+    pub fn cache_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.cache_file = Some(path.into());
+        self
+    }
+
+    /// Sets the balancer.
+    pub fn balancer(mut self, balancer: Arc<dyn LoadBalance>) -> Self {
+        self.balancer = balancer;
+        self
+    }
+
+    /// Sets the routing rules.
+    pub fn router(mut self, router: RouterChain) -> Self {
+        self.router = router;
+        self
+    }
+
+    /// Sets the consumer description.
+    pub fn consumer(mut self, consumer: ConsumerInfo) -> Self {
+        self.consumer = consumer;
+        self
+    }
+
+    /// Sets the empty-list policy.
+    pub fn empty_policy(mut self, policy: EmptyPolicy) -> Self {
+        self.empty_policy = policy;
+        self
+    }
+}
+
+enum Control {
+    Update(Update),
+    Router(RouterChain),
+    Balancer(Arc<dyn LoadBalance>),
+}
+
+struct Shared {
+    current: ArcSwap<Snapshot>,
+}
+
+/// Feeds [`Update`]s to a [`RegistryDirectory`] from anywhere (see
+/// [`RegistryDirectory::updater`]).
+#[derive(Clone)]
+pub struct DirectoryUpdater {
+    control: mpsc::UnboundedSender<Control>,
+}
+
+impl std::fmt::Debug for DirectoryUpdater {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectoryUpdater")
+            .field("closed", &self.control.is_closed())
+            .finish()
+    }
+}
+
+impl DirectoryUpdater {
+    /// Sends an update (ignored once the directory is gone).
+    pub fn apply(&self, update: Update) {
+        let _ = self.control.send(Control::Update(update));
+    }
+
+    /// Whether the directory is gone.
+    pub fn is_closed(&self) -> bool {
+        self.control.is_closed()
+    }
+}
+
+/// The always-current view of one service's providers.
+///
+/// One task owns the state: it applies registry [`Update`]s, the empty-list policy, rule and
+/// balancer changes, rebuilds route subsets and balancer tables, and publishes a new immutable
+/// [`Snapshot`] with a higher epoch through one `ArcSwap::store`. Readers never lock: a call
+/// does [`RegistryDirectory::load`] once per attempt. Dropping the directory stops the task.
+#[derive(Debug)]
+pub struct RegistryDirectory {
+    shared: Arc<Shared>,
+    control: mpsc::UnboundedSender<Control>,
+    epochs: watch::Receiver<u64>,
+    task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("current", &self.current.load())
+            .finish()
+    }
+}
+
+impl RegistryDirectory {
+    /// A directory fed by `updates` (from a registry adapter or your own code). Must be called
+    /// inside a tokio runtime.
+    pub fn spawn(config: DirectoryConfig, updates: Option<UpdateReceiver>) -> Self {
+        let empty = Snapshot::empty(config.service.clone(), config.balancer.clone());
+        let shared = Arc::new(Shared {
+            current: ArcSwap::from_pointee(empty),
+        });
+        let (control_tx, control_rx) = mpsc::unbounded_channel();
+        let (epoch_tx, epoch_rx) = watch::channel(0);
+        let cache_tx = config.cache_file.clone().map(spawn_cache_writer);
+        let cached =
+            config
+                .cache_file
+                .as_ref()
+                .and_then(|path| match cache::load(path, &config.service) {
+                    Ok(found) => found,
+                    Err(e) => {
+                        warn!(service = %config.service, "ignoring the snapshot cache: {e}");
+                        None
+                    }
+                });
+        let mut state = State {
+            config,
+            registry: AddrMap::default(),
+            published: Vec::new(),
+            published_addresses: AddrSet::default(),
+            pending: Pending::Full,
+            configurators: BTreeMap::new(),
+            rules: Vec::new(),
+            epoch: 0,
+            routed_with: RouterChain::new(),
+            shared: shared.clone(),
+            epoch_tx,
+            cache_tx,
+        };
+        if let Some(list) = cached {
+            info!(service = %state.config.service, instances = list.len(), "starting from the snapshot cache");
+            state.apply(Update::Reset(list));
+            state.publish(false);
+        }
+        let task = tokio::spawn(state.run(updates, control_rx));
+        RegistryDirectory {
+            shared,
+            control: control_tx,
+            epochs: epoch_rx,
+            task,
+        }
+    }
+
+    /// Subscribes `registry` to `config.service` and spawns the directory on its updates.
+    pub async fn subscribe(registry: &dyn Registry, config: DirectoryConfig) -> Result<Self> {
+        let rx = registry.subscribe(&config.service).await?;
+        Ok(Self::spawn(config, Some(rx)))
+    }
+
+    /// The current snapshot (one atomic load and a reference-count increment). Keep it as
+    /// long as you like, across `.await`s included.
+    pub fn load(&self) -> Arc<Snapshot> {
+        self.shared.current.load_full()
+    }
+
+    /// The current snapshot for a moment: no write to the snapshot's shared reference count
+    /// (arc-swap's per-thread debt slots), so threads reading at once do not bounce its cache
+    /// line between cores. For a route and a pick, not to keep: each thread has a few slots,
+    /// and guards held beyond them fall back to the reference count.
+    pub fn snapshot(&self) -> arc_swap::Guard<Arc<Snapshot>> {
+        self.shared.current.load()
+    }
+
+    /// Feeds an update directly (besides the registry's).
+    pub fn apply(&self, update: Update) {
+        let _ = self.control.send(Control::Update(update));
+    }
+
+    /// A cloneable handle that feeds updates to this directory from other tasks (rule
+    /// watchers, your own sources). Updates sent after the directory is dropped are ignored.
+    pub fn updater(&self) -> DirectoryUpdater {
+        DirectoryUpdater {
+            control: self.control.clone(),
+        }
+    }
+
+    /// Replaces the routing rules; a new snapshot is published.
+    pub fn set_router(&self, router: RouterChain) {
+        let _ = self.control.send(Control::Router(router));
+    }
+
+    /// Replaces the balancer; a new snapshot is published.
+    pub fn set_balancer(&self, balancer: Arc<dyn LoadBalance>) {
+        let _ = self.control.send(Control::Balancer(balancer));
+    }
+
+    /// A receiver that observes every published epoch.
+    pub fn epochs(&self) -> watch::Receiver<u64> {
+        self.epochs.clone()
+    }
+
+    /// Waits until a published snapshot satisfies `ready` (or `timeout` passes) and returns it.
+    pub async fn wait_until(
+        &self,
+        timeout: Duration,
+        mut ready: impl FnMut(&Snapshot) -> bool,
+    ) -> Result<Arc<Snapshot>> {
+        let mut rx = self.epochs.clone();
+        let fut = async {
+            loop {
+                let snap = self.load();
+                if ready(&snap) {
+                    return Ok(snap);
+                }
+                if rx.changed().await.is_err() {
+                    return Err(Error::no_provider("directory task stopped"));
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => {
+                let snap = self.load();
+                Err(Error::timeout(format!(
+                    "directory for {} not ready after {timeout:?} (epoch {}, {} instances)",
+                    snap.service(),
+                    snap.epoch(),
+                    snap.instances().len()
+                )))
+            }
+        }
+    }
+}
+
+impl Drop for RegistryDirectory {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -1,0 +1,159 @@
+//! The owner task's state and its loop.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use switchman_core::Instance;
+use switchman_loadbalance::InstanceStats;
+use switchman_router::RouterChain;
+use tokio::sync::{mpsc, watch};
+use tracing::warn;
+
+use super::{Control, DirectoryConfig, Shared};
+use crate::snapshot::{AddrMap, AddrSet};
+use crate::{Configurator, UpdateReceiver};
+
+pub(super) struct State {
+    pub(super) config: DirectoryConfig,
+    /// What the registry currently says, by address (an address key is allocated once and
+    /// shared by every later map and snapshot).
+    pub(super) registry: AddrMap<Arc<Instance>>,
+    /// What the last snapshot holds, sorted by address.
+    pub(super) published: Vec<Published>,
+    /// The addresses in `published`, to find new ones in O(1).
+    pub(super) published_addresses: AddrSet,
+    /// What changed in `registry` since the last snapshot.
+    pub(super) pending: Pending,
+    /// Override rules by source.
+    pub(super) configurators: BTreeMap<String, Vec<Configurator>>,
+    /// Every source's rules in the order they apply (see [`apply_order`]).
+    pub(super) rules: Vec<Configurator>,
+    pub(super) epoch: u64,
+    /// The router chain the last snapshot's route table was built with: when the configured
+    /// chain is another one, the next snapshot is published and its table rebuilt.
+    pub(super) routed_with: RouterChain,
+    pub(super) shared: Arc<Shared>,
+    pub(super) epoch_tx: watch::Sender<u64>,
+    pub(super) cache_tx: Option<watch::Sender<Option<Vec<u8>>>>,
+}
+
+/// What changed in the registry's list since the last snapshot.
+#[derive(Debug)]
+pub(super) enum Pending {
+    /// Nothing.
+    Clean,
+    /// Only instances at addresses the last snapshot already holds; these addresses (possibly
+    /// repeated). When every change is a weight change, the next snapshot is patched from the
+    /// last one instead of rebuilt (see `State::publish_touched`).
+    Touched(Vec<Arc<str>>),
+    /// Only the override rules: every instance may have changed, none came or went. Patched
+    /// like `Touched` when the rules changed only weights.
+    Overrides,
+    /// Addresses came or went, or the list was replaced wholesale: rebuild.
+    Full,
+}
+
+impl Pending {
+    pub(super) fn touch(&mut self, address: &Arc<str>) {
+        match self {
+            Pending::Clean => *self = Pending::Touched(vec![address.clone()]),
+            Pending::Touched(list) => list.push(address.clone()),
+            Pending::Overrides => *self = Pending::Full,
+            Pending::Full => {}
+        }
+    }
+
+    pub(super) fn overrides(&mut self) {
+        match self {
+            Pending::Clean | Pending::Overrides => *self = Pending::Overrides,
+            Pending::Touched(_) | Pending::Full => *self = Pending::Full,
+        }
+    }
+}
+
+/// How a reported instance relates to the registry's current entry at its address.
+pub(super) enum Change {
+    Same,
+    Replaced,
+    New,
+}
+
+/// One instance of the last snapshot.
+pub(super) struct Published {
+    pub(super) address: Arc<str>,
+    /// As the registry reported it (what the cache file and empty-list protection keep).
+    pub(super) reported: Arc<Instance>,
+    /// With the override rules applied (what the snapshot holds).
+    pub(super) effective: Arc<Instance>,
+    /// Live state, kept across snapshots while the address stays.
+    pub(super) stats: Arc<InstanceStats>,
+}
+
+impl State {
+    pub(super) async fn run(
+        mut self,
+        mut updates: Option<UpdateReceiver>,
+        mut control: mpsc::UnboundedReceiver<Control>,
+    ) {
+        // The warm-up refresh: armed when a snapshot with warming instances is published, and
+        // reset only then. Pinned across loop turns, so a stream of messages that publish
+        // nothing cannot postpone it.
+        let refresh = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(refresh);
+        let mut armed = false;
+        loop {
+            let mut force = false;
+            tokio::select! {
+                u = async { updates.as_mut().unwrap().recv().await }, if updates.is_some() => match u {
+                    Some(u) => self.apply(u),
+                    None => {
+                        warn!(service = %self.config.service, "registry subscription ended; keeping the last snapshot");
+                        updates = None;
+                        continue;
+                    }
+                },
+                c = control.recv() => match c {
+                    Some(Control::Update(u)) => self.apply(u),
+                    Some(Control::Router(r)) => self.config.router = r,
+                    Some(Control::Balancer(b)) => { self.config.balancer = b; force = true; }
+                    None => return,
+                },
+                _ = refresh.as_mut(), if armed => { armed = false; force = true; }
+            }
+            // Coalesce whatever else is already queued, from both sources, into one snapshot:
+            // a burst of pushes costs one rebuild, and a slow rebuild cannot build a backlog.
+            let mut drained = true;
+            while drained {
+                drained = false;
+                if let Some(rx) = updates.as_mut() {
+                    while let Ok(u) = rx.try_recv() {
+                        self.apply(u);
+                        drained = true;
+                    }
+                }
+                while let Ok(c) = control.try_recv() {
+                    drained = true;
+                    match c {
+                        Control::Update(u) => self.apply(u),
+                        Control::Router(r) => self.config.router = r,
+                        Control::Balancer(b) => {
+                            self.config.balancer = b;
+                            force = true;
+                        }
+                    }
+                }
+            }
+            let force = force || !self.config.router.is_same(&self.routed_with);
+            if let Some(snap) = self.publish(force) {
+                armed = match snap.refresh_after() {
+                    Some(after) => {
+                        refresh.as_mut().reset(tokio::time::Instant::now() + after);
+                        true
+                    }
+                    None => false,
+                };
+            }
+        }
+    }
+}
