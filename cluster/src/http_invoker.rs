@@ -57,6 +57,8 @@ pub struct HttpInvoker {
     client: reqwest::Client,
     rest: HashMap<String, RestRoute>,
     max_body: usize,
+    /// `http` or, after [`HttpInvoker::tls`], `https`.
+    scheme: &'static str,
 }
 
 impl Default for HttpInvoker {
@@ -78,22 +80,53 @@ impl HttpInvoker {
     /// to two `grace` periods (the pool's idle sweep). Live providers whose traffic pauses
     /// longer than `grace` reconnect on their next call.
     pub fn with_drain_grace(grace: Duration) -> Self {
-        let client = reqwest::Client::builder()
-            .tcp_nodelay(true)
-            .pool_idle_timeout(grace)
-            .no_proxy()
-            .build()
-            .unwrap_or_else(|_| reqwest::Client::new());
-        Self::with_client(client)
+        Self::with_client(Self::client(grace, None))
     }
 
-    /// An invoker on your own client.
+    fn client(
+        grace: Duration,
+        tls: Option<&tokio_rustls::rustls::ClientConfig>,
+    ) -> reqwest::Client {
+        let mut b = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .pool_idle_timeout(grace)
+            .no_proxy();
+        if let Some(config) = tls {
+            b = b.use_preconfigured_tls(config.clone());
+        }
+        b.build().unwrap_or_else(|_| reqwest::Client::new())
+    }
+
+    /// An invoker on your own client (calls go over `http://`; for `https://` build the
+    /// client with your TLS settings and call [`HttpInvoker::https`]).
     pub fn with_client(client: reqwest::Client) -> Self {
         HttpInvoker {
             client,
             rest: HashMap::new(),
             max_body: DEFAULT_MAX_BODY,
+            scheme: "http",
         }
+    }
+
+    /// Calls every provider over HTTPS with `config` (its roots, client certificate, ALPN:
+    /// add `h2` and `http/1.1` to `alpn_protocols` to let providers speak HTTP/2), as
+    /// [`TripleInvoker::tls`](crate::triple::TripleInvoker::tls) does for Triple; the rustls
+    /// crate is [`crate::triple::rustls`]. Connections drain as with
+    /// [`HttpInvoker::with_drain_grace`] ([`DEFAULT_DRAIN_GRACE`]). A provider that does not
+    /// speak TLS fails the call as a transport error naming it.
+    pub fn tls(self, config: std::sync::Arc<tokio_rustls::rustls::ClientConfig>) -> Self {
+        HttpInvoker {
+            client: Self::client(DEFAULT_DRAIN_GRACE, Some(&config)),
+            scheme: "https",
+            ..self
+        }
+    }
+
+    /// Uses `https://` URLs with the client given to [`HttpInvoker::with_client`] (which
+    /// must then carry the TLS settings).
+    pub fn https(mut self) -> Self {
+        self.scheme = "https";
+        self
     }
 
     /// The largest response body read (default [`DEFAULT_MAX_BODY`], 16 MiB).
@@ -114,7 +147,7 @@ impl HttpInvoker {
         inv: &Invocation,
         timeout: Duration,
     ) -> reqwest::RequestBuilder {
-        let base = format!("http://{}", target.address());
+        let base = format!("{}://{}", self.scheme, target.address());
         let builder = match self.rest.get(&inv.method) {
             None => {
                 let mut url = base;
@@ -186,8 +219,34 @@ fn fill_template(template: &str, args: &[Value]) -> (String, Vec<Value>) {
     (out, unused)
 }
 
+/// The HTTP/2 reason when `e` (or an error it wraps) is the provider refusing new streams:
+/// a GOAWAY (it is shutting down: calls it did not start may go elsewhere) or REFUSED_STREAM
+/// (it did not process the stream). Read from h2's typed error, not from its message.
+fn h2_refusal(e: &(dyn std::error::Error + 'static)) -> Option<h2::Reason> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(h2e) = err.downcast_ref::<h2::Error>() {
+            if h2e.is_go_away() || h2e.reason() == Some(h2::Reason::REFUSED_STREAM) {
+                return h2e.reason();
+            }
+            return None;
+        }
+        cur = err.source();
+    }
+    None
+}
+
 fn classify(e: reqwest::Error, target: &Instance, method: &str) -> Error {
     let addr = target.address();
+    if let Some(reason) = h2_refusal(&e) {
+        // The provider is draining or refused the stream before processing it: retry
+        // elsewhere, no outlier strike (a deploy is not a fault).
+        return Error::transport(format!(
+            "{addr} refused {method} over HTTP/2 ({reason:?}): retrying elsewhere"
+        ))
+        .with_source(e)
+        .with_outlier_strike(false);
+    }
     if e.is_timeout() {
         Error::timeout(format!("{addr} did not answer {method} in time")).with_source(e)
     } else if e.is_connect() {
@@ -337,5 +396,36 @@ mod tests {
         let (p, _) = fill_template("/x/{9}/{y}", &[]);
         assert_eq!(p, "/x/{9}/{y}");
         assert!(RestRoute::new(Method::GET, "users").is_err());
+    }
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+
+    /// An error wrapping another, as reqwest and hyper wrap h2's.
+    #[derive(Debug)]
+    struct Wrapped(Box<dyn std::error::Error + Send + Sync>);
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("request failed")
+        }
+    }
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(self.0.as_ref())
+        }
+    }
+
+    #[test]
+    fn refusals_are_read_from_h2s_typed_reason() {
+        let refused = Wrapped(Box::new(h2::Error::from(h2::Reason::REFUSED_STREAM)));
+        assert_eq!(h2_refusal(&refused), Some(h2::Reason::REFUSED_STREAM));
+        // A stream reset for another reason is a failure of that call, not a refusal.
+        let cancel = Wrapped(Box::new(h2::Error::from(h2::Reason::CANCEL)));
+        assert_eq!(h2_refusal(&cancel), None);
+        // The words alone do not count.
+        let text = Wrapped("GOAWAY REFUSED_STREAM".into());
+        assert_eq!(h2_refusal(&text), None);
     }
 }

@@ -305,7 +305,7 @@ mod tests {
         .unwrap();
         let mut b = 0;
         for _ in 0..2000 {
-            if regs.invoke(&Invocation::new("m")).await.unwrap() == Value::from(2) {
+            if regs.invoke(&Invocation::new("m")).await.unwrap() == 2 {
                 b += 1;
             }
         }
