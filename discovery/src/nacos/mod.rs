@@ -477,12 +477,52 @@ async fn connect(inner: Weak<Inner>) {
                     naming: n.clone(),
                     config: config.take(),
                 }));
+                tokio::spawn(watch_health(inner.clone(), n.clone()));
                 return;
             }
         }
         drop(me);
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(BUILD_BACKOFF_MAX);
+    }
+}
+
+/// How often a connected registry checks that the server still answers.
+const HEALTH_EVERY: Duration = Duration::from_secs(2);
+/// How long one check may take before the server counts as unreachable.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Logs the server going away and coming back, once per event (the nacos-sdk reconnects and
+/// re-registers on its own and says nothing): a cheap call (one page of one service name)
+/// every [`HEALTH_EVERY`]; the first failure is a warning, the next success says how long the
+/// server was unreachable. Ends when the registry is dropped.
+async fn watch_health(inner: Weak<Inner>, naming: NamingService) {
+    let mut down_since: Option<std::time::Instant> = None;
+    loop {
+        tokio::time::sleep(HEALTH_EVERY).await;
+        let Some(me) = inner.upgrade() else { return };
+        let group = me.opts.group.clone();
+        let redacted = me.redacted.clone();
+        drop(me);
+        let answer =
+            tokio::time::timeout(HEALTH_TIMEOUT, naming.get_service_list(1, 1, Some(group))).await;
+        match (answer, down_since) {
+            (Ok(Ok(_)), None) => {}
+            (Ok(Ok(_)), Some(since)) => {
+                info!(registry = %redacted, down_ms = since.elapsed().as_millis() as u64,
+                    "nacos reachable again");
+                down_since = None;
+            }
+            (Ok(Err(e)), None) => {
+                warn!(registry = %redacted, "nacos unreachable: {e}");
+                down_since = Some(std::time::Instant::now());
+            }
+            (Err(_), None) => {
+                warn!(registry = %redacted, "nacos unreachable: no answer within {HEALTH_TIMEOUT:?}");
+                down_since = Some(std::time::Instant::now());
+            }
+            (_, Some(_)) => {}
+        }
     }
 }
 
