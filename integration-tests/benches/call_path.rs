@@ -47,18 +47,24 @@ use tower::load::{CompleteOnResponse, PendingRequests};
 
 struct Counting;
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
+/// Bytes currently allocated (requested sizes), for the memory-per-instance figure.
+static LIVE: AtomicU64 = AtomicU64::new(0);
 
-// SAFETY: forwards to the system allocator; only counts calls.
+// SAFETY: forwards to the system allocator; only counts calls and bytes.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
+        LIVE.fetch_add(layout.size() as u64, Ordering::Relaxed);
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as u64, Ordering::Relaxed);
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
+        LIVE.fetch_add(new_size as u64, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size() as u64, Ordering::Relaxed);
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -184,6 +190,30 @@ fn report_allocations(rt: &tokio::runtime::Runtime) {
     }
 }
 
+/// Memory a directory holds per instance at 100k (its registry map and published list, the
+/// snapshot's instances and endpoints, the route table, the balancer tables, the live stats),
+/// counted by the allocator: live bytes after the first snapshot minus before, with the
+/// update's own list consumed. Requested sizes, without the allocator's rounding.
+fn report_memory(rt: &tokio::runtime::Runtime) {
+    const N: usize = 100_000;
+    let settle = || rt.block_on(async { tokio::time::sleep(Duration::from_millis(300)).await });
+    for (lb, rule) in [("random", "none"), ("random", "method"), ("p2c", "method")] {
+        // Directories dropped before (their tasks end and free asynchronously) are gone.
+        settle();
+        let before = LIVE.load(Ordering::Relaxed);
+        let dir = directory(rt, N, lb, rule);
+        // Let the directory free what it built the snapshot from.
+        settle();
+        let held = LIVE.load(Ordering::Relaxed).saturating_sub(before);
+        println!(
+            "memory: directory/{lb}/{rule}/{N}: {:.0} bytes per instance ({:.2} MiB in all; target <= 1024)",
+            held as f64 / N as f64,
+            held as f64 / (1024.0 * 1024.0)
+        );
+        drop(dir);
+    }
+}
+
 /// Relative standard deviation of hits over instances for equal weights (distribution
 /// quality), printed next to the timings.
 fn report_distribution(rt: &tokio::runtime::Runtime) {
@@ -226,6 +256,7 @@ fn bench_call_path(c: &mut Criterion) {
     let rt = runtime();
     report_allocations(&rt);
     report_distribution(&rt);
+    report_memory(&rt);
     for lb in BALANCERS {
         for rule in ["none", "method", "tag"] {
             if lb != "random" && rule != "none" {
