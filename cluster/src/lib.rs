@@ -28,10 +28,11 @@ mod config;
 pub mod dubbo;
 mod http_invoker;
 mod invoker;
+pub mod metadata_service;
 mod protocol;
-pub mod registries;
 #[cfg(feature = "provider")]
 pub mod provider;
+pub mod registries;
 mod strategy;
 pub mod telemetry;
 #[cfg(test)]

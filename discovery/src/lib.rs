@@ -24,6 +24,7 @@ pub mod configurator;
 mod connect;
 mod deltas;
 mod directory;
+pub mod metadata;
 #[cfg(feature = "nacos")]
 pub mod nacos;
 pub mod override_parse;

@@ -134,6 +134,43 @@ impl Sampler {
     }
 }
 
+/// Dubbo's reselect for weighted random: a weighted draw over the members not in `tried`
+/// (endpoint indexes), uniform when their weights are all zero; `None` when every member was
+/// tried. One pass over the members: only for a retry whose draws kept landing on tried
+/// members (see `RandomPicker::pick_untried`).
+pub(crate) fn weighted_untried(
+    members: &[u32],
+    weights: &[u32],
+    tried: &[usize],
+    rng: &mut fastrand::Rng,
+) -> Option<usize> {
+    let open = |pos: &usize| !tried.contains(&(members[*pos] as usize));
+    let (mut count, mut total) = (0usize, 0u64);
+    for pos in (0..members.len()).filter(open) {
+        count += 1;
+        total += weights[pos] as u64;
+    }
+    if count == 0 {
+        return None;
+    }
+    let pos = if total == 0 {
+        let k = rng.usize(..count);
+        (0..members.len()).filter(open).nth(k)?
+    } else {
+        let mut r = rng.u64(..total);
+        (0..members.len()).filter(open).find(|&pos| {
+            let w = weights[pos] as u64;
+            if r < w {
+                true
+            } else {
+                r -= w;
+                false
+            }
+        })?
+    };
+    Some(members[pos] as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,41 +218,4 @@ mod tests {
         assert!(matches!(Sampler::new(&[0, 0]), Sampler::Uniform(2)));
         assert_eq!(Sampler::new(&[]).sample(&mut rng), None);
     }
-}
-
-/// Dubbo's reselect for weighted random: a weighted draw over the members not in `tried`
-/// (endpoint indexes), uniform when their weights are all zero; `None` when every member was
-/// tried. One pass over the members: only for a retry whose draws kept landing on tried
-/// members (see `RandomPicker::pick_untried`).
-pub(crate) fn weighted_untried(
-    members: &[u32],
-    weights: &[u32],
-    tried: &[usize],
-    rng: &mut fastrand::Rng,
-) -> Option<usize> {
-    let open = |pos: &usize| !tried.contains(&(members[*pos] as usize));
-    let (mut count, mut total) = (0usize, 0u64);
-    for pos in (0..members.len()).filter(open) {
-        count += 1;
-        total += weights[pos] as u64;
-    }
-    if count == 0 {
-        return None;
-    }
-    let pos = if total == 0 {
-        let k = rng.usize(..count);
-        (0..members.len()).filter(open).nth(k)?
-    } else {
-        let mut r = rng.u64(..total);
-        (0..members.len()).filter(open).find(|&pos| {
-            let w = weights[pos] as u64;
-            if r < w {
-                true
-            } else {
-                r -= w;
-                false
-            }
-        })?
-    };
-    Some(members[pos] as usize)
 }

@@ -262,6 +262,9 @@ impl ReferenceBuilder {
         if let Some(balancer) = self.balancer {
             dir_config = dir_config.balancer(balancer?);
         }
+        // Application-level instances with local metadata (Dubbo 3's default) are described
+        // by their own MetadataService: registries fetch it through the shared client.
+        switchman_cluster::metadata_service::install();
         let registry = registry_from_url(&registry_url)?;
         let subscribe = RegistryDirectory::subscribe(registry.as_ref(), dir_config);
         let directory = match tokio::time::timeout(self.wait, subscribe).await {

@@ -18,6 +18,8 @@
 //! | `app-level` | `true` | also read application-level instances |
 //! | `legacy-routers` | `true` | apply the `condition://` rules under `/dubbo/{interface}/routers` (Dubbo 2.x; Java Dubbo 3.x ignores them) |
 //! | `watch` | `auto` | `persistent` (recursive watches, ZooKeeper 3.6+), `oneshot` (re-armed one-shot watches), `auto` (persistent, one-shot when the server has none) |
+//! | `metadata-timeout` | 5000 | timeout of one call to a provider's `MetadataService` (ms), Dubbo's |
+//! | `metadata-retry` | 10000 | the longest pause between retries of a `MetadataInfo` that could not be fetched (ms) |
 //!
 //! A user and password authenticate the session with the `digest` scheme; nodes we create
 //! (provider nodes and their parents, the chroot) then get the creator-all ACL (only this
@@ -105,6 +107,11 @@ pub(crate) struct ZkConfig {
     /// Apply the legacy `/dubbo/{interface}/routers` rules.
     pub(crate) legacy_routers: bool,
     pub(crate) watch: WatchMode,
+    /// How application metadata is fetched from a provider's MetadataService
+    /// (`metadata-timeout`, `metadata-retry`).
+    pub(crate) metadata_fetch: crate::metadata::FetchSettings,
+    /// This registry's metadata cache; unset: the process-wide one.
+    pub(crate) metadata_cache: std::sync::OnceLock<Arc<crate::metadata::MetadataCache>>,
     /// The address for logs (password masked).
     pub(crate) redacted: String,
 }
@@ -238,6 +245,8 @@ impl ZkConfig {
             app_level,
             legacy_routers,
             watch,
+            metadata_fetch: app::fetch_settings(url)?,
+            metadata_cache: std::sync::OnceLock::new(),
             redacted: redacted_url.redacted(),
         })
     }
@@ -300,6 +309,14 @@ impl ZookeeperRegistry {
             url.set_param("backup", &all);
         }
         Self::from_url(&url)
+    }
+
+    /// Uses `cache` for the `MetadataInfo` of application instances with local metadata,
+    /// instead of the process-wide cache ([`crate::metadata::install_fetcher`]). Takes effect
+    /// if called before the first subscription; later calls are ignored.
+    pub fn metadata_cache(self, cache: Arc<crate::metadata::MetadataCache>) -> Self {
+        let _ = self.config().metadata_cache.set(cache);
+        self
     }
 
     fn config(&self) -> &ZkConfig {

@@ -1,0 +1,65 @@
+//! A plain `Reference` against the real ZooKeeper that `scripts/test` starts finds and calls
+//! Java Dubbo 3.3 providers that register only their application instance and keep their
+//! metadata local (Dubbo 3's recommended mode): nothing to configure, and no "no provider"
+//! while their metadata is being fetched.
+
+use std::time::Duration;
+
+use serde_json::json;
+use switchman::Reference;
+use switchman_integration_tests::java_peer::{self, DEMO_SERVICE, JavaProvider, ProviderOptions};
+use switchman_integration_tests::{unique, zookeeper};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_reference_calls_application_level_providers_with_local_metadata() {
+    if java_peer::skipped("a_plain_reference_calls_application_level_providers") {
+        return;
+    }
+    let g = unique("ref-app-level");
+    let app = unique("ref-app");
+    let start = |protocol: &str, name: &str| {
+        JavaProvider::start(
+            &ProviderOptions::zookeeper(&zookeeper())
+                .protocol(protocol)
+                .application(&app)
+                .group(&g)
+                .name(name)
+                .register_mode("instance")
+                .metadata_type("local"),
+        )
+    };
+    let (_dubbo, _tri) = std::thread::scope(|s| {
+        let a = s.spawn(|| start("dubbo", "over-dubbo"));
+        let b = s.spawn(|| start("tri", "over-tri"));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let demo = Reference::new(DEMO_SERVICE)
+        .registry(format!("zookeeper://{}", zookeeper()))
+        .group(&g)
+        .wait(Duration::from_secs(20))
+        // As `switchman call` does: an empty first answer fails at once. The first list is
+        // held back while the instances' metadata is being fetched, so this connects.
+        .empty_grace(Duration::ZERO)
+        .connect()
+        .await
+        .unwrap();
+    // Both instances are found (connect returns with the first; the second follows).
+    let dir = demo.directory().clone();
+    dir.wait_until(Duration::from_secs(20), |s| s.endpoints().len() == 2)
+        .await
+        .unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..40 {
+        let who = demo.call("whoami", json!([])).await.unwrap();
+        seen.insert(who.as_str().unwrap().to_string());
+    }
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        vec!["over-dubbo".to_string(), "over-tri".to_string()]
+    );
+    let sum = demo
+        .call_typed("add", &["int", "int"], json!([20, 22]))
+        .await
+        .unwrap();
+    assert_eq!(sum, json!(42));
+}
