@@ -87,14 +87,21 @@ impl HttpInvoker {
         grace: Duration,
         tls: Option<&tokio_rustls::rustls::ClientConfig>,
     ) -> reqwest::Client {
-        let mut b = reqwest::Client::builder()
+        // reqwest with `rustls-no-provider` would look for the process's default crypto
+        // provider (and panic without one); a client always gets its TLS config from here:
+        // the caller's, or for cleartext-only use one on ring (the provider Triple uses) that
+        // trusts nothing, so nothing process-wide is installed.
+        let config = match tls {
+            Some(config) => config.clone(),
+            None => cleartext_only_tls(),
+        };
+        reqwest::Client::builder()
             .tcp_nodelay(true)
             .pool_idle_timeout(grace)
-            .no_proxy();
-        if let Some(config) = tls {
-            b = b.use_preconfigured_tls(config.clone());
-        }
-        b.build().unwrap_or_else(|_| reqwest::Client::new())
+            .no_proxy()
+            .use_preconfigured_tls(config)
+            .build()
+            .expect("a reqwest client with a preconfigured rustls config builds")
     }
 
     /// An invoker on your own client (calls go over `http://`; for `https://` build the
@@ -217,6 +224,19 @@ fn fill_template(template: &str, args: &[Value]) -> (String, Vec<Value>) {
         .map(|(a, _)| a.clone())
         .collect();
     (out, unused)
+}
+
+/// The TLS config of a client that calls over `http://` only: ring's provider, no root (an
+/// `https://` URL could not be verified and fails).
+fn cleartext_only_tls() -> tokio_rustls::rustls::ClientConfig {
+    use tokio_rustls::rustls;
+    rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("ring supports the default protocol versions")
+    .with_root_certificates(rustls::RootCertStore::empty())
+    .with_no_client_auth()
 }
 
 /// The HTTP/2 reason when `e` (or an error it wraps) is the provider refusing new streams:
