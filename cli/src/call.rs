@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use switchman::Reference;
 use switchman_cluster::dubbo::DubboInvoker;
 use switchman_cluster::triple::{Payload, TripleInvoker};
-use switchman_cluster::{ClusterConfig, ProtocolInvoker, Settings, Strategy};
+use switchman_cluster::{ClusterConfig, ProtocolInvoker, Retries, Settings, Strategy};
 use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, Result};
 
 /// Arguments of `switchman call`.
@@ -82,6 +82,10 @@ pub(crate) struct CallArgs {
     /// `server_port`): one series per instance.
     #[arg(long, requires = "metrics")]
     metrics_per_instance: bool,
+    // With --admin the attempt histogram is labelled per instance (as with
+    // --metrics-per-instance), so that `switchman top` shows each instance's latency.
+    #[command(flatten)]
+    admin: crate::admin::AdminArgs,
 }
 
 type Outcome = std::result::Result<Value, String>;
@@ -144,12 +148,15 @@ fn parse_args(args: &CallArgs) -> std::result::Result<Parsed, String> {
 /// only when given (unset, the providers' values and Dubbo's defaults apply).
 fn cluster_config(args: &CallArgs) -> std::result::Result<ClusterConfig, String> {
     let strategy: Strategy = args.strategy.parse().map_err(|e: Error| e.to_string())?;
-    Ok(ClusterConfig::default().service_settings(Settings {
-        strategy: Some(strategy),
-        timeout: args.timeout,
-        retries: args.retries,
-        ..Settings::default()
-    }))
+    let mut service = Settings::new().strategy(strategy);
+    if let Some(ms) = args.timeout {
+        // 0: Dubbo's default, as `timeout=0` is.
+        service = service.timeout(Duration::from_millis(ms));
+    }
+    if let Some(r) = args.retries {
+        service = service.retries(Retries::from_dubbo(r));
+    }
+    Ok(ClusterConfig::default().service_settings(service))
 }
 
 async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
@@ -161,7 +168,7 @@ async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
     }
     let config = cluster_config(&args)?;
     let (arguments, attachments) = parse_args(&args)?;
-    args.metrics.start()?;
+    let admin = args.admin.start(&args.metrics, "call").await?;
     let payload: Payload = args.payload.parse().map_err(|e: switchman_core::Error| {
         format!("--payload {:?}: {}", args.payload, e.message())
     })?;
@@ -174,7 +181,7 @@ async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
     });
     // Dubbo's check=true: the registry's first answer decides; an empty one ends the call at
     // once with what the registry has instead. No answer within --wait: the same exit code.
-    let reference = Reference::new(&args.service)
+    let mut builder = Reference::new(&args.service)
         .registry(&args.registry)
         .group(&args.group)
         .version(&args.version)
@@ -182,12 +189,14 @@ async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
         .loadbalance(&args.loadbalance)
         .invoker(counting.clone())
         .wait(Duration::from_secs(args.wait))
-        .empty_grace(Duration::ZERO)
-        .connect()
-        .await
-        .map_err(|e| e.to_string())?;
+        .empty_grace(Duration::ZERO);
+    if let Some(a) = &admin {
+        // Listed there (per-instance attempt series on) while the calls run.
+        builder = builder.admin(a.addr());
+    }
+    let reference = builder.connect().await.map_err(|e| e.to_string())?;
     let directory = reference.directory().clone();
-    let cluster = match args.metrics_per_instance {
+    let cluster = match args.metrics_per_instance && admin.is_none() {
         true => reference.cluster().clone().with_instance_metrics(true),
         false => reference.cluster().clone(),
     };

@@ -48,6 +48,9 @@ pub(crate) struct DemoArgs {
     json: bool,
     #[command(flatten)]
     metrics: crate::metrics::MetricsArgs,
+    // The main run's consumer is listed there while the demo runs.
+    #[command(flatten)]
+    admin: crate::admin::AdminArgs,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -209,7 +212,7 @@ async fn run_demo(args: &DemoArgs) -> Result<Report, String> {
             args.calls
         ));
     }
-    args.metrics.start()?;
+    let admin = args.admin.start(&args.metrics, "demo").await?;
     let started = Instant::now();
     let plan = [
         ("p1", Behaviour::Healthy),
@@ -253,11 +256,11 @@ async fn run_demo(args: &DemoArgs) -> Result<Report, String> {
         .await
         .map_err(|e| e.to_string())?;
     let config = ClusterConfig::default().strategy(strategy);
-    let cluster = Arc::new(ClusterInvoker::new(
-        directory.clone(),
-        Arc::new(HttpInvoker::new()),
-        config,
-    ));
+    let cluster = ClusterInvoker::new(directory.clone(), Arc::new(HttpInvoker::new()), config)
+        // Per-instance attempt series with --admin, for `switchman top --admin`.
+        .with_instance_metrics(admin.is_some());
+    let cluster = Arc::new(cluster);
+    let _listing = admin.as_ref().map(|a| a.cluster("static (demo)", &cluster));
 
     let bar = if args.json {
         ProgressBar::hidden()

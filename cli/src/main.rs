@@ -6,12 +6,14 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod admin;
 mod call;
 mod demo;
 mod lb;
 mod metrics;
 mod provider;
 mod route;
+mod top;
 mod watch;
 
 /// Dubbo-style service discovery, routing, load balancing and fault tolerance for Rust.
@@ -35,6 +37,9 @@ enum Command {
     Provider(provider::ProviderArgs),
     /// Dry-run a routing rule: print the provider URLs it keeps for a call.
     Route(route::RouteArgs),
+    /// A live view of a consumer (through its --admin endpoint) or of a registry subscription:
+    /// one row per instance with its weight, state, share of attempts, latency and errors.
+    Top(top::TopArgs),
     /// Print one JSON line per snapshot a registry subscription publishes.
     Watch(watch::WatchArgs),
 }
@@ -45,6 +50,8 @@ fn main() -> ExitCode {
     // logged there unless RUST_LOG asks for more.
     let default_filter = match cli.command {
         Command::Demo(_) => "error",
+        // The live view owns the terminal: log lines would tear it (RUST_LOG still works).
+        Command::Top(ref a) if !a.once => "off",
         _ => "warn,zookeeper_client=error,nacos_sdk=off",
     };
     tracing_subscriber::fmt()
@@ -59,12 +66,14 @@ fn main() -> ExitCode {
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
         )
         .init();
+    switchman_cluster::metadata_service::install();
     match cli.command {
         Command::Call(args) => call::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Lb(cmd) => lb::run(cmd),
         Command::Provider(args) => provider::run(args),
         Command::Route(args) => route::run(args),
+        Command::Top(args) => top::run(args),
         Command::Watch(args) => watch::run(args),
     }
 }

@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use serde_json::json;
+use switchman::admin::Exported;
 use switchman_cluster::provider::{HttpProvider, ProviderReply};
 use switchman_cluster::triple::{EchoOptions, TripleServer, java_instance, serve_echo};
 use switchman_core::{Instance, Protocol, ServiceKey};
@@ -78,6 +79,10 @@ pub(crate) struct ProviderArgs {
     /// error_type = the HTTP status of a failure).
     #[command(flatten)]
     metrics: crate::metrics::MetricsArgs,
+    // POST /offline unregisters the provider from every registry (it keeps serving, so calls
+    // in flight finish; Dubbo's QOS `offline`), POST /online registers it again.
+    #[command(flatten)]
+    admin: crate::admin::AdminArgs,
 }
 
 async fn shutdown_signal() {
@@ -109,7 +114,7 @@ async fn run_provider(args: ProviderArgs) -> Result<(), String> {
             args.fail_percent
         ));
     }
-    args.metrics.start()?;
+    let admin = args.admin.start(&args.metrics, "provider").await?;
     let bind: SocketAddr = format!("{}:{}", args.bind, args.port)
         .parse()
         .or_else(|_| format!("[{}]:{}", args.bind, args.port).parse())
@@ -172,26 +177,27 @@ async fn run_provider(args: ProviderArgs) -> Result<(), String> {
         .application(&args.application)
         .param("name", &name)
         .build();
-    for registrar in &registrars {
-        match registrar.register(&instance).await {
-            Ok(()) => {}
-            // The registrar keeps retrying in the background; serve meanwhile.
-            Err(e) => eprintln!("switchman provider: {e}"),
-        }
+    // Registered through an `Exported`, which the admin endpoint's offline/online flip.
+    let mut exported = Exported::new(instance.clone());
+    for (url, registrar) in args.registry.iter().zip(registrars) {
+        exported = exported.registry(url, registrar);
     }
+    // A registrar that failed keeps retrying in the background; serve meanwhile.
+    for e in exported.online().await {
+        eprintln!("switchman provider: {e}");
+    }
+    let listing = admin.as_ref().map(|a| a.provider(&exported));
     println!(
         "{}",
-        json!({"event": "serving", "name": name, "address": instance.address(), "protocol": instance.protocol().as_str(), "service": instance.service().to_string(), "weight": args.weight})
+        json!({"event": "serving", "name": name, "address": instance.address(), "protocol": instance.protocol().as_str(), "service": instance.service().to_string(), "weight": args.weight, "admin": admin.as_ref().map(|a| a.addr().to_string())})
     );
     shutdown_signal().await;
-    for registrar in &registrars {
-        match tokio::time::timeout(Duration::from_secs(5), registrar.unregister(&instance)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!("switchman provider: {e}"),
-            Err(_) => eprintln!("switchman provider: unregistering timed out"),
-        }
+    // Unregisters where it is registered (not again after an admin `offline`), each bounded.
+    for e in exported.offline().await {
+        eprintln!("switchman provider: {e}");
     }
-    drop(registrars);
+    drop(listing);
+    drop(exported);
     drop(server);
     println!("{}", json!({"event": "stopped", "name": name}));
     Ok(())

@@ -159,7 +159,8 @@ pub(crate) fn run(args: RouteArgs) -> ExitCode {
     let kept: Vec<usize> = match table.route(&inv, &mut rng) {
         Route::Subset(i) => table.subsets()[i].iter().map(|&x| x as usize).collect(),
         Route::Computed(s) => s.iter().map(|&x| x as usize).collect(),
-        Route::Forbidden(_) => Vec::new(),
+        // Forbidden, or an outcome this version does not know: nothing is kept.
+        _ => Vec::new(),
     };
     if args.explain {
         let e = chain.explain(&instances, &consumer, &inv, &mut explain_rng);

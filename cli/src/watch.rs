@@ -1,10 +1,16 @@
-//! `switchman watch REGISTRY SERVICE`: one JSON line per published snapshot.
+//! `switchman watch REGISTRY SERVICE`: one JSON line (or, with `--format text`, one block of
+//! lines) per published snapshot. Each instance says where it was discovered: `"discovery":
+//! "interface"` (a provider URL: ZooKeeper's `/dubbo/{interface}/providers`, Nacos's
+//! `providers:...` service, a static file) or `"application"` (Dubbo 3 application-level
+//! discovery), with the `"revision"` of its application's `MetadataInfo` (`null` for
+//! interface-level instances).
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use serde_json::json;
-use switchman_core::ServiceKey;
+use switchman_core::{Instance, ServiceKey};
+use switchman_discovery::metadata::REVISION_KEY;
 use switchman_discovery::{
     DirectoryConfig, EmptyPolicy, RegistryDirectory, Snapshot, registry_from_url,
 };
@@ -31,8 +37,22 @@ pub(crate) struct WatchArgs {
     /// Show the registry's empty list as it is (`publish`) or keep the last one (`keep`).
     #[arg(long, default_value = "publish", value_parser = ["publish", "keep"])]
     empty: String,
+    /// `json`: one JSON line per snapshot; `text`: a header line and one line per instance.
+    #[arg(long, default_value = "json", value_parser = ["json", "text"])]
+    format: String,
     #[command(flatten)]
     metrics: crate::metrics::MetricsArgs,
+    #[command(flatten)]
+    admin: crate::admin::AdminArgs,
+}
+
+/// Where an instance was discovered, and the revision of its application's metadata:
+/// application-level endpoints keep `dubbo.metadata.revision` (Dubbo's instance metadata).
+fn discovery(i: &Instance) -> (&'static str, Option<&str>) {
+    match i.param(REVISION_KEY).filter(|r| !r.is_empty()) {
+        Some(rev) => ("application", Some(rev)),
+        None => ("interface", None),
+    }
 }
 
 pub(crate) fn snapshot_json(s: &Snapshot) -> serde_json::Value {
@@ -40,6 +60,7 @@ pub(crate) fn snapshot_json(s: &Snapshot) -> serde_json::Value {
         .instances()
         .iter()
         .map(|i| {
+            let (discovery, revision) = discovery(i);
             json!({
                 "address": i.address(),
                 "group": i.service().group.as_ref(),
@@ -50,10 +71,54 @@ pub(crate) fn snapshot_json(s: &Snapshot) -> serde_json::Value {
                 "enabled": i.enabled(),
                 "healthy": i.healthy(),
                 "routable": s.index_of(i.key()).is_some(),
+                "discovery": discovery,
+                "revision": revision,
             })
         })
         .collect();
     json!({"epoch": s.epoch(), "service": s.service().to_string(), "instances": instances})
+}
+
+/// The human form: `epoch N SERVICE: K instances`, then per instance its address, protocol,
+/// weight, `discovery=interface|application`, `revision=...` and its state.
+pub(crate) fn snapshot_text(s: &Snapshot) -> String {
+    let mut out = format!(
+        "epoch {} {}: {} instance{}",
+        s.epoch(),
+        s.service(),
+        s.instances().len(),
+        if s.instances().len() == 1 { "" } else { "s" }
+    );
+    for i in s.instances().iter() {
+        let (discovery, revision) = discovery(i);
+        let state = if s.index_of(i.key()).is_some() {
+            "routable"
+        } else if !i.enabled() {
+            "disabled"
+        } else if !i.healthy() {
+            "unhealthy"
+        } else {
+            "not routable"
+        };
+        out.push_str(&format!(
+            "\n  {} {} weight={} discovery={discovery}",
+            i.address(),
+            i.protocol().as_str(),
+            i.weight()
+        ));
+        if let Some(rev) = revision {
+            out.push_str(&format!(" revision={rev}"));
+        }
+        let svc = i.service();
+        if !svc.group.is_empty() || !svc.version.is_empty() {
+            out.push_str(&format!(" group={} version={}", svc.group, svc.version));
+        }
+        if let Some(zone) = i.zone() {
+            out.push_str(&format!(" zone={zone}"));
+        }
+        out.push_str(&format!(" {state}"));
+    }
+    out
 }
 
 pub(crate) fn run(args: WatchArgs) -> ExitCode {
@@ -69,10 +134,13 @@ pub(crate) fn run(args: WatchArgs) -> ExitCode {
         }
     };
     rt.block_on(async move {
-        if let Err(e) = args.metrics.start() {
-            eprintln!("switchman watch: {e}");
-            return ExitCode::from(2);
-        }
+        let admin = match args.admin.start(&args.metrics, "watch").await {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("switchman watch: {e}");
+                return ExitCode::from(2);
+            }
+        };
         let registry = match registry_from_url(&args.registry) {
             Ok(r) => r,
             Err(e) => {
@@ -92,19 +160,27 @@ pub(crate) fn run(args: WatchArgs) -> ExitCode {
         )
         .await
         {
-            Ok(d) => d,
+            Ok(d) => std::sync::Arc::new(d),
             Err(e) => {
                 eprintln!("switchman watch: {e}");
                 return ExitCode::from(2);
             }
         };
+        let _listing = admin.as_ref().map(|a| a.directory(&args.registry, &dir));
         let mut epochs = dir.epochs();
         let first = dir
             .wait_until(Duration::from_secs(args.timeout), |s| s.epoch() > 0)
             .await;
+        let print = |s: &Snapshot| {
+            if args.format == "text" {
+                println!("{}", snapshot_text(s));
+            } else {
+                println!("{}", snapshot_json(s));
+            }
+        };
         let mut last = match first {
             Ok(s) => {
-                println!("{}", snapshot_json(&s));
+                print(&s);
                 s.epoch()
             }
             Err(_) => {
@@ -128,7 +204,7 @@ pub(crate) fn run(args: WatchArgs) -> ExitCode {
                     let s = dir.load();
                     if s.epoch() > last {
                         last = s.epoch();
-                        println!("{}", snapshot_json(&s));
+                        print(&s);
                     }
                 }
                 _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,

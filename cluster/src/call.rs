@@ -1,11 +1,21 @@
 //! One call in progress: what a strategy uses to pick instances and make attempts.
+//!
+//! A strategy gets endpoints only as [`Pick`]s, which routing hands out and which borrow the
+//! snapshot they were routed in: a pick cannot be used with another snapshot or outlive its
+//! own. Attempts go through an [`Attempter`], which enforces the call's deadline on every
+//! attempt and the service's retry budget on every attempt after the first, so a strategy
+//! cannot retry past them (asking [`Call::retry_allowed`] first lets it stop with its own
+//! error instead of the budget's).
 
+use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
-use switchman_core::{Error, ErrorKind, Invocation, Result};
-use switchman_discovery::Snapshot;
+use switchman_core::{Error, ErrorKind, Instance, Invocation, Result};
+use switchman_discovery::{Balancing, Routed, Snapshot};
+use switchman_loadbalance::Endpoint;
 use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::{Instrument, debug, info_span};
@@ -39,6 +49,30 @@ impl Tried {
     }
 
     fn sync(&mut self, snap: &Arc<Snapshot>) {
+        if self
+            .snapshot
+            .as_ref()
+            .is_some_and(|old| Arc::ptr_eq(old, snap))
+        {
+            return;
+        }
+        self.remap(snap);
+        self.snapshot = Some(snap.clone());
+    }
+
+    /// Marks `pick` tried in the tracked snapshot (by key when it was picked in another).
+    fn push_pick(&mut self, pick: Pick<'_>) {
+        let Some(tracked) = &self.snapshot else {
+            return;
+        };
+        if std::ptr::eq(Arc::as_ptr(tracked), pick.snap) {
+            self.push(pick.index);
+        } else if let Some(i) = tracked.index_of(pick.instance().key()) {
+            self.push(i);
+        }
+    }
+
+    fn remap(&mut self, snap: &Snapshot) {
         if let Some(old) = &self.snapshot {
             if old.epoch() == snap.epoch() {
                 return;
@@ -53,7 +87,6 @@ impl Tried {
             }
             self.len = n;
         }
-        self.snapshot = Some(snap.clone());
     }
 
     fn as_slice(&self) -> &[usize] {
@@ -76,8 +109,163 @@ impl Tried {
     }
 }
 
+/// One routed endpoint of one snapshot: what an attempt is made on. Only routing hands them
+/// out ([`Call::select`], [`Call::peek`], [`Call::candidates`]), and a pick borrows the
+/// snapshot it came from, so it cannot be used with another snapshot (an attempt takes the
+/// pick alone) or after its own is gone:
+///
+/// ```
+/// use std::sync::Arc;
+/// use switchman_cluster::{Call, Pick};
+/// use switchman_discovery::Snapshot;
+///
+/// // A pick lives as long as the snapshot it was routed in.
+/// fn pick_in<'s>(call: &mut Call<'_>, snap: &'s Arc<Snapshot>) -> Pick<'s> {
+///     call.select(snap).expect("a provider")
+/// }
+/// ```
+///
+/// ```compile_fail,E0515
+/// use switchman_cluster::{Call, Pick};
+///
+/// // Not longer: the snapshot is dropped at the end of the function.
+/// fn keep(call: &mut Call<'_>) -> Pick<'static> {
+///     let snap = call.snapshot();
+///     call.select(&snap).expect("a provider")
+/// }
+/// ```
+#[derive(Clone, Copy)]
+pub struct Pick<'s> {
+    snap: &'s Snapshot,
+    index: usize,
+}
+
+impl fmt::Debug for Pick<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pick")
+            .field("endpoint", &self.endpoint().instance.key())
+            .field("epoch", &self.snap.epoch())
+            .finish()
+    }
+}
+
+impl PartialEq for Pick<'_> {
+    /// The same endpoint of the same snapshot.
+    fn eq(&self, other: &Self) -> bool {
+        self.index == other.index && std::ptr::eq(self.snap, other.snap)
+    }
+}
+
+impl Eq for Pick<'_> {}
+
+impl<'s> Pick<'s> {
+    pub(crate) fn new(snap: &'s Snapshot, index: usize) -> Self {
+        debug_assert!(index < snap.endpoints().len());
+        Pick { snap, index }
+    }
+
+    /// The endpoint's index in [`Pick::snapshot`]'s `endpoints()`.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The endpoint: the instance and its live statistics.
+    pub fn endpoint(&self) -> &'s Endpoint {
+        &self.snap.endpoints()[self.index]
+    }
+
+    /// The instance.
+    pub fn instance(&self) -> &'s Arc<Instance> {
+        &self.endpoint().instance
+    }
+
+    /// The snapshot this pick was routed in.
+    pub fn snapshot(&self) -> &'s Snapshot {
+        self.snap
+    }
+}
+
+/// The routed candidates of one call in one snapshot, in address order (see
+/// [`Call::candidates`]).
+#[derive(Clone)]
+pub struct Candidates<'s> {
+    snap: &'s Snapshot,
+    members: Arc<[u32]>,
+}
+
+impl fmt::Debug for Candidates<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Candidates")
+            .field("epoch", &self.snap.epoch())
+            .field("len", &self.members.len())
+            .finish()
+    }
+}
+
+impl<'s> Candidates<'s> {
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The `k`-th candidate.
+    pub fn get(&self, k: usize) -> Option<Pick<'s>> {
+        self.members
+            .get(k)
+            .map(|&i| Pick::new(self.snap, i as usize))
+    }
+
+    /// Every candidate, in address order.
+    pub fn iter(&self) -> impl Iterator<Item = Pick<'s>> + '_ {
+        let snap = self.snap;
+        self.members
+            .iter()
+            .map(move |&i| Pick::new(snap, i as usize))
+    }
+
+    /// The endpoint indexes (into the snapshot's `endpoints()`).
+    pub(crate) fn indexes(&self) -> &[u32] {
+        &self.members
+    }
+}
+
+/// What the attempts of one call have used so far, shared by every [`Attempter`] of the call
+/// (attempts may run at once): attempts started, retries granted by [`Call::retry_allowed`]
+/// and not yet used, retries taken without asking.
+#[derive(Debug, Default)]
+pub(crate) struct AttemptBook {
+    started: AtomicU32,
+    granted: AtomicU32,
+    unasked: AtomicU32,
+}
+
+impl AttemptBook {
+    pub(crate) fn new() -> Self {
+        AttemptBook::default()
+    }
+
+    /// Uses one granted retry, if any is left.
+    fn take_grant(&self) -> bool {
+        self.granted
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |g| g.checked_sub(1))
+            .is_ok()
+    }
+}
+
 /// Makes single attempts. Cheap to copy; holds no state of the call, so several attempts can
 /// run at once (forking, hedging) while the [`Call`] picks the next instance.
+///
+/// The first attempt of a call is free; every later one is a retry and needs a retry the
+/// budget allows: one granted by [`Call::retry_allowed`] (or [`Attempter::retry_allowed`])
+/// beforehand, or, when the strategy did not ask, one withdrawn by the attempt itself, which
+/// otherwise fails at once with [`ErrorKind::LimitExceeded`] (not retryable) without calling
+/// anyone. Retries taken without asking are also capped at [`MAX_ATTEMPTS`] per call. No
+/// attempt starts with less than [`DEADLINE_FLOOR`] left of the call's deadline.
 #[derive(Clone, Copy)]
 pub struct Attempter<'c> {
     inner: &'c Inner,
@@ -85,20 +273,34 @@ pub struct Attempter<'c> {
     settings: &'c Effective,
     deadline: Option<Instant>,
     telemetry: &'c CallTelemetry,
+    book: &'c AttemptBook,
+    /// Attempts of one wave (forking, broadcast, the groups of a merging call): not retries.
+    fan_out: bool,
 }
 
 impl std::fmt::Debug for Attempter<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Attempter")
             .field("method", &self.invocation.method)
+            .field("fan_out", &self.fan_out)
             .finish()
     }
 }
 
 impl<'c> Attempter<'c> {
     /// Asks for a retry (see [`Call::retry_allowed`]); for strategies whose attempts run at
-    /// once, each with its own retries (mergeable's groups).
+    /// once, each with its own retries (mergeable's groups). A granted retry is used by the
+    /// next attempt after the first.
     pub fn retry_allowed(&self) -> bool {
+        let ok = self.withdraw();
+        if ok {
+            self.book.granted.fetch_add(1, Ordering::AcqRel);
+        }
+        ok
+    }
+
+    /// Whether the deadline leaves time and the budget has a retry (withdrawn); counted.
+    fn withdraw(&self) -> bool {
         if self
             .deadline
             .is_some_and(|d| d.saturating_duration_since(Instant::now()) < DEADLINE_FLOOR)
@@ -115,9 +317,65 @@ impl<'c> Attempter<'c> {
         }
     }
 
-    /// One attempt on endpoint `i` of `snap`: bounded by the per-attempt timeout and what is
-    /// left of the deadline; in-flight and outcome recorded on the instance's live stats.
-    pub async fn attempt(self, snap: &Snapshot, i: usize) -> Result<Value> {
+    /// Attempts of one wave: each is a first attempt, not a retry (forking's forks, every
+    /// instance of a broadcast, each group of a merging call).
+    pub(crate) fn fan_out(self) -> Self {
+        Attempter {
+            fan_out: true,
+            ..self
+        }
+    }
+
+    /// The budget and deadline check of an attempt after the first that no grant covers.
+    fn unasked_retry(&self, pick: Pick<'_>) -> Result<()> {
+        let address = pick.instance().address();
+        let n = self.book.unasked.fetch_add(1, Ordering::AcqRel) as usize + 1;
+        if n >= MAX_ATTEMPTS {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                format!(
+                    "retry of {} on {address} refused: {MAX_ATTEMPTS} attempts is the most one call makes",
+                    self.invocation.method
+                ),
+            )
+            .with_retryable(false));
+        }
+        if self.withdraw() {
+            return Ok(());
+        }
+        if self
+            .deadline
+            .is_some_and(|d| d.saturating_duration_since(Instant::now()) < DEADLINE_FLOOR)
+        {
+            return Err(Error::timeout(format!(
+                "deadline of {} reached before a retry on {address}",
+                self.invocation.method
+            ))
+            .with_retryable(false));
+        }
+        Err(Error::new(
+            ErrorKind::LimitExceeded,
+            format!(
+                "retry of {} on {address} refused by the retry budget of {}",
+                self.invocation.method,
+                pick.snapshot().service()
+            ),
+        )
+        .with_retryable(false))
+    }
+
+    /// One attempt on `pick`: bounded by the per-attempt timeout and what is left of the
+    /// deadline; in-flight and outcome recorded on the instance's live stats. An attempt after
+    /// the call's first needs a retry from the budget (see [`Attempter`]).
+    pub async fn attempt(self, pick: Pick<'_>) -> Result<Value> {
+        let started_before = self.book.started.fetch_add(1, Ordering::AcqRel);
+        if started_before > 0 && !self.fan_out && !self.book.take_grant() {
+            if let Err(e) = self.unasked_retry(pick) {
+                self.book.started.fetch_sub(1, Ordering::AcqRel);
+                return Err(e);
+            }
+        }
+        let (snap, i) = (pick.snap, pick.index);
         let ep = &snap.endpoints()[i];
         // The timeout for this instance: its own registration may set it (Dubbo reads it
         // from the URL of the instance being called), precomputed per snapshot.
@@ -200,13 +458,15 @@ impl<'c> Attempter<'c> {
 /// One call in progress, handed to a strategy ([`crate::ClusterStrategy`]).
 ///
 /// It loads snapshots, routes and picks (skipping instances this call already tried while
-/// untried ones remain, honouring `sticky` and `actives`), makes attempts through an
-/// [`Attempter`], and asks the service's retry budget and the call's deadline before a retry.
+/// untried ones remain, honouring `sticky`, `actives` and the balancer the settings name for
+/// the method), makes attempts through an [`Attempter`], and asks the service's retry budget
+/// and the call's deadline before a retry.
 pub struct Call<'c> {
     inner: &'c Inner,
     invocation: &'c Invocation,
     settings: &'c Effective,
     telemetry: &'c CallTelemetry,
+    book: &'c AttemptBook,
     deadline: Option<Instant>,
     rng: fastrand::Rng,
     tried: Tried,
@@ -228,12 +488,14 @@ impl<'c> Call<'c> {
         invocation: &'c Invocation,
         settings: &'c Effective,
         telemetry: &'c CallTelemetry,
+        book: &'c AttemptBook,
     ) -> Self {
         Call {
             inner,
             invocation,
             settings,
             telemetry,
+            book,
             deadline: settings.deadline.map(|d| Instant::now() + d),
             rng: fastrand::Rng::new(),
             tried: Tried::new(),
@@ -268,6 +530,8 @@ impl<'c> Call<'c> {
             settings: self.settings,
             deadline: self.deadline,
             telemetry: self.telemetry,
+            book: self.book,
+            fan_out: false,
         }
     }
 
@@ -277,9 +541,12 @@ impl<'c> Call<'c> {
             .map(|d| d.saturating_duration_since(Instant::now()))
     }
 
-    /// The routed candidates (indexes into `snap.endpoints()`, address order).
-    pub fn candidates(&mut self, snap: &Arc<Snapshot>) -> Result<Arc<[u32]>> {
-        snap.candidates(self.invocation, &mut self.rng)
+    /// The routed candidates of `snap` for this call, in address order, for strategies that
+    /// call every candidate or walk them in order (broadcast, available). Fails as
+    /// [`Call::select`] does when there is none.
+    pub fn candidates<'s>(&mut self, snap: &'s Arc<Snapshot>) -> Result<Candidates<'s>> {
+        let members = snap.candidates(self.invocation, &mut self.rng)?;
+        Ok(Candidates { snap, members })
     }
 
     /// Routes and picks one endpoint of `snap` and marks it tried. Avoids endpoints already
@@ -287,36 +554,52 @@ impl<'c> Call<'c> {
     /// `LimitExceeded` when every one it finds is at the cap. Skips instances ejected as
     /// outliers (an ejected instance whose penalty is over is taken as its probe); when every
     /// candidate it finds is ejected, it takes one of them anyway: ejection never fails a call
-    /// by itself.
+    /// by itself. The balancer is the one the settings resolve for the method and the routed
+    /// subset (`loadbalance`, Dubbo's precedence), its tables built once per snapshot.
     ///
-    /// With `sticky` on, as Dubbo's `AbstractClusterInvoker.select`: the sticky instance is
+    /// With `sticky` on (read, as Dubbo's `AbstractClusterInvoker.select` reads it, with the
+    /// first routed provider's registration as the provider layer): the sticky instance is
     /// forgotten when routing does not give it to this call; otherwise it is taken when this
     /// call has not tried it yet and it is available (not at its cap, not ejected); and
     /// whatever is picked instead becomes the sticky instance (the selected one, whether or
     /// not its call then succeeds).
-    pub fn select(&mut self, snap: &Arc<Snapshot>) -> Result<usize> {
+    pub fn select<'s>(&mut self, snap: &'s Arc<Snapshot>) -> Result<Pick<'s>> {
         self.tried.sync(snap);
-        if self.settings.sticky {
-            if let Some(i) = self.sticky_pick(snap) {
+        let routed = snap.route(self.invocation, &mut self.rng)?;
+        let fresh = self.fresh_settings(snap);
+        let resolved = fresh.as_deref().unwrap_or(self.settings);
+        let balancing = resolved.balancing_at(snap.epoch()).flatten();
+        let sticky = match routed.first() {
+            Some(f) => resolved
+                .limits_at(snap.epoch(), f)
+                .map_or(self.settings.sticky, |l| l.sticky),
+            None => false,
+        };
+        if sticky {
+            if let Some(i) = self.sticky_pick(snap, &routed) {
                 self.tried.push(i);
-                return Ok(i);
+                return Ok(Pick::new(snap, i));
             }
         }
-        let i = self.pick(snap)?;
-        if self.settings.sticky {
+        let i = self.pick(snap, &routed, balancing)?;
+        if sticky {
             self.inner.remember_sticky(&snap.endpoints()[i].instance);
         }
-        Ok(i)
+        Ok(Pick::new(snap, i))
+    }
+
+    /// The settings resolved for `snap` when this call's were resolved for another (the
+    /// strategy re-listed and got a newer snapshot): a map lookup once per snapshot.
+    fn fresh_settings(&self, snap: &Snapshot) -> Option<Arc<Effective>> {
+        (!self.settings.is_for(snap.epoch()))
+            .then(|| self.inner.effective(snap, &self.invocation.method))
     }
 
     /// The sticky instance when routing gives it to this call and it may be used; forgets it
     /// when routing does not give it.
-    fn sticky_pick(&mut self, snap: &Arc<Snapshot>) -> Option<usize> {
+    fn sticky_pick(&mut self, snap: &Snapshot, routed: &Routed<'_>) -> Option<usize> {
         let sticky = self.inner.sticky()?;
-        let routed = snap.index_of(sticky.key()).filter(|&i| {
-            snap.candidates(self.invocation, &mut self.rng)
-                .is_ok_and(|members| members.binary_search(&(i as u32)).is_ok())
-        });
+        let routed = snap.index_of(sticky.key()).filter(|&i| routed.contains(i));
         let Some(i) = routed else {
             self.inner.forget_sticky();
             return None;
@@ -324,12 +607,23 @@ impl<'c> Call<'c> {
         (!self.tried.contains(i) && !self.at_cap(snap, i) && self.admitted(snap, i)).then_some(i)
     }
 
-    fn pick(&mut self, snap: &Arc<Snapshot>) -> Result<usize> {
+    fn pick(
+        &mut self,
+        snap: &Snapshot,
+        routed: &Routed<'_>,
+        balancing: Option<&Balancing>,
+    ) -> Result<usize> {
         let base = self.tried.len;
         let mut capped = false;
         let mut ejected = None;
         for _ in 0..MAX_ATTEMPTS {
-            let i = snap.select(self.invocation, self.tried.as_slice(), &mut self.rng)?;
+            let i = snap.pick(
+                routed,
+                balancing,
+                self.invocation,
+                self.tried.as_slice(),
+                &mut self.rng,
+            )?;
             if self.tried.contains(i) {
                 // Every candidate was tried already (or skipped for its cap or ejection).
                 break;
@@ -368,20 +662,34 @@ impl<'c> Call<'c> {
         }
         self.tried.truncate(base);
         // All tried: do as Dubbo does and reuse the balancer's choice.
-        let i = snap.select(self.invocation, &[], &mut self.rng)?;
-        Ok(i)
+        snap.pick(routed, balancing, self.invocation, &[], &mut self.rng)
     }
 
     /// Routes and picks like [`Call::select`] but without marking the pick as tried (for
     /// strategies that look before they leap, such as zone-aware).
-    pub fn peek(&mut self, snap: &Arc<Snapshot>) -> Result<usize> {
+    pub fn peek<'s>(&mut self, snap: &'s Arc<Snapshot>) -> Result<Pick<'s>> {
         self.tried.sync(snap);
-        snap.select(self.invocation, self.tried.as_slice(), &mut self.rng)
+        let routed = snap.route(self.invocation, &mut self.rng)?;
+        let fresh = self.fresh_settings(snap);
+        let resolved = fresh.as_deref().unwrap_or(self.settings);
+        let balancing = resolved.balancing_at(snap.epoch()).flatten();
+        let i = snap.pick(
+            &routed,
+            balancing,
+            self.invocation,
+            self.tried.as_slice(),
+            &mut self.rng,
+        )?;
+        Ok(Pick::new(snap, i))
     }
 
-    /// Marks endpoint `i` of the last synced snapshot as tried.
-    pub fn mark_tried(&mut self, i: usize) {
-        self.tried.push(i);
+    /// Marks `pick` as tried: later picks of this call avoid it while untried candidates
+    /// remain.
+    pub fn mark_tried(&mut self, pick: Pick<'_>) {
+        if self.tried.snapshot.is_none() {
+            self.tried.sync(&self.inner.directory.load());
+        }
+        self.tried.push_pick(pick);
     }
 
     /// Marks the endpoint with key `key` as tried, when `snap` holds it (a failback retry
@@ -391,6 +699,13 @@ impl<'c> Call<'c> {
         if let Some(i) = snap.index_of(key) {
             self.tried.push(i);
         }
+    }
+
+    /// Whether outlier ejection lets a call go to `pick` now (one atomic load for an instance
+    /// in rotation; claims the probe of an instance whose penalty is over, so ask only right
+    /// before attempting it).
+    pub fn admits(&self, pick: Pick<'_>) -> bool {
+        self.admitted(pick.snap, pick.index)
     }
 
     /// Whether outlier ejection lets a call go to endpoint `i` (one atomic load for an
@@ -415,14 +730,14 @@ impl<'c> Call<'c> {
             .is_some_and(|cap| snap.endpoints()[i].stats.active() >= cap)
     }
 
-    /// Records that the attempt on endpoint `i` of `snap` failed (for the final error).
-    pub fn note_failure(&mut self, snap: &Snapshot, i: usize) {
-        self.failed
-            .push(snap.endpoints()[i].instance.address().to_string());
+    /// Records that the attempt on `pick` failed (for the final error).
+    pub fn note_failure(&mut self, pick: Pick<'_>) {
+        self.failed.push(pick.instance().address().to_string());
     }
 
     /// Asks for a retry: the deadline must leave time and the service's retry budget must
-    /// allow it. A refusal is counted.
+    /// allow it. A refusal is counted. A granted retry is used by the next attempt after the
+    /// first (an attempt that finds none asks the budget itself).
     pub fn retry_allowed(&mut self) -> bool {
         self.attempter().retry_allowed()
     }

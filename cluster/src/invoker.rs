@@ -1,7 +1,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -10,14 +10,15 @@ use serde_json::Value;
 use switchman_core::{BoxFuture, Error, ErrorKind, Instance, Invocation, Invoker, Result};
 use switchman_discovery::{RegistryDirectory, Snapshot};
 use switchman_loadbalance::outlier::{Outcome, Verdict};
-use switchman_loadbalance::{EjectionCount, OutlierConfig};
+use switchman_loadbalance::{EjectionCount, LoadBalance, OutlierConfig};
 use tracing::field::Empty;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::budget::{BudgetConfig, RetryBudget};
-use crate::call::Call;
+use crate::call::{AttemptBook, Call};
 use crate::config::{
-    ClusterConfig, Effective, Limits, Mock, MockAction, ProviderKeys, apply_attachments,
+    BalancerSpec, ClusterConfig, Effective, Limits, Mock, MockAction, ProviderKeys,
+    apply_attachments, equivalent,
 };
 use crate::strategy;
 use crate::telemetry::{self, CallTelemetry, Metrics};
@@ -27,9 +28,15 @@ pub type MergerFn = Arc<dyn Fn(Vec<Value>) -> Result<Value> + Send + Sync>;
 
 /// A user-defined cluster strategy. Implement it and pass it to
 /// [`ClusterInvoker::with_strategy`]; no registry of names to patch.
+///
+/// A strategy sees endpoints only as [`Pick`](crate::Pick)s from routing, tied to their
+/// snapshot, and every attempt after the first of a call is a retry the service's retry
+/// budget must allow: the [`Attempter`](crate::Attempter) checks it (and the call's deadline)
+/// whatever the strategy does.
 pub trait ClusterStrategy: Send + Sync + fmt::Debug {
-    /// Runs one call: pick instances with `call.select`, attempt them with
-    /// `call.attempter().attempt(..)`, ask `call.retry_allowed()` before retrying.
+    /// Runs one call: pick instances with `call.select` (or walk `call.candidates`), attempt
+    /// them with `call.attempter().attempt(pick)`, ask `call.retry_allowed()` before retrying
+    /// to stop with your own error when the budget says no.
     fn call<'a, 'c>(&'a self, call: &'a mut Call<'c>) -> BoxFuture<'a, Result<Value>>;
 }
 
@@ -98,8 +105,16 @@ pub(crate) struct Inner {
     /// Endpoints out of rotation, for the max-ejection-percent guard: two strikes at once
     /// cannot both pass it, without a lock.
     ejected: EjectionCount,
+    /// The balancer object of each balancer setting seen, so that a snapshot builds one
+    /// table set per balancer, shared by the methods naming it. Locked only while settings
+    /// are resolved for a new snapshot.
+    balancers: Mutex<Vec<(BalancerSpec, Arc<dyn LoadBalance>)>>,
     pub(crate) this: Weak<Inner>,
 }
+
+/// Most balancer settings remembered (each distinct `loadbalance`/`hash.*` combination the
+/// consumer or a provider names); past it, a balancer is built for the snapshot at hand.
+const MAX_BALANCER_SPECS: usize = 64;
 
 impl Inner {
     /// The sticky instance, if any.
@@ -193,35 +208,19 @@ impl Inner {
     }
 
     /// The settings of `method` for `snap`: resolved once per snapshot (every method with
-    /// settings of its own, each endpoint's registration read once), then a map lookup.
+    /// settings of its own, each endpoint's registration read once, the balancer tables the
+    /// settings name built or shared), then a map lookup.
     pub(crate) fn effective(&self, snap: &Snapshot, method: &str) -> Arc<Effective> {
         let cached = self.resolved.load();
         let resolved = match cached.as_ref() {
             Some(r) if r.epoch == snap.epoch() => r.clone(),
             _ => {
-                let epoch = snap.epoch();
-                let providers: Vec<ProviderKeys> = snap
-                    .endpoints()
-                    .iter()
-                    .map(|e| ProviderKeys::parse(e.instance.params()))
-                    .collect();
-                let methods = self
-                    .config
-                    .method_names(&providers)
-                    .into_iter()
-                    .map(|m| {
-                        let e = self
-                            .config
-                            .resolve_for_snapshot(Some(&m), epoch, &providers);
-                        (m, Arc::new(e))
-                    })
-                    .collect();
-                let r = Arc::new(Resolved {
-                    epoch,
-                    default: Arc::new(self.config.resolve_for_snapshot(None, epoch, &providers)),
-                    methods,
-                });
-                self.resolved.store(Some(r.clone()));
+                let r = Arc::new(self.resolve(snap));
+                // An older snapshot (a call that started before a change) does not replace
+                // the newer resolution.
+                if cached.as_ref().is_none_or(|c| c.epoch < r.epoch) {
+                    self.resolved.store(Some(r.clone()));
+                }
                 r
             }
         };
@@ -230,6 +229,81 @@ impl Inner {
             .get(method)
             .unwrap_or(&resolved.default)
             .clone()
+    }
+
+    fn resolve(&self, snap: &Snapshot) -> Resolved {
+        let epoch = snap.epoch();
+        let providers: Vec<ProviderKeys> = snap
+            .endpoints()
+            .iter()
+            .map(|e| ProviderKeys::parse(e.instance.params()))
+            .collect();
+        // The balancer of each distinct spec, looked up once for this resolution (endpoints
+        // and methods mostly share one or two specs).
+        let mut memo: Vec<(BalancerSpec, Option<Arc<dyn LoadBalance>>)> = Vec::new();
+        let mut with_tables = |method: Option<&str>| {
+            let mut e = self.config.resolve_for_snapshot(method, epoch, &providers);
+            if let Some(r) = e.resolved_for.as_mut() {
+                if let Some(specs) = r.specs.clone() {
+                    r.balancing = snap.balancing(|i| {
+                        let spec = specs.get(i)?;
+                        if let Some((_, b)) = memo.iter().find(|(s, _)| s == spec) {
+                            return b.clone();
+                        }
+                        let b = self.balancer_for(spec, snap.balancer());
+                        if memo.len() < MAX_BALANCER_SPECS {
+                            memo.push((spec.clone(), b.clone()));
+                        }
+                        b
+                    });
+                }
+            }
+            Arc::new(e)
+        };
+        let methods = self
+            .config
+            .method_names(&providers)
+            .into_iter()
+            .map(|m| {
+                let e = with_tables(Some(&m));
+                (m, e)
+            })
+            .collect();
+        let default = with_tables(None);
+        Resolved {
+            epoch,
+            default,
+            methods,
+        }
+    }
+
+    /// The balancer object for `spec` (`None`: the directory's `directory` builds the same
+    /// tables), the same one every time for the same spec so that a snapshot shares its
+    /// tables across the methods naming it.
+    fn balancer_for(
+        &self,
+        spec: &BalancerSpec,
+        directory: &Arc<dyn LoadBalance>,
+    ) -> Option<Arc<dyn LoadBalance>> {
+        if spec.is_directory() {
+            return None;
+        }
+        let b = {
+            let mut known = self.balancers.lock().unwrap_or_else(|e| e.into_inner());
+            match known.iter().find(|(s, _)| s == spec) {
+                // The directory's balancer may have changed since (set_balancer).
+                Some((_, b)) if spec.build_needs(directory) => b.clone(),
+                Some(_) => return None,
+                None => {
+                    let built = spec.build(directory)?;
+                    if known.len() < MAX_BALANCER_SPECS {
+                        known.push((spec.clone(), built.clone()));
+                    }
+                    built
+                }
+            }
+        };
+        (!equivalent(&b, directory)).then_some(b)
     }
 
     /// The timeout and actives cap of a call with `settings` to endpoint `i` of `snap`: from
@@ -250,6 +324,7 @@ impl Inner {
                 fresh.limits_at(snap.epoch(), i).unwrap_or(Limits {
                     timeout: fresh.timeout,
                     actives: fresh.actives,
+                    sticky: fresh.sticky,
                 })
             }
         };
@@ -323,6 +398,7 @@ impl ClusterInvoker {
             merger,
             failback_pending: AtomicUsize::new(0),
             ejected: EjectionCount::new(),
+            balancers: Mutex::new(Vec::new()),
             this: this.clone(),
         });
         ClusterInvoker { inner }
@@ -405,7 +481,7 @@ impl ClusterInvoker {
         let snap = inner.directory.snapshot();
         let resolved = inner.effective(&snap, &invocation.method);
         drop(snap);
-        let overridden = apply_attachments(&resolved, invocation);
+        let overridden = apply_attachments(&resolved, invocation)?;
         let settings = overridden.as_ref().unwrap_or(&resolved);
         if let Some(Mock::Force(action)) = &settings.mock {
             return run_mock(action, invocation, None);
@@ -422,8 +498,9 @@ impl ClusterInvoker {
             error_type = Empty,
             attempts = Empty,
         );
+        let book = AttemptBook::new();
         let result = async {
-            let mut call = Call::new(inner, invocation, settings, &telemetry);
+            let mut call = Call::new(inner, invocation, settings, &telemetry, &book);
             match &inner.custom {
                 Some(custom) => custom.call(&mut call).await,
                 None => strategy::run(settings.strategy, &mut call).await,
@@ -516,15 +593,16 @@ impl Inner {
                 tokio::time::sleep(delay).await;
                 let Some(inner) = weak.upgrade() else { return };
                 let telemetry = CallTelemetry::new(inner.metrics.method(&inv.method));
-                let mut call = Call::new(&inner, &inv, &settings, &telemetry);
+                let book = AttemptBook::new();
+                let mut call = Call::new(&inner, &inv, &settings, &telemetry, &book);
                 let outcome = async {
                     let snap = call.snapshot();
                     if let Some(a) = &last {
                         call.avoid(&snap, a);
                     }
-                    let i = call.select(&snap)?;
-                    last = Some(snap.endpoints()[i].instance.key().to_string());
-                    call.attempter().attempt(&snap, i).await
+                    let pick = call.select(&snap)?;
+                    last = Some(pick.instance().key().to_string());
+                    call.attempter().attempt(pick).await
                 }
                 .await;
                 match outcome {

@@ -40,14 +40,15 @@ mod tests;
 pub mod triple;
 
 pub use budget::{BudgetConfig, RetryBudget};
-pub use call::{Attempter, Call, DEADLINE_FLOOR};
+pub use call::{Attempter, Call, Candidates, DEADLINE_FLOOR, Pick};
 pub use config::{
-    ClusterConfig, Effective, FallbackFn, Hedge, MAX_ATTEMPTS, Merger, Mock, MockAction, Settings,
-    Strategy,
+    Balancer, ClusterConfig, DEFAULT_TIMEOUT, Effective, FallbackFn, Forks, HashArguments,
+    HashNodes, Hedge, MAX_ATTEMPTS, Merger, Mock, MockAction, Percent, Retries, Settings, Strategy,
 };
 pub use http_invoker::{DEFAULT_DRAIN_GRACE, DEFAULT_MAX_BODY, HttpInvoker, RestRoute};
 pub use invoker::{ClusterInvoker, ClusterStrategy, MergerFn};
 pub use protocol::ProtocolInvoker;
+pub use switchman_loadbalance::BalancerKind;
 pub use switchman_loadbalance::OutlierConfig;
 
 /// Merges JSON results the way the `mergeable` strategy does by default.

@@ -12,6 +12,7 @@ use switchman_core::{Error, Instance, Result, ServiceKey};
 
 /// One override rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Configurator {
     /// `host` or `host:port` the rule is for; `None` for every provider.
     pub address: Option<String>,

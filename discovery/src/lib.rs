@@ -40,5 +40,5 @@ pub use connect::{registrar_from_url, registry_from_url};
 pub use directory::{DirectoryConfig, DirectoryUpdater, EmptyPolicy, RegistryDirectory};
 pub use registry::{Registrar, Registry, Update, UpdateReceiver};
 pub use rules_file::{RulesFileWatch, watch_rules_file};
-pub use snapshot::Snapshot;
+pub use snapshot::{Balancing, MAX_BALANCERS, PickerSet, Routed, Snapshot};
 pub use static_registry::StaticRegistry;

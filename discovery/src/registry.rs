@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 /// [`Update::Reset`] after every (re)connect or full push keeps "this is the whole list" apart
 /// from deltas.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Update {
     /// The complete current list (replaces everything).
     Reset(Vec<Instance>),

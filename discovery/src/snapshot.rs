@@ -1,6 +1,6 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use switchman_core::{Error, ErrorKind, Instance, Invocation, ServiceKey};
@@ -10,6 +10,10 @@ use switchman_router::{ConsumerInfo, Route, RouteTable, RouterChain};
 /// One immutable view of a service: its instances, the router chain's precomputed state and
 /// one balancer table per routed subset. Published by the directory; read per call with one
 /// atomic load.
+///
+/// The directory's balancer has its tables built with the snapshot. Settings may name other
+/// balancers (per method, or a provider's registered `loadbalance`): their tables are built
+/// on first use, once per snapshot and balancer ([`Snapshot::balancing`]), never per call.
 pub struct Snapshot {
     epoch: u64,
     service: ServiceKey,
@@ -21,9 +25,146 @@ pub struct Snapshot {
     pub(crate) routes: Arc<RouteTable>,
     pickers: Vec<Box<dyn Picker>>,
     balancer: Arc<dyn LoadBalance>,
+    /// Tables of other balancers, built on first use (only while settings are resolved for
+    /// this snapshot, never on the call path).
+    extra: Mutex<Vec<Arc<PickerSet>>>,
     /// True when the registry's list is empty but the empty-list protection kept the previous
     /// one.
     protected: bool,
+}
+
+/// One balancer's tables for every routed subset of one snapshot.
+pub struct PickerSet {
+    balancer: Arc<dyn LoadBalance>,
+    pickers: Vec<Box<dyn Picker>>,
+}
+
+impl fmt::Debug for PickerSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PickerSet")
+            .field("balancer", &self.balancer.name())
+            .field("subsets", &self.pickers.len())
+            .finish()
+    }
+}
+
+impl PickerSet {
+    /// The balancer these tables were built by.
+    pub fn balancer(&self) -> &Arc<dyn LoadBalance> {
+        &self.balancer
+    }
+}
+
+/// Which balancer's tables one method uses in each routed subset of one snapshot: Dubbo reads
+/// `loadbalance` from the first routed provider's URL (`invokers.get(0)`), so two subsets may
+/// use two balancers. Made by [`Snapshot::balancing`] once per snapshot and method; a call
+/// reads two array slots.
+pub struct Balancing {
+    epoch: u64,
+    /// The tables in use; `None` is the snapshot's own.
+    sets: Vec<Option<Arc<PickerSet>>>,
+    /// Per routed subset: index into `sets`.
+    by_subset: Box<[u8]>,
+    /// Per endpoint, for a subset routed on the spot whose first member it is.
+    by_endpoint: Box<[u8]>,
+}
+
+impl fmt::Debug for Balancing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self
+            .sets
+            .iter()
+            .map(|s| s.as_ref().map_or("(directory's)", |s| s.balancer.name()))
+            .collect();
+        f.debug_struct("Balancing")
+            .field("epoch", &self.epoch)
+            .field("balancers", &names)
+            .finish()
+    }
+}
+
+impl Balancing {
+    /// The epoch of the snapshot these tables belong to.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The balancer routed subset `k` uses; `None`: the snapshot's own.
+    pub fn balancer_of_subset(&self, k: usize) -> Option<&Arc<dyn LoadBalance>> {
+        let slot = *self.by_subset.get(k)? as usize;
+        self.sets.get(slot)?.as_ref().map(|s| &s.balancer)
+    }
+
+    #[inline]
+    fn set_of_subset(&self, k: usize) -> Option<&PickerSet> {
+        let slot = *self.by_subset.get(k)? as usize;
+        self.sets.get(slot)?.as_deref()
+    }
+
+    fn set_of_endpoint(&self, i: usize) -> Option<&PickerSet> {
+        let slot = *self.by_endpoint.get(i)? as usize;
+        self.sets.get(slot)?.as_deref()
+    }
+}
+
+/// Most distinct balancers one method's [`Balancing`] holds (the directory's included); an
+/// endpoint naming yet another one uses the directory's.
+pub const MAX_BALANCERS: usize = 16;
+
+/// Why routing gave no candidates (the error is built apart, off the call path).
+enum Refusal<'s> {
+    NoEndpoints,
+    NoPick,
+    Route(Route<'s>),
+}
+
+/// The routed candidates of one call: a precomputed subset of the snapshot, or (rarely) one
+/// computed for this call. Borrowed from the snapshot: no reference count is touched for a
+/// precomputed subset.
+#[derive(Debug, Clone)]
+pub struct Routed<'s> {
+    subset: Option<usize>,
+    members: Members<'s>,
+}
+
+#[derive(Debug, Clone)]
+enum Members<'s> {
+    Shared(&'s Arc<[u32]>),
+    Owned(Arc<[u32]>),
+}
+
+impl<'s> Routed<'s> {
+    /// The candidates: indexes into [`Snapshot::endpoints`], ascending.
+    pub fn members(&self) -> &[u32] {
+        match &self.members {
+            Members::Shared(m) => m,
+            Members::Owned(m) => m,
+        }
+    }
+
+    /// The precomputed subset these candidates are (`None`: computed for this call).
+    pub fn subset(&self) -> Option<usize> {
+        self.subset
+    }
+
+    /// The first candidate (lowest address), whose registration Dubbo reads for the
+    /// balancer and `sticky`.
+    pub fn first(&self) -> Option<usize> {
+        self.members().first().map(|&m| m as usize)
+    }
+
+    /// Whether endpoint `i` is a candidate (a binary search).
+    pub fn contains(&self, i: usize) -> bool {
+        u32::try_from(i).is_ok_and(|i| self.members().binary_search(&i).is_ok())
+    }
+
+    /// The candidates as a shared list (a reference-count increment).
+    pub fn to_arc(&self) -> Arc<[u32]> {
+        match &self.members {
+            Members::Shared(m) => Arc::clone(m),
+            Members::Owned(m) => m.clone(),
+        }
+    }
 }
 
 impl fmt::Debug for Snapshot {
@@ -99,6 +240,7 @@ impl Snapshot {
             routes,
             pickers,
             balancer: p.balancer.clone(),
+            extra: Mutex::new(Vec::new()),
             protected: p.protected,
         }
     }
@@ -193,27 +335,76 @@ impl Snapshot {
         invocation: &Invocation,
         rng: &mut fastrand::Rng,
     ) -> Result<Arc<[u32]>, Error> {
+        self.route(invocation, rng).map(|r| r.to_arc())
+    }
+
+    /// Routes `invocation`: its candidates, or the error a call gets when there are none (no
+    /// provider listed, or rules forbid the call). The cached route part plus the per-call
+    /// checks; no lock, and no allocation for a precomputed subset.
+    pub fn route<'s>(
+        &'s self,
+        invocation: &Invocation,
+        rng: &mut fastrand::Rng,
+    ) -> Result<Routed<'s>, Error> {
+        self.routed(invocation, rng)
+            .map_err(|r| self.refusal(r, invocation))
+    }
+
+    /// [`Snapshot::route`] without building the error (the call path stays small).
+    #[inline]
+    fn routed<'s>(
+        &'s self,
+        invocation: &Invocation,
+        rng: &mut fastrand::Rng,
+    ) -> Result<Routed<'s>, Refusal<'s>> {
         if self.endpoints.is_empty() {
-            return Err(Error::no_provider(format!(
-                "no available provider for {} (directory epoch {})",
-                self.service, self.epoch
-            )));
+            return Err(Refusal::NoEndpoints);
         }
         match self.routes.route(invocation, rng) {
-            Route::Subset(i) => Ok(self
-                .routes
-                .subsets()
-                .get(i)
-                .cloned()
-                .unwrap_or_else(|| Arc::from(Vec::new()))),
-            Route::Computed(members) => Ok(members),
-            Route::Forbidden(rule) => Err(Error::new(
+            Route::Subset(i) => match self.routes.subsets().get(i) {
+                Some(members) => Ok(Routed {
+                    subset: Some(i),
+                    members: Members::Shared(members),
+                }),
+                None => Err(Refusal::NoPick),
+            },
+            Route::Computed(members) => Ok(Routed {
+                subset: None,
+                members: Members::Owned(members),
+            }),
+            other => Err(Refusal::Route(other)),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refusal(&self, r: Refusal<'_>, invocation: &Invocation) -> Error {
+        match r {
+            Refusal::NoEndpoints => Error::no_provider(format!(
+                "no available provider for {} (directory epoch {})",
+                self.service, self.epoch
+            )),
+            Refusal::NoPick => Error::new(
+                ErrorKind::Forbidden,
+                format!(
+                    "routing leaves no provider of {} for method {}",
+                    self.service, invocation.method
+                ),
+            ),
+            Refusal::Route(Route::Forbidden(rule)) => Error::new(
                 ErrorKind::Forbidden,
                 format!(
                     "routing rule {rule} leaves no provider of {} for {}",
                     self.service, invocation.method
                 ),
-            )),
+            ),
+            Refusal::Route(other) => Error::new(
+                ErrorKind::Forbidden,
+                format!(
+                    "routing gave {other:?} for {} of {}, which this directory does not know",
+                    invocation.method, self.service
+                ),
+            ),
         }
     }
 
@@ -226,42 +417,158 @@ impl Snapshot {
         tried: &[usize],
         rng: &mut fastrand::Rng,
     ) -> Result<usize, Error> {
-        if self.endpoints.is_empty() {
-            return Err(Error::no_provider(format!(
-                "no available provider for {} (directory epoch {})",
-                self.service, self.epoch
-            )));
-        }
-        let ctx = PickContext { invocation, tried };
-        let picked = match self.routes.route(invocation, rng) {
-            Route::Subset(i) => self
-                .pickers
-                .get(i)
-                .and_then(|p| pick_untried(p.as_ref(), &self.endpoints, &ctx, rng)),
-            Route::Computed(members) => {
-                let picker = self
-                    .balancer
-                    .prepare(&self.endpoints, members, SystemTime::now());
-                pick_untried(picker.as_ref(), &self.endpoints, &ctx, rng)
-            }
-            Route::Forbidden(rule) => {
-                return Err(Error::new(
-                    ErrorKind::Forbidden,
-                    format!(
-                        "routing rule {rule} leaves no provider of {} for {}",
-                        self.service, invocation.method
-                    ),
-                ));
-            }
+        let routed = match self.routed(invocation, rng) {
+            Ok(r) => r,
+            Err(r) => return Err(self.refusal(r, invocation)),
         };
-        picked.ok_or_else(|| {
-            Error::new(
-                ErrorKind::Forbidden,
-                format!(
-                    "routing leaves no provider of {} for method {}",
-                    self.service, invocation.method
-                ),
-            )
-        })
+        let ctx = PickContext { invocation, tried };
+        match self.pick_in(&routed, None, &ctx, rng) {
+            Some(i) => Ok(i),
+            None => Err(self.refusal(Refusal::NoPick, invocation)),
+        }
     }
+
+    /// Picks one of `routed` (routed by this snapshot) with the balancer `balancing` names for
+    /// its subset (`None`, or tables of another snapshot: the directory's balancer), avoiding
+    /// the `tried` indexes while untried candidates remain. O(1)/O(log n) for a precomputed
+    /// subset; a subset computed for this call builds its table on the spot.
+    pub fn pick(
+        &self,
+        routed: &Routed<'_>,
+        balancing: Option<&Balancing>,
+        invocation: &Invocation,
+        tried: &[usize],
+        rng: &mut fastrand::Rng,
+    ) -> Result<usize, Error> {
+        let ctx = PickContext { invocation, tried };
+        match self.pick_in(routed, balancing, &ctx, rng) {
+            Some(i) => Ok(i),
+            None => Err(self.refusal(Refusal::NoPick, invocation)),
+        }
+    }
+
+    #[inline]
+    fn pick_in(
+        &self,
+        routed: &Routed<'_>,
+        balancing: Option<&Balancing>,
+        ctx: &PickContext<'_>,
+        rng: &mut fastrand::Rng,
+    ) -> Option<usize> {
+        let balancing = balancing.filter(|b| b.epoch == self.epoch);
+        match routed.subset {
+            Some(k) => {
+                let picker = match balancing.and_then(|b| b.set_of_subset(k)) {
+                    Some(set) => set.pickers.get(k),
+                    None => self.pickers.get(k),
+                };
+                pick_untried(picker?.as_ref(), &self.endpoints, ctx, rng)
+            }
+            None => self.pick_computed(routed, balancing, ctx, rng),
+        }
+    }
+
+    /// A subset routed for this call: its table built on the spot (rare; see [`Route`]).
+    #[inline(never)]
+    fn pick_computed(
+        &self,
+        routed: &Routed<'_>,
+        balancing: Option<&Balancing>,
+        ctx: &PickContext<'_>,
+        rng: &mut fastrand::Rng,
+    ) -> Option<usize> {
+        let balancer = routed
+            .first()
+            .and_then(|f| balancing?.set_of_endpoint(f))
+            .map_or(&self.balancer, |s| &s.balancer);
+        let picker = balancer.prepare(&self.endpoints, routed.to_arc(), SystemTime::now());
+        pick_untried(picker.as_ref(), &self.endpoints, ctx, rng)
+    }
+
+    /// The tables one method uses in each routed subset, given the balancer it uses when
+    /// endpoint `i` is a subset's first member (`balancer_of(i)`; `None`: the directory's).
+    /// Each balancer's tables are built once per snapshot, on first use here, and shared by
+    /// every method that names it (balancers are told apart by identity: pass the same `Arc`
+    /// for the same balancer). `None` when every subset uses the directory's own tables: the
+    /// call path is then unchanged. O(endpoints + subsets) plus the builds; for the settings'
+    /// resolution, never per call.
+    pub fn balancing(
+        &self,
+        mut balancer_of: impl FnMut(usize) -> Option<Arc<dyn LoadBalance>>,
+    ) -> Option<Arc<Balancing>> {
+        let mut chosen: Vec<Option<Arc<dyn LoadBalance>>> = vec![None];
+        let mut by_endpoint = Vec::with_capacity(self.endpoints.len());
+        for i in 0..self.endpoints.len() {
+            let slot = match balancer_of(i) {
+                None => 0,
+                Some(b) if same_balancer(&b, &self.balancer) => 0,
+                Some(b) => match chosen
+                    .iter()
+                    .position(|c| c.as_ref().is_some_and(|c| same_balancer(c, &b)))
+                {
+                    Some(at) => at,
+                    None if chosen.len() < MAX_BALANCERS => {
+                        chosen.push(Some(b));
+                        chosen.len() - 1
+                    }
+                    None => {
+                        tracing::warn!(service = %self.service, balancer = b.name(), max = MAX_BALANCERS,
+                            "too many distinct balancers for one method; using the directory's");
+                        0
+                    }
+                },
+            };
+            by_endpoint.push(slot as u8);
+        }
+        if by_endpoint.iter().all(|&s| s == 0) {
+            return None;
+        }
+        let by_subset = self
+            .routes
+            .subsets()
+            .iter()
+            .map(|m| m.first().map_or(0, |&f| by_endpoint[f as usize]))
+            .collect();
+        let sets = chosen
+            .into_iter()
+            .map(|b| b.map(|b| self.picker_set(&b)))
+            .collect();
+        Some(Arc::new(Balancing {
+            epoch: self.epoch,
+            sets,
+            by_subset,
+            by_endpoint: by_endpoint.into_boxed_slice(),
+        }))
+    }
+
+    /// `balancer`'s tables for every routed subset: built on the first request, then shared.
+    pub fn picker_set(&self, balancer: &Arc<dyn LoadBalance>) -> Arc<PickerSet> {
+        let mut extra = self.extra.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(set) = extra.iter().find(|s| same_balancer(&s.balancer, balancer)) {
+            return set.clone();
+        }
+        let now = SystemTime::now();
+        let set = Arc::new(PickerSet {
+            balancer: balancer.clone(),
+            pickers: self
+                .routes
+                .subsets()
+                .iter()
+                .map(|members| balancer.prepare(&self.endpoints, members.clone(), now))
+                .collect(),
+        });
+        extra.push(set.clone());
+        set
+    }
+
+    /// How many other balancers' tables this snapshot has built so far.
+    pub fn extra_balancers(&self) -> usize {
+        self.extra.lock().map_or(0, |e| e.len())
+    }
+}
+
+/// The same balancer object (data pointers compared: two handles to one balancer may carry
+/// different vtable pointers).
+fn same_balancer(a: &Arc<dyn LoadBalance>, b: &Arc<dyn LoadBalance>) -> bool {
+    std::ptr::eq(Arc::as_ptr(a) as *const (), Arc::as_ptr(b) as *const ())
 }

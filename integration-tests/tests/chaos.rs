@@ -49,7 +49,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use switchman_cluster::provider::HttpProvider;
-use switchman_cluster::{BudgetConfig, ClusterConfig, Settings, Strategy};
+use switchman_cluster::{BudgetConfig, ClusterConfig, Hedge, Settings, Strategy};
 use switchman_core::{ErrorKind, Instance, ServiceKey, Url};
 use switchman_discovery::nacos::NacosRegistry;
 use switchman_discovery::zookeeper::ZookeeperRegistry;
@@ -967,10 +967,8 @@ async fn chaos_8_one_slow_provider_hedging_and_forking_keep_the_p99() {
     let hedge_ms = hedge_ms.max(1);
 
     // 8a: hedging.
-    let hedging = ClusterConfig::default().service_settings(Settings {
-        hedge: Some(format!("{hedge_ms}ms")),
-        ..Settings::default()
-    });
+    let hedging = ClusterConfig::default()
+        .service_settings(Settings::new().hedge(Hedge::After(Duration::from_millis(hedge_ms))));
     let (cluster, counter_h) = counted_cluster(dir.clone(), hedging);
     let hedged = Load::run(cluster.clone(), CALLERS, PACE_8, CALLS_8).await;
     let fast_p99_h = percentile(&counter_h.ok_latencies(&fast_addrs), 0.99);
@@ -1022,11 +1020,8 @@ async fn chaos_8_one_slow_provider_hedging_and_forking_keep_the_p99() {
     emit(&fa);
 
     // 8b: forking, 2 forks.
-    let forking = ClusterConfig::default().service_settings(Settings {
-        strategy: Some(Strategy::Forking),
-        forks: Some(2),
-        ..Settings::default()
-    });
+    let forking = ClusterConfig::default()
+        .service_settings(Settings::new().strategy(Strategy::Forking).forks(2));
     let (cluster, counter_f) = counted_cluster(dir.clone(), forking);
     let forked = Load::run(cluster, CALLERS, PACE_8, CALLS_8).await;
     let p99_f = percentile(&forked.latencies(), 0.99);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use switchman_cluster::dubbo::DubboInvoker;
-use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker, Settings};
+use switchman_cluster::{ClusterConfig, ClusterInvoker, Merger, ProtocolInvoker, Settings};
 use switchman_core::{Invocation, ServiceKey};
 use switchman_discovery::{DirectoryConfig, RegistryDirectory, registry_from_url};
 use switchman_integration_tests::java_peer::{self, DEMO_SERVICE, JavaProvider, ProviderOptions};
@@ -68,10 +68,8 @@ async fn two_groups_on_one_port_are_two_endpoints_and_both_are_called() {
     assert_eq!(counts.get(&format!("both/{ga}")), Some(&50), "{counts:?}");
 
     // With `merger=map` every group is called and the answers merged.
-    let merging = cluster(ClusterConfig::default().service_settings(Settings {
-        merger: Some("map".into()),
-        ..Settings::default()
-    }));
+    let merging =
+        cluster(ClusterConfig::default().service_settings(Settings::new().merger(Merger::Map)));
     for k in 0..40 {
         let echoed = merging
             .invoke(&Invocation::new("echo").with_args(vec![json!({"k": k})]))

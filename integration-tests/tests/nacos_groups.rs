@@ -145,7 +145,7 @@ async fn wildcard_and_list_groups_see_every_compatible_service_and_later_groups(
         assert_eq!(v, json!(["g1"]), "call {k}: the first group answers");
     }
     let mut config = ClusterConfig::default();
-    config.service.merger = Some("list".into());
+    config.service.merger = Some(switchman_cluster::Merger::List);
     let merged = ClusterInvoker::new(star.clone(), Arc::new(HttpInvoker::new()), config);
     for k in 0..20 {
         let v = merged

@@ -251,6 +251,7 @@ fn router(c: &Case) -> Value {
             Route::Subset(i) => route_key(&table.subsets()[i]),
             Route::Computed(set) => route_key(&set),
             Route::Forbidden(_) => String::new(),
+            other => panic!("an outcome the oracle does not know: {other:?}"),
         };
         first_key.get_or_insert_with(|| key.clone());
         let n = routes.get(&key).and_then(Value::as_u64).unwrap_or(0);

@@ -51,6 +51,7 @@ fn subset_len(r: Route<'_>) -> usize {
         Route::Subset(i) => i,
         Route::Computed(s) => s.len(),
         Route::Forbidden(s) => s.len(),
+        _ => 0,
     }
 }
 

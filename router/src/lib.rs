@@ -98,6 +98,7 @@ impl ConsumerInfo {
 
 /// The outcome of routing one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Route<'a> {
     /// Use precomputed subset `i` of [`RouteTable::subsets`].
     Subset(usize),

@@ -37,6 +37,8 @@
     unreachable_pub
 )]
 
+#[cfg(feature = "admin")]
+pub mod admin;
 #[cfg(feature = "prometheus")]
 mod prometheus;
 mod reference;

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use serde_json::Value;
-use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker, Strategy};
+use switchman_cluster::{Balancer, ClusterConfig, ClusterInvoker, ProtocolInvoker, Strategy};
 use switchman_core::{BoxFuture, Error, Invocation, Invoker, Result, ServiceKey};
 use switchman_discovery::{DirectoryConfig, Registry, RegistryDirectory, registry_from_url};
 use switchman_loadbalance::LoadBalance;
@@ -42,6 +42,9 @@ const PROBE: Duration = Duration::from_millis(800);
 pub struct Reference {
     cluster: ClusterInvoker,
     registry: String,
+    /// Listed on an admin endpoint while any clone lives ([`ReferenceBuilder::admin`]).
+    #[cfg(feature = "admin")]
+    admin: Option<Arc<crate::admin::Listing>>,
 }
 
 impl fmt::Debug for Reference {
@@ -69,6 +72,8 @@ impl Reference {
             invoker: None,
             balancer: None,
             empty_grace: None,
+            #[cfg(feature = "admin")]
+            admin: None,
         }
     }
 
@@ -106,6 +111,13 @@ impl Reference {
     pub fn directory(&self) -> &Arc<RegistryDirectory> {
         self.cluster.directory()
     }
+
+    /// The address of the admin endpoint this reference is listed on
+    /// ([`ReferenceBuilder::admin`]; the bound port when it asked for port 0).
+    #[cfg(feature = "admin")]
+    pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
+        self.admin.as_ref().map(|l| l.admin().addr())
+    }
 }
 
 fn arguments(args: Value) -> Vec<Value> {
@@ -141,8 +153,10 @@ pub struct ReferenceBuilder {
     check: bool,
     wait: Duration,
     invoker: Option<Arc<dyn Invoker>>,
-    balancer: Option<Result<Arc<dyn LoadBalance>>>,
+    balancer: Option<Result<Balancer>>,
     empty_grace: Option<Duration>,
+    #[cfg(feature = "admin")]
+    admin: Option<std::net::SocketAddr>,
 }
 
 impl fmt::Debug for ReferenceBuilder {
@@ -227,15 +241,20 @@ impl ReferenceBuilder {
 
     /// The load balancer by Dubbo's name (`random`, the default, `roundrobin`,
     /// `leastactive`, `shortestresponse`, `consistenthash`, `p2c`); an unknown name fails
-    /// `connect` with [`ErrorKind::BadConfig`](crate::ErrorKind::BadConfig).
+    /// `connect` with [`ErrorKind::BadConfig`](crate::ErrorKind::BadConfig). Dubbo's
+    /// reference-level `loadbalance`: the service layer of the settings (it replaces one set
+    /// there by [`ReferenceBuilder::config`]), so it beats a provider's registered
+    /// `loadbalance` but not a provider's `{method}.loadbalance` or a method setting.
     pub fn loadbalance(mut self, name: &str) -> Self {
-        self.balancer = Some(switchman_loadbalance::balancer_by_name(name));
+        self.balancer = Some(name.parse::<Balancer>());
         self
     }
 
-    /// Your own load balancer (see [`LoadBalance`]).
+    /// Your own load balancer (see [`LoadBalance`]), at the same level as
+    /// [`ReferenceBuilder::loadbalance`].
     pub fn balancer(mut self, balancer: impl LoadBalance + 'static) -> Self {
-        self.balancer = Some(Ok(Arc::new(balancer)));
+        let balancer: Arc<dyn LoadBalance> = Arc::new(balancer);
+        self.balancer = Some(Ok(Balancer::Custom(balancer)));
         self
     }
 
@@ -245,22 +264,37 @@ impl ReferenceBuilder {
         self
     }
 
+    /// Lists the reference on the process's admin endpoint at `addr` (feature `admin`; see
+    /// [`crate::admin`]), bound by `connect` unless this process serves one there already
+    /// (port 0: a new one on a free port, [`Reference::admin_addr`]). `addr` is bound as given:
+    /// a loopback address (`127.0.0.1:22222`) unless the endpoint must be reachable from other
+    /// hosts. The attempt histogram is labelled per instance (`server_address`, `server_port`)
+    /// so that the endpoint's scrape gives each instance's latency.
+    #[cfg(feature = "admin")]
+    pub fn admin(mut self, addr: std::net::SocketAddr) -> Self {
+        self.admin = Some(addr);
+        self
+    }
+
     /// Subscribes to the registry and, with `check` (the default), waits up to `wait` for the
     /// first non-empty provider list. Fails with [`ErrorKind::NoProvider`](crate::ErrorKind::NoProvider) naming the
     /// registry, what was read there and the groups and versions of the interface that do
     /// exist; with [`ErrorKind::BadConfig`](crate::ErrorKind::BadConfig) for a registry URL that does not parse.
-    pub async fn connect(self) -> Result<Reference> {
+    pub async fn connect(mut self) -> Result<Reference> {
         let Some(registry_url) = self.registry.clone() else {
             return Err(Error::bad_config(format!(
                 "reference to {}: no registry (call .registry(\"zookeeper://host:port\"))",
                 self.interface
             )));
         };
-        self.config.validate()?;
         let key = ServiceKey::with(&self.interface, &self.group, &self.version);
         let mut dir_config = DirectoryConfig::new(key.clone());
-        if let Some(balancer) = self.balancer {
-            dir_config = dir_config.balancer(balancer?);
+        if let Some(balancer) = self.balancer.take() {
+            let balancer = balancer?;
+            // The directory builds this balancer's tables with every snapshot; the settings
+            // name it so that it ranks as the consumer's choice.
+            dir_config = dir_config.balancer(balancer.build());
+            self.config.service.loadbalance = Some(balancer);
         }
         // Application-level instances with local metadata (Dubbo 3's default) are described
         // by their own MetadataService: registries fetch it through the shared client.
@@ -329,9 +363,22 @@ impl ReferenceBuilder {
                 Arc::new(protocols)
             }
         };
+        let cluster = ClusterInvoker::new(directory, transport, self.config);
+        #[cfg(feature = "admin")]
+        let (cluster, admin) = match self.admin {
+            Some(addr) => {
+                let cluster = cluster.with_instance_metrics(true);
+                let admin = crate::admin::Admin::shared(addr).await?;
+                let listing = admin.cluster(&registry_url, &cluster);
+                (cluster, Some(Arc::new(listing)))
+            }
+            None => (cluster, None),
+        };
         Ok(Reference {
-            cluster: ClusterInvoker::new(directory, transport, self.config),
+            cluster,
             registry: registry_url,
+            #[cfg(feature = "admin")]
+            admin,
         })
     }
 }

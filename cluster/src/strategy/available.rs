@@ -9,21 +9,17 @@ use crate::call::Call;
 pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
     let snap = call.snapshot();
     let members = call.candidates(&snap)?;
-    let Some(&first) = members.first() else {
+    let Some(first) = members.get(0) else {
         return Err(Error::no_provider(format!(
             "no available provider of {}",
             snap.service()
         )));
     };
-    let i = members
-        .iter()
-        .map(|&m| m as usize)
-        .find(|&i| call.admitted(&snap, i))
-        .unwrap_or(first as usize);
-    match call.attempter().attempt(&snap, i).await {
+    let pick = members.iter().find(|&p| call.admits(p)).unwrap_or(first);
+    match call.attempter().attempt(pick).await {
         Ok(v) => Ok(v),
         Err(e) => {
-            call.note_failure(&snap, i);
+            call.note_failure(pick);
             Err(call.fail(e))
         }
     }

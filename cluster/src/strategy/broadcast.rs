@@ -11,17 +11,17 @@ use crate::call::Call;
 pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
     let snap = call.snapshot();
     let members = call.candidates(&snap)?;
-    let threshold = members.len() * call.settings().broadcast_fail_percent as usize / 100;
-    let att = call.attempter();
+    let threshold = members.len() * call.settings().broadcast_fail_percent.get() as usize / 100;
+    // One wave: every instance gets a first attempt, none is a retry.
+    let att = call.attempter().fan_out();
     let mut last_ok = Value::Null;
     let mut last_err: Option<Error> = None;
     let mut failures = 0usize;
-    for &m in members.iter() {
-        let i = m as usize;
-        match att.attempt(&snap, i).await {
+    for pick in members.iter() {
+        match att.attempt(pick).await {
             Ok(v) => last_ok = v,
             Err(e) => {
-                call.note_failure(&snap, i);
+                call.note_failure(pick);
                 last_err = Some(e);
                 failures += 1;
                 if failures == threshold {

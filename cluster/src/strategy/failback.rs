@@ -19,10 +19,10 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
     // to retry.
     let snap = call.snapshot();
     let (failed, e) = match call.select(&snap) {
-        Ok(i) => match call.attempter().attempt(&snap, i).await {
+        Ok(pick) => match call.attempter().attempt(pick).await {
             Ok(v) => return Ok(v),
             Err(e) if e.is_business() => return Err(e),
-            Err(e) => (Some(snap.endpoints()[i].instance.key()), e),
+            Err(e) => (Some(pick.instance().key()), e),
         },
         Err(e) if is_no_provider(&e) => return Err(e),
         Err(e) => (None, e),

@@ -6,7 +6,7 @@ use serde_json::Value;
 use switchman_core::{Error, Result};
 use switchman_discovery::Snapshot;
 
-use crate::call::Call;
+use crate::call::{Call, Pick};
 use crate::config::{Hedge, MAX_ATTEMPTS};
 use crate::strategy::as_answer;
 
@@ -19,18 +19,18 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
         }
         // Re-list before every attempt: a retry sees instances that came or went meanwhile.
         let snap = call.snapshot();
-        let i = match call.select(&snap) {
-            Ok(i) => i,
+        let pick = match call.select(&snap) {
+            Ok(p) => p,
             Err(e) => return Err(call.fail(last.unwrap_or(e))),
         };
         let result = match call.settings().hedge {
-            Some(h) if n == 0 => hedged(call, &snap, i, h).await,
-            _ => call.attempter().attempt(&snap, i).await,
+            Some(h) if n == 0 => hedged(call, &snap, pick, h).await,
+            _ => call.attempter().attempt(pick).await,
         };
         match result {
             Ok(v) => return Ok(v),
             Err(e) => {
-                call.note_failure(&snap, i);
+                call.note_failure(pick);
                 if !e.is_retryable() {
                     return Err(call.fail(e));
                 }
@@ -47,7 +47,7 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
 async fn hedged(
     call: &mut Call<'_>,
     snap: &std::sync::Arc<Snapshot>,
-    i: usize,
+    pick: Pick<'_>,
     hedge: Hedge,
 ) -> Result<Value> {
     let delay = match hedge {
@@ -59,7 +59,7 @@ async fn hedged(
             .unwrap_or(std::time::Duration::from_millis(50)),
     };
     let att = call.attempter();
-    let mut first = pin!(att.attempt(snap, i));
+    let mut first = pin!(att.attempt(pick));
     tokio::select! {
         r = &mut first => return r,
         _ = tokio::time::sleep(delay) => {}
@@ -67,11 +67,11 @@ async fn hedged(
     if !call.retry_allowed() {
         return first.await;
     }
-    let j = match call.select(snap) {
-        Ok(j) if j != i => j,
+    let second = match call.select(snap) {
+        Ok(other) if other != pick => other,
         _ => return first.await,
     };
-    let second = pin!(att.attempt(snap, j));
+    let second = pin!(att.attempt(second));
     match futures::future::select_ok([
         Box::pin(async { as_answer(first.await) })
             as std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>>,

@@ -16,31 +16,27 @@ type Answer<'a> =
 pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
     let snap = call.snapshot();
     let candidates = call.candidates(&snap)?.len();
-    let forks = match call.settings().forks {
-        0 => candidates,
-        f => f.min(candidates),
-    }
-    .max(1);
+    let forks = call.settings().forks.of(candidates);
     let mut picked = Vec::with_capacity(forks);
     for _ in 0..forks {
-        let i = call.select(&snap)?;
-        if picked.contains(&i) {
+        let pick = call.select(&snap)?;
+        if picked.contains(&pick) {
             break;
         }
-        picked.push(i);
+        picked.push(pick);
     }
-    let att = call.attempter();
-    let snap_ref = &snap;
+    // One wave: the forks are first attempts, not retries.
+    let att = call.attempter().fan_out();
     let racers: Vec<Answer<'_>> = picked
         .iter()
-        .map(|&i| Box::pin(async move { as_answer(att.attempt(snap_ref, i).await) }) as Answer<'_>)
+        .map(|&pick| Box::pin(async move { as_answer(att.attempt(pick).await) }) as Answer<'_>)
         .collect();
     match futures::future::select_ok(racers).await {
         // Returning drops the remaining attempts: they are cancelled.
         Ok((answer, _rest)) => answer,
         Err(e) => {
-            for &i in &picked {
-                call.note_failure(&snap, i);
+            for &pick in &picked {
+                call.note_failure(pick);
             }
             Err(call.fail(e))
         }

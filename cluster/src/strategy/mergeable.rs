@@ -19,13 +19,13 @@ use switchman_core::{Error, ErrorKind, Result};
 use switchman_discovery::Snapshot;
 use tracing::{debug, warn};
 
-use crate::call::{Attempter, Call};
+use crate::call::{Attempter, Call, Pick};
 use crate::config::{MAX_ATTEMPTS, Merger, Strategy};
 
 pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
     let snap = call.snapshot();
     let members = call.candidates(&snap)?;
-    let groups = by_group(&snap, &members);
+    let groups = by_group(&snap, members.indexes());
     let within = match call.settings().strategy {
         Strategy::Failover | Strategy::Mergeable => {
             (call.settings().retries as usize + 1).min(MAX_ATTEMPTS)
@@ -44,7 +44,7 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
         for (group, idx) in &groups {
             let (r, failed) = group_call(call, att, &snap, idx, within).await;
             for i in failed {
-                call.note_failure(&snap, i);
+                call.note_failure(Pick::new(&snap, i));
             }
             match r {
                 Ok(v) => return Ok(v),
@@ -70,7 +70,7 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
     let mut last_err: Option<Error> = None;
     for ((group, _), (r, failed)) in groups.iter().zip(results) {
         for i in failed {
-            call.note_failure(&snap, i);
+            call.note_failure(Pick::new(&snap, i));
         }
         match r {
             Ok(v) => values.push(v),
@@ -138,7 +138,9 @@ async fn group_call(
         let Some(i) = pick(call, snap, members, &failed, &mut rng) else {
             break;
         };
-        match att.attempt(snap, i).await {
+        // A group's first attempt is its own, not a retry of the call; its retries are.
+        let this = if n == 0 { att.fan_out() } else { att };
+        match this.attempt(Pick::new(snap, i)).await {
             Ok(v) => return (Ok(v), failed),
             Err(e) => {
                 failed.push(i);

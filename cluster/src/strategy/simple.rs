@@ -9,11 +9,11 @@ use crate::call::Call;
 /// failfast: one pick, one attempt, the error at once.
 pub(crate) async fn failfast(call: &mut Call<'_>) -> Result<Value> {
     let snap = call.snapshot();
-    let i = call.select(&snap)?;
-    match call.attempter().attempt(&snap, i).await {
+    let pick = call.select(&snap)?;
+    match call.attempter().attempt(pick).await {
         Ok(v) => Ok(v),
         Err(e) => {
-            call.note_failure(&snap, i);
+            call.note_failure(pick);
             Err(call.fail(e))
         }
     }
@@ -26,19 +26,19 @@ pub(crate) async fn failfast(call: &mut Call<'_>) -> Result<Value> {
 pub(crate) async fn failsafe(call: &mut Call<'_>) -> Result<Value> {
     let snap = call.snapshot();
     let attempt = match call.select(&snap) {
-        Ok(i) => call
+        Ok(pick) => call
             .attempter()
-            .attempt(&snap, i)
+            .attempt(pick)
             .await
-            .map_err(|e| (Some(i), e)),
+            .map_err(|e| (Some(pick), e)),
         Err(e) if is_no_provider(&e) => return Err(e),
         Err(e) => Err((None, e)),
     };
     match attempt {
         Ok(v) => Ok(v),
         Err((i, e)) if e.is_business() => {
-            if let Some(i) = i {
-                call.note_failure(&snap, i);
+            if let Some(pick) = i {
+                call.note_failure(pick);
             }
             Err(call.fail(e))
         }

@@ -17,14 +17,18 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
         let snap = call.snapshot();
         let att = call.attempter();
         for _ in 0..ZONE_TRIES {
-            let i = call.peek(&snap)?;
-            if snap.endpoints()[i].instance.zone() == Some(zone) && call.admitted(&snap, i) {
-                call.mark_tried(i);
-                match att.attempt(&snap, i).await {
+            let pick = call.peek(&snap)?;
+            if pick.instance().zone() == Some(zone) && call.admits(pick) {
+                call.mark_tried(pick);
+                match att.attempt(pick).await {
                     Ok(v) => return Ok(v),
                     Err(e) if !e.is_retryable() => return Err(call.fail(e)),
-                    Err(_) => {
-                        call.note_failure(&snap, i);
+                    Err(e) => {
+                        call.note_failure(pick);
+                        // Going on to failover is a retry: the budget decides.
+                        if !call.retry_allowed() {
+                            return Err(call.fail(e));
+                        }
                         break;
                     }
                 }

@@ -1,6 +1,9 @@
 //! Deterministic strategy tests over a fault-injecting invoker on tokio paused time.
 
+mod balancing;
+
 use std::collections::HashMap;
+use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,7 +14,8 @@ use switchman_core::{
 use switchman_discovery::{Configurator, DirectoryConfig, RegistryDirectory, Update};
 
 use crate::{
-    BudgetConfig, Call, ClusterConfig, ClusterInvoker, ClusterStrategy, Settings, Strategy,
+    BudgetConfig, Call, ClusterConfig, ClusterInvoker, ClusterStrategy, Forks, Hedge, Percent,
+    Retries, Settings, Strategy,
 };
 
 /// Behaviour per port: a script of outcomes consumed one per call (the last one repeats).
@@ -230,11 +234,9 @@ async fn provider_timeout_applies_but_provider_retries_do_not() {
     // A consumer method setting beats the provider's.
     let cfg = ClusterConfig::default().method(
         "m",
-        Settings {
-            retries: Some(1),
-            timeout: Some(40),
-            ..Default::default()
-        },
+        Settings::new()
+            .retries(1)
+            .timeout(Duration::from_millis(40)),
     );
     let fi = FaultInvoker::with(&[(1, &[Hang]), (2, &[Hang])]);
     let c = ClusterInvoker::new(c.directory().clone(), fi.clone(), cfg);
@@ -433,11 +435,11 @@ async fn failback_answers_null_then_retries_with_backoff_in_the_background() {
 #[tokio::test(start_paused = true)]
 async fn failback_negative_retries_mean_three() {
     let fi = FaultInvoker::with(&[(1, &[Refuse])]);
-    let cfg = ClusterConfig::default().service_settings(Settings {
-        strategy: Some(Strategy::Failback),
-        retries: Some(-1),
-        ..Default::default()
-    });
+    let cfg = ClusterConfig::default().service_settings(
+        Settings::new()
+            .strategy(Strategy::Failback)
+            .retries(Retries::Negative),
+    );
     let c = cluster(&[1], fi.clone(), cfg).await;
     assert_eq!(c.invoke(&inv()).await.unwrap(), Value::Null);
     tokio::time::sleep(Duration::from_secs(60)).await;
@@ -451,11 +453,8 @@ async fn failback_negative_retries_mean_three() {
 async fn failback_retries_avoid_the_instance_that_just_failed() {
     for _ in 0..5 {
         let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse])]);
-        let cfg = ClusterConfig::default().service_settings(Settings {
-            strategy: Some(Strategy::Failback),
-            retries: Some(5),
-            ..Default::default()
-        });
+        let cfg = ClusterConfig::default()
+            .service_settings(Settings::new().strategy(Strategy::Failback).retries(5));
         let c = cluster(&[1, 2], fi.clone(), cfg).await.with_budget(None);
         c.invoke(&inv()).await.unwrap();
         tokio::time::sleep(Duration::from_secs(600)).await;
@@ -473,11 +472,11 @@ async fn failback_queue_is_bounded_and_retries_stop_when_the_invoker_is_dropped(
     let fi = FaultInvoker::with(&[(1, &[Refuse])]);
     let cfg = ClusterConfig::default()
         .strategy(Strategy::Failback)
-        .service_settings(Settings {
-            strategy: Some(Strategy::Failback),
-            failbacktasks: Some(3),
-            ..Default::default()
-        });
+        .service_settings(
+            Settings::new()
+                .strategy(Strategy::Failback)
+                .failbacktasks(NonZeroU32::new(3).unwrap()),
+        );
     let c = cluster(&[1], fi.clone(), cfg).await;
     for _ in 0..5 {
         assert_eq!(c.invoke(&inv()).await.unwrap(), Value::Null);
@@ -499,11 +498,11 @@ async fn failback_queue_is_bounded_and_retries_stop_when_the_invoker_is_dropped(
 #[tokio::test(start_paused = true)]
 async fn forking_takes_the_first_answer_and_cancels_the_rest() {
     let fi = FaultInvoker::with(&[(1, &[Slow(300)]), (2, &[Slow(50)]), (3, &[Slow(300)])]);
-    let cfg = ClusterConfig::default().service_settings(Settings {
-        strategy: Some(Strategy::Forking),
-        forks: Some(0),
-        ..Default::default()
-    });
+    let cfg = ClusterConfig::default().service_settings(
+        Settings::new()
+            .strategy(Strategy::Forking)
+            .forks(Forks::All),
+    );
     let c = cluster(&[1, 2, 3], fi.clone(), cfg).await;
     let start = tokio::time::Instant::now();
     assert_eq!(c.invoke(&inv()).await.unwrap(), Value::from(2));
@@ -546,11 +545,9 @@ async fn broadcast_calls_everyone_and_fail_percent_stops_early() {
     assert_eq!(fi.calls(), vec![1, 2, 3], "every instance, in order");
 
     let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse]), (3, &[Ok]), (4, &[Ok])]);
-    let settings = Settings {
-        strategy: Some(Strategy::Broadcast),
-        broadcast_fail_percent: Some(50),
-        ..Default::default()
-    };
+    let settings = Settings::new()
+        .strategy(Strategy::Broadcast)
+        .broadcast_fail_percent(Percent::new(50).unwrap());
     let c = cluster(
         &[1, 2, 3, 4],
         fi.clone(),
@@ -665,10 +662,7 @@ async fn grouped_cluster(
 }
 
 fn merger(m: &str) -> ClusterConfig {
-    ClusterConfig::default().service_settings(Settings {
-        merger: Some(m.into()),
-        ..Settings::default()
-    })
+    ClusterConfig::default().service_settings(Settings::new().merger(m.parse().unwrap()))
 }
 
 #[tokio::test(start_paused = true)]
@@ -717,8 +711,13 @@ async fn mergeable_with_a_merger_calls_every_group_and_merges() {
     let c = c.with_merger(|v| Result::Ok(json!(v.len())));
     assert_eq!(c.invoke(&inv()).await.unwrap(), json!(2));
     // Dubbo's merger names are checked when the settings load.
-    assert!(merger(".addAll").validate().is_err());
-    assert!(merger("sum").validate().is_err());
+    assert!(".addAll".parse::<crate::Merger>().is_err());
+    assert!(
+        ClusterConfig::from_yaml("merger: sum\n", "x")
+            .unwrap_err()
+            .message()
+            .contains("sum")
+    );
 }
 
 #[test]
@@ -744,11 +743,7 @@ async fn zone_aware_prefers_the_consumers_zone() {
         Instance::builder("10.0.0.1", 3).zone("west").build(),
     ];
     let fi = FaultInvoker::with(&[]);
-    let settings = Settings {
-        strategy: Some(Strategy::ZoneAware),
-        zone: Some("east".into()),
-        ..Default::default()
-    };
+    let settings = Settings::new().strategy(Strategy::ZoneAware).zone("east");
     let c = ClusterInvoker::new(
         directory(insts).await,
         fi.clone(),
@@ -769,10 +764,7 @@ async fn zone_aware_prefers_the_consumers_zone() {
 #[tokio::test(start_paused = true)]
 async fn sticky_keeps_the_selected_instance_until_it_leaves() {
     let fi = FaultInvoker::with(&[]);
-    let settings = Settings {
-        sticky: Some(true),
-        ..Default::default()
-    };
+    let settings = Settings::new().sticky(true);
     let c = cluster(
         &[1, 2, 3],
         fi.clone(),
@@ -807,10 +799,7 @@ async fn sticky_is_dropped_when_routing_does_not_give_it() {
         Instance::builder("10.0.0.2", 2).build(),
     ];
     let fi = FaultInvoker::with(&[]);
-    let settings = Settings {
-        sticky: Some(true),
-        ..Default::default()
-    };
+    let settings = Settings::new().sticky(true);
     let c = ClusterInvoker::new(
         directory(insts).await,
         fi.clone(),
@@ -828,11 +817,7 @@ async fn sticky_is_dropped_when_routing_does_not_give_it() {
 #[tokio::test(start_paused = true)]
 async fn sticky_remembers_the_selected_instance_even_when_it_fails() {
     let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse]), (3, &[Refuse])]);
-    let settings = Settings {
-        strategy: Some(Strategy::Failfast),
-        sticky: Some(true),
-        ..Default::default()
-    };
+    let settings = Settings::new().strategy(Strategy::Failfast).sticky(true);
     let c = cluster(
         &[1, 2, 3],
         fi.clone(),
@@ -851,11 +836,7 @@ async fn sticky_remembers_the_selected_instance_even_when_it_fails() {
 #[tokio::test(start_paused = true)]
 async fn actives_cap_skips_busy_instances_and_fails_fast_when_all_are_busy() {
     let fi = FaultInvoker::with(&[(1, &[Hang]), (2, &[Hang])]);
-    let settings = Settings {
-        actives: Some(1),
-        timeout: Some(10_000),
-        ..Default::default()
-    };
+    let settings = Settings::new().actives(1).timeout(Duration::from_secs(10));
     let c = cluster(
         &[1, 2],
         fi.clone(),
@@ -886,10 +867,7 @@ async fn actives_cap_skips_busy_instances_and_fails_fast_when_all_are_busy() {
 #[tokio::test(start_paused = true)]
 async fn mock_force_never_calls_and_fail_mock_answers_only_non_business_failures() {
     let fi = FaultInvoker::with(&[(1, &[Refuse])]);
-    let force = Settings {
-        mock: Some("force:return {\"cached\": true}".into()),
-        ..Default::default()
-    };
+    let force = Settings::new().mock("force:return {\"cached\": true}".parse().unwrap());
     let c = cluster(
         &[1],
         fi.clone(),
@@ -899,10 +877,7 @@ async fn mock_force_never_calls_and_fail_mock_answers_only_non_business_failures
     assert_eq!(c.invoke(&inv()).await.unwrap(), json!({"cached": true}));
     assert!(fi.calls().is_empty());
 
-    let fail = Settings {
-        mock: Some("fail:return []".into()),
-        ..Default::default()
-    };
+    let fail = Settings::new().mock("fail:return []".parse().unwrap());
     let c = cluster(
         &[1],
         fi.clone(),
@@ -925,10 +900,7 @@ async fn mock_force_never_calls_and_fail_mock_answers_only_non_business_failures
         c.invoke(&inv()).await.unwrap(),
         json!({"fallback": "m", "because": "transport"})
     );
-    let thrown = Settings {
-        mock: Some("fail:throw degraded".into()),
-        ..Default::default()
-    };
+    let thrown = Settings::new().mock("fail:throw degraded".parse().unwrap());
     let c = cluster(
         &[1],
         FaultInvoker::with(&[(1, &[Refuse])]),
@@ -972,11 +944,9 @@ async fn retry_budget_bounds_attempts_when_everything_fails() {
 #[tokio::test(start_paused = true)]
 async fn deadline_bounds_all_attempts_together() {
     let fi = FaultInvoker::with(&[(1, &[Hang]), (2, &[Hang]), (3, &[Hang])]);
-    let settings = Settings {
-        timeout: Some(400),
-        deadline: Some(500),
-        ..Default::default()
-    };
+    let settings = Settings::new()
+        .timeout(Duration::from_millis(400))
+        .deadline(Duration::from_millis(500));
     let c = cluster(
         &[1, 2, 3],
         fi.clone(),
@@ -1002,11 +972,9 @@ async fn hedging_sends_a_second_attempt_after_the_delay_and_takes_the_first_answ
         .unwrap()
         .insert(1, vec![Slow(1000), Slow(10)]);
     fi.plan.lock().unwrap().insert(2, vec![Slow(10)]);
-    let settings = Settings {
-        hedge: Some("30ms".into()),
-        timeout: Some(5000),
-        ..Default::default()
-    };
+    let settings = Settings::new()
+        .hedge(Hedge::After(Duration::from_millis(30)))
+        .timeout(Duration::from_secs(5));
     let c = cluster(
         &[1, 2],
         fi.clone(),
@@ -1091,25 +1059,25 @@ impl ClusterStrategy for TieredByWeight {
     fn call<'a, 'c>(&'a self, call: &'a mut Call<'c>) -> BoxFuture<'a, Result<Value>> {
         Box::pin(async move {
             let snap = call.snapshot();
-            let mut tiers: Vec<u32> = snap
-                .endpoints()
-                .iter()
-                .map(|e| e.instance.weight())
-                .collect();
+            let candidates = call.candidates(&snap)?;
+            let mut tiers: Vec<u32> = candidates.iter().map(|p| p.instance().weight()).collect();
             tiers.sort_unstable_by(|a, b| b.cmp(a));
             tiers.dedup();
             let mut last = Error::no_provider("no tier answered");
             for w in tiers {
-                for (i, e) in snap.endpoints().iter().enumerate() {
-                    if e.instance.weight() == w {
-                        match call.attempter().attempt(&snap, i).await {
-                            Result::Ok(v) => return Result::Ok(v),
-                            Err(err) => last = err,
+                for pick in candidates.iter().filter(|p| p.instance().weight() == w) {
+                    match call.attempter().attempt(pick).await {
+                        Result::Ok(v) => return Result::Ok(v),
+                        // The retry budget (or the deadline) said no: stop here.
+                        Err(err) if !err.is_retryable() => return Err(call.fail(err)),
+                        Err(err) => {
+                            call.note_failure(pick);
+                            last = err;
                         }
                     }
                 }
             }
-            Err(last)
+            Err(call.fail(last))
         })
     }
 }
@@ -1126,6 +1094,142 @@ async fn custom_strategies_plug_in_without_a_registry_of_names() {
         .with_strategy(TieredByWeight);
     assert_eq!(c.invoke(&inv()).await.unwrap(), Value::from(1));
     assert_eq!(fi.calls(), vec![2, 3, 1]);
+}
+
+/// The same strategy is budgeted although it never asks: with no budget left, its second
+/// attempt is refused before anything is sent.
+#[tokio::test(start_paused = true)]
+async fn the_readme_strategy_is_budgeted() {
+    let insts = vec![
+        Instance::builder("10.0.0.1", 1).weight(10).build(),
+        Instance::builder("10.0.0.1", 2).weight(300).build(),
+        Instance::builder("10.0.0.1", 3).weight(300).build(),
+    ];
+    let fi = FaultInvoker::with(&[(2, &[Refuse]), (3, &[Refuse])]);
+    let none_left = BudgetConfig {
+        ratio: 0.0,
+        min_per_sec: 0,
+        window: Duration::from_secs(10),
+    };
+    let c = ClusterInvoker::new(directory(insts).await, fi.clone(), ClusterConfig::default())
+        .with_budget(Some(none_left))
+        .with_strategy(TieredByWeight);
+    let e = c.invoke(&inv()).await.unwrap_err();
+    assert_eq!(fi.calls(), vec![2], "one attempt, no retry");
+    assert_eq!(e.kind(), ErrorKind::LimitExceeded, "{e}");
+    assert!(e.message().contains("retry budget"), "{e}");
+    assert_eq!(e.tried(), ["10.0.0.1:2"]);
+    assert_eq!(c.budget_refused(), 1);
+}
+
+/// A strategy that retries forever without asking anyone: each retry after the first
+/// attempt takes a withdrawal from the budget, so the loop ends when the budget does.
+#[derive(Debug)]
+struct Relentless;
+
+impl ClusterStrategy for Relentless {
+    fn call<'a, 'c>(&'a self, call: &'a mut Call<'c>) -> BoxFuture<'a, Result<Value>> {
+        Box::pin(async move {
+            // Bounded only so that a broken budget fails the test instead of hanging it.
+            for _ in 0..1000 {
+                let snap = call.snapshot();
+                let pick = call.select(&snap)?;
+                match call.attempter().attempt(pick).await {
+                    Result::Ok(v) => return Result::Ok(v),
+                    Err(e) if e.kind() == ErrorKind::Transport => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(Error::transport("the loop was not stopped"))
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_custom_strategy_retrying_in_a_loop_is_stopped_by_the_budget() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse])]);
+    // 20% of calls and no floor: over 10 calls, retries at the 1st and 6th (withdrawals
+    // below 0.2 × calls so far).
+    let budget = BudgetConfig {
+        ratio: 0.2,
+        min_per_sec: 0,
+        window: Duration::from_secs(10),
+    };
+    let c = cluster(&[1, 2], fi.clone(), ClusterConfig::default())
+        .await
+        .with_budget(Some(budget))
+        .with_strategy(Relentless);
+    for k in 0..10 {
+        let e = c.invoke(&inv()).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::LimitExceeded, "call {k}: {e}");
+        assert!(!e.is_retryable());
+    }
+    assert_eq!(
+        fi.calls().len(),
+        12,
+        "10 first attempts and 2 budgeted retries"
+    );
+    assert_eq!(
+        c.budget_refused(),
+        10,
+        "each call's loop ended on one refusal"
+    );
+
+    // Without a budget the loop still ends: at MAX_ATTEMPTS attempts per call.
+    let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse])]);
+    let c = cluster(&[1, 2], fi.clone(), ClusterConfig::default())
+        .await
+        .with_budget(None)
+        .with_strategy(Relentless);
+    let e = c.invoke(&inv()).await.unwrap_err();
+    assert_eq!(fi.calls().len(), crate::MAX_ATTEMPTS, "{e}");
+    assert!(e.message().contains("attempts"), "{e}");
+
+    // A deadline stops it too, the attempter's own check.
+    let fi = FaultInvoker::with(&[(1, &[Slow(100), Refuse]), (2, &[Slow(100), Refuse])]);
+    let slow = |port| Instance::builder("10.0.0.1", port).build();
+    let c = ClusterInvoker::new(
+        directory(vec![slow(1), slow(2)]).await,
+        fi.clone(),
+        ClusterConfig::default().service_settings(
+            Settings::new()
+                .timeout(Duration::from_millis(30))
+                .deadline(Duration::from_millis(100)),
+        ),
+    )
+    .with_budget(None)
+    .with_strategy(Relentless);
+    let started = tokio::time::Instant::now();
+    let e = c.invoke(&inv()).await.unwrap_err();
+    assert!(e.is_timeout(), "{e}");
+    assert!(
+        started.elapsed() <= Duration::from_millis(100),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(fi.calls().len() <= 4, "{:?}", fi.calls());
+}
+
+/// Built-in strategies that ask before retrying are charged once per retry, not twice: a
+/// budget of exactly two retries lets failover make its three attempts.
+#[tokio::test(start_paused = true)]
+async fn a_retry_asked_for_is_charged_once() {
+    for (ratio, attempts, refused) in [(2.0, 3, 0), (1.0, 2, 1)] {
+        let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse]), (3, &[Refuse])]);
+        // No floor: one call deposits 1, so `ratio` retries are in the budget.
+        let budget = BudgetConfig {
+            ratio,
+            min_per_sec: 0,
+            window: Duration::from_secs(10),
+        };
+        let c = cluster(&[1, 2, 3], fi.clone(), ClusterConfig::default())
+            .await
+            .with_budget(Some(budget));
+        let e = c.invoke(&inv()).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Transport, "the last real error, {e}");
+        assert_eq!(fi.calls().len(), attempts, "ratio {ratio}");
+        assert_eq!(c.budget_refused(), refused, "ratio {ratio}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -53,6 +53,7 @@ pub enum EmptyPolicy {
 
 /// How a directory is set up.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DirectoryConfig {
     /// The service whose providers the directory holds.
     pub service: ServiceKey,

@@ -1,0 +1,123 @@
+//! The call path with balancers named by the settings: a method whose balancer is not the
+//! directory's (from the consumer's settings or a provider's registration) picks from tables
+//! built once per snapshot, with no allocation of its own per call.
+//!
+//! This test crate needs `unsafe` for `GlobalAlloc` (the library itself forbids it). The
+//! allocation counter is per thread, so tests running in parallel do not disturb each other.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use switchman_cluster::{BalancerKind, ClusterConfig, ClusterInvoker, Settings};
+use switchman_core::{BoxFuture, Instance, Invocation, Invoker, Result, ServiceKey};
+use switchman_discovery::{DirectoryConfig, RegistryDirectory, Update};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; the thread-local counter is a
+// const-initialised `Cell`, which does not allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations<R>(f: impl FnOnce() -> R) -> (R, u64) {
+    let before = ALLOCS.with(Cell::get);
+    let r = f();
+    (r, ALLOCS.with(Cell::get) - before)
+}
+
+/// Answers with the port; its futures are boxed (one allocation per attempt, as every
+/// `dyn Invoker`'s).
+#[derive(Debug)]
+struct Echo;
+
+impl Invoker for Echo {
+    fn invoke<'a>(
+        &'a self,
+        target: &'a Instance,
+        _inv: &'a Invocation,
+        _timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value>> {
+        let port = target.port();
+        Box::pin(async move { Ok(Value::from(port)) })
+    }
+}
+
+#[test]
+fn a_named_balancer_adds_no_allocation_per_call() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = rt.block_on(async {
+        let dir = RegistryDirectory::spawn(DirectoryConfig::new(ServiceKey::new("test.Lb")), None);
+        // The providers register roundrobin for `list`.
+        let at = |port| {
+            Instance::builder("10.0.0.1", port)
+                .param("list.loadbalance", "roundrobin")
+                .build()
+        };
+        dir.apply(Update::Reset(vec![at(1), at(2), at(3)]));
+        dir.wait_until(Duration::from_secs(5), |s| s.epoch() >= 1)
+            .await
+            .unwrap();
+        Arc::new(dir)
+    });
+    // The consumer names leastactive for `find`; `other` keeps the directory's random.
+    let cfg = ClusterConfig::default().method(
+        "find",
+        Settings::new().loadbalance(BalancerKind::LeastActive),
+    );
+    let c = ClusterInvoker::new(dir.clone(), Arc::new(Echo), cfg);
+    let methods = ["list", "find", "other"];
+    for m in methods {
+        for _ in 0..50 {
+            rt.block_on(c.invoke(&Invocation::new(m))).unwrap();
+        }
+    }
+    assert_eq!(c.settings("list").loadbalance_for(0), Some("roundrobin"));
+    assert_eq!(c.settings("find").loadbalance_for(0), Some("leastactive"));
+    assert_eq!(c.settings("other").loadbalance_for(0), None);
+    let built = dir.load().extra_balancers();
+    assert_eq!(built, 2, "roundrobin and leastactive, once each");
+    for m in methods {
+        let inv = Invocation::new(m);
+        let (_, n) = allocations(|| {
+            for _ in 0..1000 {
+                rt.block_on(c.invoke(&inv)).unwrap();
+            }
+        });
+        assert_eq!(
+            n, 1000,
+            "{m}: one allocation per call (the transport's boxed future), got {n} in 1000 calls"
+        );
+    }
+    assert_eq!(
+        dir.load().extra_balancers(),
+        built,
+        "no table built per call"
+    );
+}
