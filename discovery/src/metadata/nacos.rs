@@ -1,6 +1,7 @@
-//! Dubbo 3 application-level discovery on Nacos: the building blocks the Nacos adapter plugs
-//! into its subscription (see "Hooks" below). Layout, as Java Dubbo 3.3 writes it
-//! (`NacosServiceDiscovery`, `NacosNamingServiceUtils`, `NacosMetadataReport`):
+//! Dubbo 3 application-level discovery on Nacos: the registry-neutral building blocks the
+//! Nacos adapter's subscriptions use (`nacos/app.rs`). Layout, as Java Dubbo 3.3 writes it
+//! (`NacosServiceDiscovery`, `NacosNamingServiceUtils`, `NacosMetadataReport`,
+//! `MetadataServiceNameMapping`), checked against a Java 3.3 provider in rnacos 0.8.8:
 //!
 //! - application instances: the Nacos **service `{app}`** in the registry's group (Dubbo's
 //!   `group`/`nacos.group` registry parameter, `DEFAULT_GROUP`), one instance per provider
@@ -10,29 +11,21 @@
 //!   true)`); the Nacos weight field is not Dubbo's weight (the service's `weight` parameter
 //!   is);
 //! - interface → applications: the **config** `data id = {interface}`, `group = mapping`,
-//!   content `app1,app2` (`ServiceNameMapping.DEFAULT_MAPPING_GROUP`);
+//!   content `app1,app2` (`ServiceNameMapping.DEFAULT_MAPPING_GROUP`). Dubbo appends its
+//!   application with a read, append and `publishConfigCas` (md5 of what it read, `"0"` for
+//!   nothing) retried on conflict; Java Nacos enforces the md5, rnacos 0.8.8 ignores it
+//!   (`cas_md5` is parsed, never checked), so two applications of one interface starting at
+//!   the same moment leave only the last writer in the mapping. The registry's `provided-by`
+//!   is the remedy;
 //! - the metadata report (`metadata-type=remote`): the **config** `data id = {app}`,
 //!   `group = {revision}`, content the `MetadataInfo` JSON.
 //!
 //! [`NacosAppLevel`] keeps one subscription's applications and instances and turns them into
 //! endpoints through the shared [`Resolver`] (report first, then the provider's
 //! `MetadataService` through the [`MetadataCache`](super::MetadataCache)), exactly as the
-//! ZooKeeper adapter does.
-//!
-//! # Hooks (for `nacos/watch.rs`)
-//!
-//! Per Dubbo-naming subscription of a concrete interface, beside the interface-level service:
-//!
-//! 1. read and listen to the mapping config ([`mapping_config`]); on every content (and the
-//!    registry's `provided-by`) call [`NacosAppLevel::set_mapping`], which says which
-//!    application services to subscribe to and which to drop;
-//! 2. subscribe to each application service `{app}` in the registry's group; on every push
-//!    of its instances call [`NacosAppLevel::set_instances`];
-//! 3. after either, and whenever [`NacosAppLevel::changed`] resolves (a fetch finished), call
-//!    [`NacosAppLevel::refresh`] with a report reader ([`read_config`] on the config client)
-//!    and the metadata cache (`shared_cache()`), and merge its list with the interface-level
-//!    one (interface-level entries win at the same address, as on ZooKeeper), holding back an
-//!    empty first list while [`NacosAppLevel::hold_first_list`] says so.
+//! ZooKeeper adapter does; the adapter feeds it the mapping ([`NacosAppLevel::set_mapping`]),
+//! the instance lists ([`NacosAppLevel::set_instances`]) and a report reader
+//! ([`NacosAppLevel::refresh`] with [`read_config`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -71,10 +64,12 @@ pub(crate) fn parse_mapping(content: &str) -> BTreeSet<String> {
 }
 
 /// One Nacos instance of the service `app` as an application instance; `None` (logged at
-/// debug) for one Dubbo would not use: disabled, unhealthy, or without a valid address.
+/// debug) for one Dubbo would not use: disabled, unhealthy, of Nacos weight 0 (Dubbo reads
+/// `selectInstances(.., healthy = true)`, which drops all three), or without a valid address.
 pub(crate) fn app_instance(app: &str, si: &ServiceInstance) -> Option<AppInstance> {
     let port = u16::try_from(si.port).ok().filter(|p| *p > 0);
-    let Some(port) = port.filter(|_| si.enabled && si.healthy && !si.ip.is_empty()) else {
+    let usable = si.enabled && si.healthy && si.weight > 0.0 && !si.ip.is_empty();
+    let Some(port) = port.filter(|_| usable) else {
         debug!(application = app, ip = %si.ip, port = si.port, enabled = si.enabled, healthy = si.healthy, "application instance not used");
         return None;
     };
@@ -116,6 +111,10 @@ struct Slot {
 #[derive(Debug)]
 pub(crate) struct NacosAppLevel {
     key: ServiceKey,
+    /// The applications the mapping config named, as Dubbo keeps them (see
+    /// [`NacosAppLevel::set_mapping`]).
+    mapped: BTreeSet<String>,
+    /// `mapped` and the registry's `provided-by`: the application services subscribed to.
     apps: BTreeSet<String>,
     /// Per application, its instances by `ip:port`.
     instances: BTreeMap<String, BTreeMap<String, Slot>>,
@@ -127,6 +126,7 @@ impl NacosAppLevel {
     pub(crate) fn new(key: ServiceKey) -> Self {
         NacosAppLevel {
             key,
+            mapped: BTreeSet::new(),
             apps: BTreeSet::new(),
             instances: BTreeMap::new(),
             resolver: Resolver::default(),
@@ -135,12 +135,22 @@ impl NacosAppLevel {
 
     /// The mapping config's content (`None`: there is none) and the registry's `provided-by`
     /// applications: returns the application services to subscribe to now and those to drop.
+    ///
+    /// The mapping is taken as Dubbo's `ServiceDiscoveryRegistry.DefaultMappingListener`
+    /// takes a change: an empty mapping, or one that only leaves applications out, changes
+    /// nothing (Dubbo never removes an application from a mapping, so that is a lost write or
+    /// a hand edit, and the instances it would drop are live); one that names an application
+    /// not seen before replaces the set. The `provided-by` applications are always in.
     pub(crate) fn set_mapping(
         &mut self,
         content: Option<&str>,
         provided_by: &[String],
     ) -> (Vec<String>, Vec<String>) {
-        let mut apps = content.map(parse_mapping).unwrap_or_default();
+        let mapped = content.map(parse_mapping).unwrap_or_default();
+        if !mapped.is_subset(&self.mapped) {
+            self.mapped = mapped;
+        }
+        let mut apps = self.mapped.clone();
         apps.extend(provided_by.iter().cloned());
         let added = apps.difference(&self.apps).cloned().collect();
         let gone: Vec<String> = self.apps.difference(&apps).cloned().collect();
@@ -179,6 +189,21 @@ impl NacosAppLevel {
             now.insert(id, slot);
         }
         self.instances.insert(app.to_string(), now);
+    }
+
+    /// The application services subscribed to (the mapping's and `provided-by`).
+    pub(crate) fn apps(&self) -> &BTreeSet<String> {
+        &self.apps
+    }
+
+    /// Whether some instance with a revision has no endpoints yet (its metadata is being
+    /// fetched, failed, or is not in the metadata report yet): the report is worth reading
+    /// again.
+    pub(crate) fn unresolved(&self) -> bool {
+        self.instances
+            .values()
+            .flat_map(|m| m.values())
+            .any(|s| s.built.is_none() && s.parsed.revision().is_some())
     }
 
     /// Resolves when the metadata cache has news: call [`NacosAppLevel::refresh`] then.
@@ -326,6 +351,10 @@ mod tests {
                 enabled: false,
                 ..si(1, "r", "local")
             },
+            ServiceInstance {
+                weight: 0.0,
+                ..si(1, "r", "local")
+            },
             si(0, "r", "local"),
             si(70000, "r", "local"),
         ] {
@@ -378,13 +407,27 @@ mod tests {
             .await
             .unwrap();
         assert!(none.is_empty());
-        // The mapping drops an application: its instances go.
-        let (_, gone) = a.set_mapping(Some("shop"), &[]);
-        assert_eq!(gone, vec!["cart", "extra"]);
+        // As Dubbo: a mapping that only leaves applications out, or an empty one, changes
+        // nothing; one naming a new application replaces the set (provided-by stays).
+        let extra = ["extra".to_string()];
+        assert_eq!(a.set_mapping(Some("shop"), &extra), (vec![], vec![]));
+        assert_eq!(a.set_mapping(Some(" "), &extra), (vec![], vec![]));
+        assert_eq!(a.set_mapping(None, &extra), (vec![], vec![]));
+        assert!(!a.unresolved());
+        let (add, gone) = a.set_mapping(Some("shop,cart2"), &extra);
+        assert_eq!(
+            (add, gone),
+            (vec!["cart2".to_string()], vec!["cart".to_string()])
+        );
+        assert_eq!(
+            a.apps().iter().collect::<Vec<_>>(),
+            ["cart2", "extra", "shop"]
+        );
         let list = a.refresh(reader, Some(&cache), &s, false).await.unwrap();
-        assert_eq!(list.len(), 2);
+        assert_eq!(list.len(), 2, "cart's instance went with it");
         // A reader error stops the refresh and says why.
         a.set_instances("shop", &[si(20882, "r9", "local")]);
+        assert!(a.unresolved(), "r9 is not known yet");
         let e = a
             .refresh(
                 |_, _| async { Err("Nacos down".to_string()) },

@@ -18,6 +18,10 @@
 //! | `cache_dir` | `$TMPDIR/switchman-nacos` | nacos-sdk's own disk cache (never `$HOME`) |
 //! | `grpc_port` | HTTP port + 1000 | Nacos gRPC port |
 //! | `list_interval` | `10000` | ms between two listings of the group's services for a key that is a pattern (see below) |
+//! | `app-level` | `true` | also read Dubbo 3 application-level instances (Dubbo naming, a concrete key; see `app.rs`) |
+//! | `provided-by` | | applications to read application-level instances from, besides the mapping's |
+//! | `metadata-timeout` | 5000 | timeout of one call to a provider's `MetadataService` (ms), Dubbo's |
+//! | `metadata-retry` | 10000 | the longest pause between retries of a `MetadataInfo` that could not be fetched (ms) |
 //!
 //! Plain naming has no Dubbo group or version: subscribing a key that has either is an error
 //! (the Nacos group is the registry's `group`).
@@ -36,9 +40,15 @@
 //! zero-weight ones), hiding "all instances gone" from the directory, whose
 //! [`EmptyPolicy`](crate::EmptyPolicy) decides instead.
 //!
+//! A subscription keeps its registry's clients alive: it outlives the last handle of the
+//! registry, as on ZooKeeper.
+//!
 //! Instance mapping and the weight rule: see `mapping.rs` (documented in the README);
-//! config-centre rules: `rules.rs`.
+//! config-centre rules: `rules.rs`; Dubbo 3 application-level discovery (the interface →
+//! application mapping, the application services, metadata from the report or the
+//! provider's `MetadataService`): `app.rs`.
 
+mod app;
 mod mapping;
 mod rules;
 mod watch;
@@ -125,6 +135,14 @@ pub struct NacosOptions {
     /// Time between two listings of the group's services, for subscriptions whose key is a
     /// pattern (`*`, a group list).
     pub list_interval: Duration,
+    /// Also read Dubbo 3 application-level instances (`app-level`, Dubbo naming only).
+    pub app_level: bool,
+    /// Applications to read application-level instances from, besides the mapping's
+    /// (`provided-by`).
+    pub provided_by: Vec<String>,
+    /// How `MetadataInfo`s are fetched from providers' `MetadataService`
+    /// (`metadata-timeout`, `metadata-retry`).
+    pub metadata_fetch: crate::metadata::FetchSettings,
 }
 
 impl std::fmt::Debug for NacosOptions {
@@ -142,6 +160,9 @@ impl std::fmt::Debug for NacosOptions {
             .field("rule_group", &self.rule_group)
             .field("cache_dir", &self.cache_dir)
             .field("list_interval", &self.list_interval)
+            .field("app_level", &self.app_level)
+            .field("provided_by", &self.provided_by)
+            .field("metadata_fetch", &self.metadata_fetch)
             .finish()
     }
 }
@@ -201,6 +222,55 @@ impl NacosOptions {
             Some("false") => false,
             Some(other) => return Err(bad(format!("rules={other:?} is not true or false"))),
         };
+        let app_level = match url.param("app-level").map(str::trim) {
+            None | Some("") | Some("true") => true,
+            Some("false") => false,
+            Some(other) => {
+                return Err(bad(format!("app-level={other:?} is not true or false")));
+            }
+        };
+        let ms = |key: &str, default: Duration| -> Result<Duration> {
+            match url.param(key).map(str::trim) {
+                None | Some("") => Ok(default),
+                Some(v) => v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|ms| *ms > 0)
+                    .map(Duration::from_millis)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "{key}={v:?} is not a positive number of milliseconds"
+                        ))
+                    }),
+            }
+        };
+        let fetch = crate::metadata::FetchSettings::default();
+        let retry_max = ms("metadata-retry", fetch.retry_max)?;
+        let metadata_fetch = crate::metadata::FetchSettings {
+            timeout: ms("metadata-timeout", fetch.timeout)?,
+            retry_min: fetch.retry_min.min(retry_max),
+            retry_max,
+            ..fetch
+        };
+        let mut provided_by: Vec<String> = Vec::new();
+        for app in url
+            .param("provided-by")
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+        {
+            if app.is_empty() {
+                continue;
+            }
+            if app.contains('@') || app.len() > 512 {
+                return Err(bad(format!(
+                    "provided-by: {app:?} cannot be a Nacos service name"
+                )));
+            }
+            if !provided_by.iter().any(|a| a == app) {
+                provided_by.push(app.to_string());
+            }
+        }
         let non_empty = |k: &str| {
             url.param(k)
                 .map(str::trim)
@@ -242,6 +312,9 @@ impl NacosOptions {
                 .map(PathBuf::from)
                 .unwrap_or_else(|| std::env::temp_dir().join("switchman-nacos")),
             list_interval,
+            app_level: app_level && naming == Naming::Dubbo,
+            provided_by,
+            metadata_fetch,
         })
     }
 
@@ -353,6 +426,8 @@ struct Inner {
     registered: tokio::sync::Mutex<BTreeMap<String, BTreeMap<String, ServiceInstance>>>,
     /// Live subscriptions per service.
     subscribers: watch::Subscribers,
+    /// This registry's metadata cache; unset: the process-wide one.
+    metadata_cache: std::sync::OnceLock<Arc<crate::metadata::MetadataCache>>,
 }
 
 /// A Nacos registry: subscribes (consumer side) and registers (provider side) through one pair
@@ -385,8 +460,17 @@ impl NacosRegistry {
                 started: AtomicBool::new(false),
                 registered: tokio::sync::Mutex::new(BTreeMap::new()),
                 subscribers: watch::Subscribers::default(),
+                metadata_cache: std::sync::OnceLock::new(),
             }),
         })
+    }
+
+    /// Uses `cache` for the `MetadataInfo` of application instances with local metadata,
+    /// instead of the process-wide cache ([`crate::metadata::install_fetcher`]). Takes effect
+    /// for subscriptions made after the call; a second call is ignored.
+    pub fn metadata_cache(self, cache: Arc<crate::metadata::MetadataCache>) -> Self {
+        let _ = self.inner.metadata_cache.set(cache);
+        self
     }
 
     /// The validated settings.
@@ -452,7 +536,8 @@ async fn connect(inner: Weak<Inner>) {
                 }
             }
         }
-        if naming.is_some() && config.is_none() && me.opts.rule_group.is_some() {
+        let wants_config = me.opts.rule_group.is_some() || me.opts.app_level;
+        if naming.is_some() && config.is_none() && wants_config {
             match me.opts.build_config().await {
                 Ok(c) => config = Some(c),
                 Err(e) if failures == 0 => {
@@ -466,7 +551,7 @@ async fn connect(inner: Weak<Inner>) {
             }
         }
         if let Some(n) = &naming {
-            if config.is_some() || me.opts.rule_group.is_none() {
+            if config.is_some() || !wants_config {
                 if failures > 0 {
                     info!(registry = %me.redacted, after_ms = started.elapsed().as_millis() as u64,
                         retries = failures, "connected to nacos");
@@ -544,9 +629,16 @@ impl Registry for NacosRegistry {
                 rule_group: opts.rule_group.clone(),
                 rule_ids: rules::service_data_ids(service, opts.application.as_deref()),
                 subscribers: self.inner.subscribers.clone(),
+                // Dubbo's ServiceDiscoveryRegistry maps one interface to its applications: a
+                // pattern names none.
+                app_level: (opts.app_level && !pattern).then(|| app::AppLevelWatch {
+                    provided_by: opts.provided_by.clone(),
+                    fetch: opts.metadata_fetch.clone(),
+                    cache: self.inner.metadata_cache.get().cloned(),
+                }),
             };
             let (tx, rx) = mpsc::channel(64);
-            tokio::spawn(watch::run(w, self.clients(), tx));
+            tokio::spawn(watch::run(w, self.clients(), tx, self.inner.clone()));
             Ok(rx)
         })
     }
@@ -668,6 +760,8 @@ mod tests {
         assert_eq!(o.rule_group.as_deref(), Some("dubbo"));
         assert_eq!(o.cache_dir, std::env::temp_dir().join("switchman-nacos"));
         assert_eq!(o.list_interval, DEFAULT_LIST_INTERVAL);
+        assert!(o.app_level && o.provided_by.is_empty());
+        assert_eq!(o.metadata_fetch, crate::metadata::FetchSettings::default());
         assert_eq!(
             opts("nacos://nacos.local").unwrap().server_addr,
             "nacos.local:8848"
@@ -699,6 +793,25 @@ mod tests {
                 .list_interval,
             Duration::from_millis(500)
         );
+        let o = opts(
+            "nacos://127.0.0.1:8848?provided-by=shop,cart,,shop&metadata-timeout=800&metadata-retry=500",
+        )
+        .unwrap();
+        assert_eq!(o.provided_by, ["shop", "cart"]);
+        assert_eq!(o.metadata_fetch.timeout, Duration::from_millis(800));
+        assert_eq!(o.metadata_fetch.retry_max, Duration::from_millis(500));
+        assert!(o.metadata_fetch.retry_min <= o.metadata_fetch.retry_max);
+        assert!(
+            !opts("nacos://127.0.0.1:8848?app-level=false")
+                .unwrap()
+                .app_level
+        );
+        assert!(
+            !opts("nacos://127.0.0.1:8848?naming=plain")
+                .unwrap()
+                .app_level,
+            "application-level discovery is Dubbo's"
+        );
         let o = opts("nacos://admin:secret@127.0.0.1:8848?rules=false").unwrap();
         assert_eq!(
             (o.username.as_deref(), o.password.as_deref()),
@@ -728,6 +841,22 @@ mod tests {
             (
                 "nacos://127.0.0.1:8848?password=p",
                 "password without a username",
+            ),
+            (
+                "nacos://127.0.0.1:8848?app-level=maybe",
+                "app-level=\"maybe\"",
+            ),
+            (
+                "nacos://127.0.0.1:8848?metadata-timeout=soon",
+                "metadata-timeout=\"soon\"",
+            ),
+            (
+                "nacos://127.0.0.1:8848?metadata-retry=0",
+                "metadata-retry=\"0\"",
+            ),
+            (
+                "nacos://127.0.0.1:8848?provided-by=a@@b",
+                "provided-by: \"a@@b\"",
             ),
             ("zookeeper://127.0.0.1:2181", "expected nacos://"),
         ] {

@@ -25,6 +25,13 @@
 //! once subscribed stays subscribed for the life of the subscription (its instances leave
 //! when Nacos pushes them gone), so a listing that misses a name, say one that moved between
 //! pages while they were read, never drops live providers.
+//!
+//! A concrete Dubbo-naming key also reads the Dubbo 3 application-level instances of its
+//! interface ([`AppSide`], `app.rs`): the mapping config, the application services and their
+//! metadata. Their endpoints are merged into the published list, the interface-level entry
+//! winning at an address; the mapping and report reads run in this task (a mapping read is
+//! served from the SDK's cache once its listener is registered, a report is read once per new
+//! revision), each bounded by [`SDK_CALL_TIMEOUT`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -38,6 +45,7 @@ use switchman_core::{Instance, ServiceKey};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
+use super::app::{AppLevelWatch, AppSide};
 use super::rules::{RuleState, provider_app_data_ids};
 use super::{Clients, mapping};
 use crate::Update;
@@ -46,7 +54,7 @@ use crate::deltas::{Deltas, free_after_yield};
 /// How often watched config data ids are re-read (see the module docs).
 pub(crate) const RULE_POLL: Duration = Duration::from_secs(2);
 /// Bound on each SDK call made from the task.
-const SDK_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const SDK_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// Service names per page of a listing (Dubbo's `nacos.service.names.pagination.size`).
 const LIST_PAGE_SIZE: i32 = 100;
 /// Most pages one listing reads (100,000 names).
@@ -74,6 +82,9 @@ pub(crate) struct Watch {
     pub(crate) rule_ids: Vec<String>,
     /// Live subscriptions of the registry, per service.
     pub(crate) subscribers: Subscribers,
+    /// Also read the application-level instances of the interface (Dubbo naming, a concrete
+    /// key, `app-level=true`); see `app.rs`.
+    pub(crate) app_level: Option<AppLevelWatch>,
 }
 
 /// Counts a registry's live subscriptions per Nacos service and group.
@@ -105,7 +116,7 @@ impl Subscribers {
     }
 }
 
-struct NamingForwarder(mpsc::UnboundedSender<Arc<NamingChangeEvent>>);
+pub(crate) struct NamingForwarder(pub(crate) mpsc::UnboundedSender<Arc<NamingChangeEvent>>);
 
 impl NamingEventListener for NamingForwarder {
     fn event(&self, event: Arc<NamingChangeEvent>) {
@@ -113,7 +124,7 @@ impl NamingEventListener for NamingForwarder {
     }
 }
 
-struct ConfigForwarder(mpsc::UnboundedSender<ConfigResponse>);
+pub(crate) struct ConfigForwarder(pub(crate) mpsc::UnboundedSender<ConfigResponse>);
 
 impl ConfigChangeListener for ConfigForwarder {
     fn notify(&self, config: ConfigResponse) {
@@ -188,7 +199,7 @@ async fn list_services(naming: &NamingService, group: &str) -> Result<Vec<String
 }
 
 /// The service name an event is for (some SDK versions prefix `{group}@@`).
-fn event_service(ev: &NamingChangeEvent) -> String {
+pub(crate) fn event_service(ev: &NamingChangeEvent) -> String {
     match ev.service_name.split_once("@@") {
         Some((_, name)) => name.to_string(),
         None => ev.service_name.clone(),
@@ -197,7 +208,7 @@ fn event_service(ev: &NamingChangeEvent) -> String {
 
 /// Subscribes `listener` to `name`. The listener is registered before the request goes out,
 /// and the SDK repeats the subscription after every reconnect, so a failure is not final.
-async fn subscribe_name(
+pub(crate) async fn subscribe_name(
     clients: &Clients,
     w: &Watch,
     name: &str,
@@ -233,7 +244,7 @@ async fn subscribe_name(
 /// nacos-sdk's unsubscribe also ends the server-side subscription and the SDK's polling of
 /// the service, which other subscriptions of this registry to the same service still need:
 /// only the last one unsubscribes (the others' listeners stay registered, inert).
-async fn unsubscribe_name(
+pub(crate) async fn unsubscribe_name(
     clients: &Clients,
     w: &Watch,
     name: &str,
@@ -253,11 +264,14 @@ async fn unsubscribe_name(
     }
 }
 
-/// Runs one subscription until `tx`'s receiver is dropped.
-pub(crate) async fn run(
+/// Runs one subscription until `tx`'s receiver is dropped. `_registry` (the registry's
+/// shared state) lives as long as the subscription, so a subscription outlives the last
+/// handle of its registry, as on ZooKeeper.
+pub(crate) async fn run<R: Send + Sync + 'static>(
     w: Watch,
     mut clients_rx: watch::Receiver<Option<Clients>>,
     tx: mpsc::Sender<Update>,
+    _registry: Arc<R>,
 ) {
     let clients = loop {
         if let Some(c) = clients_rx.borrow_and_update().clone() {
@@ -300,6 +314,8 @@ pub(crate) async fn run(
     let mut apps: BTreeSet<String> = BTreeSet::new();
     // Nacos hands over the whole list each time; the directory gets what changed.
     let mut deltas = Deltas::default();
+    // Application-level instances of the interface (Dubbo 3), merged below.
+    let mut app_side = AppSide::new(&w, &clients);
 
     'events: loop {
         // Read what is dirty, then publish the merged list if anything changed.
@@ -317,8 +333,24 @@ pub(crate) async fn run(
             replaced.extend(lists.insert(name, instances));
             changed = true;
         }
+        if let Some(a) = &mut app_side {
+            changed |= a.sync(&clients, &w).await;
+        }
         if changed && listed {
-            let merged: Vec<Arc<Instance>> = lists.values().flatten().cloned().collect();
+            let merged: Vec<Arc<Instance>> = match &mut app_side {
+                None => lists.values().flatten().cloned().collect(),
+                Some(a) => {
+                    let merged = super::app::merge(lists.values().flatten().cloned(), a.list());
+                    // The first list would say "no provider" only because application
+                    // metadata is still being fetched: look again shortly (bounded by one
+                    // fetch timeout).
+                    if a.hold_first_list(merged.is_empty()) {
+                        free_after_yield(replaced).await;
+                        continue 'events;
+                    }
+                    merged
+                }
+            };
             let count = merged.len();
             let (updates, retired) = deltas.next(merged);
             if updates.is_empty() {
@@ -326,8 +358,15 @@ pub(crate) async fn run(
             } else {
                 info!(service = %service, instances = count, "nacos pushed a new list");
                 // Provider applications bring their own rule data ids (tag router, app conditions).
-                for app in lists.values().flatten().filter_map(|i| i.application()) {
-                    if apps.insert(app.to_string()) {
+                let app_level = app_side.as_ref().map(|a| a.list()).unwrap_or_default();
+                for app in lists
+                    .values()
+                    .flatten()
+                    .chain(app_level)
+                    .filter_map(|i| i.application())
+                {
+                    if !apps.contains(app) {
+                        apps.insert(app.to_string());
                         let _ = apps_tx.send(app.to_string());
                     }
                 }
@@ -340,8 +379,19 @@ pub(crate) async fn run(
             free_after_yield((retired, replaced)).await;
         }
 
+        let app_event = async {
+            match &mut app_side {
+                Some(a) => a.next_event().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = tx.closed() => break,
+            ev = app_event => {
+                if let Some(a) = &mut app_side {
+                    a.on_event(ev);
+                }
+            }
             ev = ev_rx.recv() => {
                 let Some(ev) = ev else { break };
                 // A concrete subscription has one name, whatever the event calls it.
@@ -384,6 +434,9 @@ pub(crate) async fn run(
 
     // The rule task ends by itself once the receiver is gone, removing its config listeners.
     drop(rule_task);
+    if let Some(a) = app_side {
+        a.close(&clients, &w).await;
+    }
     for name in names.keys() {
         unsubscribe_name(&clients, &w, name, &listener).await;
     }
@@ -445,7 +498,7 @@ async fn run_rules(
 
 /// The newest full list of `name`: the SDK's cache (updated in order before listeners run),
 /// else the event's own list; `None` when neither is there (the next event brings it).
-async fn current_list(
+pub(crate) async fn current_list(
     clients: &Clients,
     group: &str,
     name: &str,
@@ -521,6 +574,7 @@ mod tests {
             rule_group: None,
             rule_ids: Vec::new(),
             subscribers: Subscribers::default(),
+            app_level: None,
         }
     }
 
