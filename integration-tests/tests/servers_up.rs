@@ -95,6 +95,9 @@ async fn nacos_register_and_list() {
         "http://{}/nacos/v1/ns/instance/list?serviceName={service}",
         nacos()
     );
+    // reqwest's `rustls-no-provider` (the workspace's HTTPS choice) needs a process-wide
+    // crypto provider for a default client.
+    let _ = switchman_cluster::triple::rustls::crypto::ring::default_provider().install_default();
     let body: serde_json::Value = reqwest::get(url)
         .await
         .expect("open API")
