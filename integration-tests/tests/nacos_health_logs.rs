@@ -2,56 +2,18 @@
 //! logs it once at warn, and once at info when the server is back, with how long it was gone;
 //! never once per check. Against a PRIVATE rnacos this test stops and restarts.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use switchman_core::{ServiceKey, Url};
 use switchman_discovery::nacos::NacosRegistry;
 use switchman_discovery::{DirectoryConfig, RegistryDirectory};
+use switchman_integration_tests::logs::CapturedLog;
 use switchman_integration_tests::nacos_server::{NacosServer, scratch_dir};
 use switchman_integration_tests::unique;
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-    fn lines(&self, needle: &str) -> Vec<String> {
-        self.text()
-            .lines()
-            .filter(|l| l.contains(needle))
-            .map(str::to_string)
-            .collect()
-    }
-    async fn until(&self, needle: &str, within: Duration) {
-        let deadline = std::time::Instant::now() + within;
-        while self.lines(needle).is_empty() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no {needle:?} within {within:?} in the log:\n{}",
-                self.text()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nacos_outage_is_logged_once_when_it_starts_and_once_when_it_ends() {
-    let log = Captured::default();
+    let log = CapturedLog::default();
     let writer = log.clone();
     tracing_subscriber::fmt()
         .with_env_filter("switchman_discovery=info")
@@ -70,20 +32,28 @@ async fn a_nacos_outage_is_logged_once_when_it_starts_and_once_when_it_ends() {
     let _dir = RegistryDirectory::subscribe(&registry, DirectoryConfig::new(key))
         .await
         .unwrap();
-    log.until("connected to nacos", Duration::from_secs(30))
+    log.until("connected", "connected to nacos", Duration::from_secs(30))
         .await;
     // A few healthy checks: nothing logged.
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(log.lines("nacos unreachable").is_empty(), "{}", log.text());
 
     tokio::task::block_in_place(|| server.stop());
-    log.until("nacos unreachable", Duration::from_secs(20))
-        .await;
+    log.until(
+        "after the stop",
+        "nacos unreachable",
+        Duration::from_secs(20),
+    )
+    .await;
     // Several failing checks later: still one line.
     tokio::time::sleep(Duration::from_secs(7)).await;
     tokio::task::block_in_place(|| server.restart());
-    log.until("nacos reachable again", Duration::from_secs(60))
-        .await;
+    log.until(
+        "after the restart",
+        "nacos reachable again",
+        Duration::from_secs(60),
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
 
     let down = log.lines("nacos unreachable");

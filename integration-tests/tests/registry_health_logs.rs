@@ -5,56 +5,21 @@
 //! never once per retry. Against a PRIVATE server this test freezes (SIGSTOP) past the session
 //! timeout.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use switchman_core::{Instance, Protocol, ServiceKey, Url};
 use switchman_discovery::zookeeper::ZookeeperRegistry;
 use switchman_discovery::{DirectoryConfig, Registrar, RegistryDirectory};
+use switchman_integration_tests::logs::CapturedLog;
 use switchman_integration_tests::unique;
 use switchman_integration_tests::zk_server::ZkServer;
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-    fn lines(&self, needle: &str) -> Vec<String> {
-        self.text()
-            .lines()
-            .filter(|l| l.contains(needle))
-            .map(str::to_string)
-            .collect()
-    }
-}
-
-async fn until(what: &str, log: &Captured, needle: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while log.lines(needle).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{what}: no {needle:?} in the log:\n{}",
-            log.text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+async fn until(what: &str, log: &CapturedLog, needle: &str) {
+    log.until(what, needle, Duration::from_secs(30)).await;
 }
 
 /// The single line containing `needle`, at `level`, naming the registry.
-fn one(log: &Captured, needle: &str, level: &str, fields: &[&str]) -> String {
+fn one(log: &CapturedLog, needle: &str, level: &str, fields: &[&str]) -> String {
     let lines = log.lines(needle);
     assert_eq!(lines.len(), 1, "once: {needle:?}\n{}", log.text());
     let line = &lines[0];
@@ -68,7 +33,7 @@ fn one(log: &Captured, needle: &str, level: &str, fields: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_expiry_and_re_registration_are_logged_once_each_with_durations() {
-    let log = Captured::default();
+    let log = CapturedLog::default();
     let writer = log.clone();
     tracing_subscriber::fmt()
         .with_env_filter("switchman_discovery=info")

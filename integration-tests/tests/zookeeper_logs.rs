@@ -2,52 +2,21 @@
 //! connection is lost, one info line with the time it took when it is back (same session),
 //! never one per call or per retry. Against a PRIVATE server this test kills and restarts.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use switchman_core::{ServiceKey, Url};
 use switchman_discovery::zookeeper::ZookeeperRegistry;
 use switchman_discovery::{DirectoryConfig, RegistryDirectory};
+use switchman_integration_tests::logs::CapturedLog;
 use switchman_integration_tests::zk_server::ZkServer;
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-    fn count(&self, needle: &str) -> usize {
-        self.text().matches(needle).count()
-    }
-}
-
-async fn until(what: &str, log: &Captured, needle: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while log.count(needle) == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{what}: no {needle:?} in the log:\n{}",
-            log.text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+async fn until(what: &str, log: &CapturedLog, needle: &str) {
+    log.until(what, needle, Duration::from_secs(20)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_and_restored_connection_is_logged_once_each() {
-    let log = Captured::default();
+    let log = CapturedLog::default();
     let writer = log.clone();
     tracing_subscriber::fmt()
         .with_env_filter("switchman_discovery=info")

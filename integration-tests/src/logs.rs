@@ -1,0 +1,60 @@
+//! A log sink the tests read back: what a `tracing_subscriber::fmt()` layer writes (through
+//! `.with_writer(move || log.clone())`), kept in memory, searched by line.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The captured output; clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct CapturedLog(Arc<Mutex<Vec<u8>>>);
+
+impl Write for CapturedLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl CapturedLog {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+
+    /// The lines containing `needle`.
+    pub fn lines(&self, needle: &str) -> Vec<String> {
+        self.text()
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// How often `needle` occurs.
+    pub fn count(&self, needle: &str) -> usize {
+        self.text().matches(needle).count()
+    }
+
+    /// Waits until `needle` was logged, for at most `within`.
+    ///
+    /// # Panics
+    /// When it was not, naming `what` and showing the whole log.
+    pub async fn until(&self, what: &str, needle: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.count(needle) == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: no {needle:?} within {within:?} in the log:\n{}",
+                self.text()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
