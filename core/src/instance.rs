@@ -127,15 +127,17 @@ pub struct Instance {
 }
 
 /// A `weight` value as Dubbo's `AbstractLoadBalance.getWeight` reads it: `max(weight, 0)`, so a
-/// negative weight keeps the provider with weight 0.
-fn parse_weight(url_or_source: &str, w: &str) -> Result<u32, Error> {
+/// negative weight keeps the provider with weight 0. `url_or_source` names the input in the
+/// error; it is only built when there is one.
+fn parse_weight(url_or_source: impl FnOnce() -> String, w: &str) -> Result<u32, Error> {
     w.trim()
         .parse::<i64>()
         .ok()
         .and_then(|n| u32::try_from(n.max(0)).ok())
         .ok_or_else(|| {
             Error::bad_config(format!(
-                "{url_or_source}: parameter weight={w:?} is not an integer up to {}",
+                "{}: parameter weight={w:?} is not an integer up to {}",
+                url_or_source(),
                 u32::MAX
             ))
         })
@@ -206,7 +208,7 @@ impl Instance {
         if let Some(w) = url.param("weight") {
             // Dubbo's `AbstractLoadBalance.getWeight` returns `max(weight, 0)`: a negative
             // weight keeps the provider, with weight 0.
-            b = b.weight(parse_weight(&what(), w)?);
+            b = b.weight(parse_weight(what, w)?);
         }
         if let Some(w) = url.param("warmup") {
             b = b.warmup(Duration::from_millis(parse_num(&what(), "warmup", w)?));
@@ -429,7 +431,7 @@ impl Instance {
             let mut flags = false;
             for (k, v) in &params {
                 if *k == "weight" {
-                    out.weight = parse_weight(&format!("override of {}", self.address()), v)?;
+                    out.weight = parse_weight(|| format!("override of {}", self.address()), v)?;
                 } else if !flags {
                     flags = true;
                     out.params.remove("enabled");
