@@ -365,6 +365,21 @@ impl JavaProvider {
             .unwrap_or(0)
     }
 
+    /// Calls of `method` once the provider's output has caught up with `expected` (its `CALL`
+    /// lines are printed before a reply leaves, but read by another thread, so a count read
+    /// right after the last reply may lag), or what was counted after `within`; a count above
+    /// `expected` is returned at once.
+    pub fn calls_of_settled(&self, method: &str, expected: usize, within: Duration) -> usize {
+        let deadline = Instant::now() + within;
+        loop {
+            let n = self.calls_of(method);
+            if n >= expected || Instant::now() >= deadline {
+                return n;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// What it wrote on stderr so far (its logs; the last 256 KiB).
     pub fn output(&self) -> String {
         self.stderr

@@ -78,7 +78,10 @@ async fn two_groups_on_one_port_are_two_endpoints_and_both_are_called() {
         assert_eq!(echoed, json!({"k": k}));
     }
     // 40 merged calls reached the provider's DemoService 80 times: once per group.
-    assert_eq!(provider.calls_of("echo"), 80);
+    assert_eq!(
+        provider.calls_of_settled("echo", 80, Duration::from_secs(5)),
+        80
+    );
     // Each endpoint keeps its own statistics.
     let snap = dir.load();
     let served: Vec<u64> = snap

@@ -5,7 +5,7 @@
 //! (and other users of `DemoService`) run in parallel without seeing each other's providers.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchman_core::Url;
@@ -125,15 +125,9 @@ fn call_hello_and_add(registry: &str, group: &str, provider: &JavaProvider) {
         lines,
         vec![json!({"ok": true, "result": format!("hello, rust from {}", provider.name())})]
     );
-    // The CALL lines were printed before the replies left; the reader may lag a little.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while (provider.calls_of("sayHello"), provider.calls_of("add")) != (1, 1)
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(provider.calls_of("sayHello"), 1);
-    assert_eq!(provider.calls_of("add"), 1);
+    let settle = Duration::from_secs(5);
+    assert_eq!(provider.calls_of_settled("sayHello", 1, settle), 1);
+    assert_eq!(provider.calls_of_settled("add", 1, settle), 1);
     assert_eq!(provider.calls(), 2);
 }
 
