@@ -128,7 +128,7 @@ impl Source {
         match self {
             Source::Registry { directory, .. } => Ok(Poll {
                 at: Instant::now(),
-                snapshot: switchman::admin::snapshot_json(directory, None),
+                snapshot: switchman::admin::snapshot_json(&**directory, None),
                 metrics: None,
             }),
             Source::Admin {

@@ -379,10 +379,10 @@ impl<'c> Attempter<'c> {
         let ep = &snap.endpoints()[i];
         // The timeout for this instance: its own registration may set it (Dubbo reads it
         // from the URL of the instance being called), precomputed per snapshot.
-        let mut timeout = self
+        let limits = self
             .inner
-            .limits(self.settings, &self.invocation.method, snap, i)
-            .timeout;
+            .limits(self.settings, &self.invocation.method, snap, i);
+        let mut timeout = limits.timeout;
         if let Some(d) = self.deadline {
             let left = d.saturating_duration_since(Instant::now());
             if left < DEADLINE_FLOOR {
@@ -407,6 +407,8 @@ impl<'c> Attempter<'c> {
             error_type = Empty,
         );
         let started = Instant::now();
+        // Counted for `poll_ready` only when the endpoint has a cap.
+        let _room = limits.actives.map(|_| self.inner.room.enter());
         let guard = ep.stats.begin();
         let fut = self
             .inner

@@ -8,7 +8,7 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 use serde_json::Value;
 use switchman_core::{BoxFuture, Error, ErrorKind, Instance, Invocation, Invoker, Result};
-use switchman_discovery::{RegistryDirectory, Snapshot};
+use switchman_discovery::{Directory, Snapshot};
 use switchman_loadbalance::outlier::{Outcome, Verdict};
 use switchman_loadbalance::{EjectionCount, LoadBalance, OutlierConfig};
 use tracing::field::Empty;
@@ -20,6 +20,7 @@ use crate::config::{
     BalancerSpec, ClusterConfig, Effective, Limits, Mock, MockAction, ProviderKeys,
     apply_attachments, equivalent,
 };
+use crate::readiness::Room;
 use crate::strategy;
 use crate::telemetry::{self, CallTelemetry, Metrics};
 
@@ -89,7 +90,7 @@ struct Resolved {
 }
 
 pub(crate) struct Inner {
-    pub(crate) directory: Arc<RegistryDirectory>,
+    pub(crate) directory: Arc<dyn Directory>,
     pub(crate) invoker: Arc<dyn Invoker>,
     config: ClusterConfig,
     pub(crate) budget: Option<RetryBudget>,
@@ -109,6 +110,8 @@ pub(crate) struct Inner {
     /// table set per balancer, shared by the methods naming it. Locked only while settings
     /// are resolved for a new snapshot.
     balancers: Mutex<Vec<(BalancerSpec, Arc<dyn LoadBalance>)>>,
+    /// Attempts in flight to endpoints with an `actives` cap, for `poll_ready`.
+    pub(crate) room: Room,
     pub(crate) this: Weak<Inner>,
 }
 
@@ -117,6 +120,17 @@ pub(crate) struct Inner {
 const MAX_BALANCER_SPECS: usize = 64;
 
 impl Inner {
+    /// Whether a call can be placed within the service's `actives` caps: always, unless
+    /// every endpoint has a cap and this invoker's attempts in flight fill their sum.
+    pub(crate) fn has_room(&self) -> bool {
+        let snap = self.directory.snapshot();
+        let settings = self.effective(&snap, "");
+        match settings.capacity_at(snap.epoch()).flatten() {
+            Some(cap) => (self.room.in_flight() as u64) < cap,
+            None => true,
+        }
+    }
+
     /// The sticky instance, if any.
     pub(crate) fn sticky(&self) -> Option<Arc<Instance>> {
         self.sticky.load_full()
@@ -340,9 +354,19 @@ impl Inner {
 /// Per call: one snapshot load, settings resolved once per snapshot (a map lookup), the
 /// strategy's attempts (each: route + O(1)/O(log n) pick + invoker call bounded by the
 /// timeout and the deadline), mock/degrade on non-business failure. Cheap to clone.
-#[derive(Clone)]
 pub struct ClusterInvoker {
     inner: Arc<Inner>,
+    /// `poll_ready`'s registration while it waits for room (per clone, as tower expects).
+    ready_wait: Option<crate::readiness::Wait>,
+}
+
+impl Clone for ClusterInvoker {
+    fn clone(&self) -> Self {
+        ClusterInvoker {
+            inner: self.inner.clone(),
+            ready_wait: None,
+        }
+    }
 }
 
 impl fmt::Debug for ClusterInvoker {
@@ -358,7 +382,7 @@ impl ClusterInvoker {
     /// A cluster invoker over `directory`, calling instances through `invoker`, with the
     /// default retry budget (20% of calls + 10/s over 10 s).
     pub fn new(
-        directory: Arc<RegistryDirectory>,
+        directory: Arc<dyn Directory>,
         invoker: Arc<dyn Invoker>,
         config: ClusterConfig,
     ) -> Self {
@@ -375,7 +399,7 @@ impl ClusterInvoker {
         )
     }
 
-    fn build(directory: Arc<RegistryDirectory>, invoker: Arc<dyn Invoker>, parts: Parts) -> Self {
+    fn build(directory: Arc<dyn Directory>, invoker: Arc<dyn Invoker>, parts: Parts) -> Self {
         let Parts {
             budget,
             custom,
@@ -399,9 +423,13 @@ impl ClusterInvoker {
             failback_pending: AtomicUsize::new(0),
             ejected: EjectionCount::new(),
             balancers: Mutex::new(Vec::new()),
+            room: Room::default(),
             this: this.clone(),
         });
-        ClusterInvoker { inner }
+        ClusterInvoker {
+            inner,
+            ready_wait: None,
+        }
     }
 
     fn rebuild(self, f: impl FnOnce(&mut Parts)) -> Self {
@@ -445,7 +473,7 @@ impl ClusterInvoker {
     }
 
     /// The directory this invoker reads.
-    pub fn directory(&self) -> &Arc<RegistryDirectory> {
+    pub fn directory(&self) -> &Arc<dyn Directory> {
         &self.inner.directory
     }
 
@@ -642,15 +670,36 @@ impl RetryBudget {
 }
 
 /// The cluster invoker as a `tower::Service`, so it composes with tower layers (timeouts,
-/// rate limits, concurrency limits, ...). Always ready; each call runs
+/// rate limits, concurrency limits, load shedding, ...); each call runs
 /// [`ClusterInvoker::invoke`].
+///
+/// `poll_ready` reflects the `actives` caps: when every endpoint has one (the service's
+/// `actives` setting or the providers' own registrations) and this invoker's attempts in
+/// flight fill their sum, it is pending until one ends, so `tower::load_shed` or a `Buffer`
+/// can act before a call would find every provider full. Without caps it is always ready.
 impl tower_service::Service<Invocation> for ClusterInvoker {
     type Response = Value;
     type Error = Error;
     type Future = BoxFuture<'static, Result<Value>>;
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<()>> {
-        Poll::Ready(Ok(()))
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        loop {
+            if self.inner.has_room() {
+                self.ready_wait = None;
+                return Poll::Ready(Ok(()));
+            }
+            match &mut self.ready_wait {
+                None => {
+                    // Registered before the check above is repeated: an attempt ending in
+                    // between wakes this registration.
+                    self.ready_wait = Some(self.inner.room.wait());
+                }
+                Some(w) => match w.poll_wake(cx) {
+                    Poll::Ready(()) => self.ready_wait = None,
+                    Poll::Pending => return Poll::Pending,
+                },
+            }
+        }
     }
 
     fn call(&mut self, invocation: Invocation) -> Self::Future {

@@ -25,13 +25,16 @@
 mod budget;
 mod call;
 mod config;
+pub mod contracts;
 pub mod dubbo;
 mod http_invoker;
 mod invoker;
+mod layer;
 pub mod metadata_service;
 mod protocol;
 #[cfg(feature = "provider")]
 pub mod provider;
+mod readiness;
 pub mod registries;
 mod strategy;
 pub mod telemetry;
@@ -47,6 +50,7 @@ pub use config::{
 };
 pub use http_invoker::{DEFAULT_DRAIN_GRACE, DEFAULT_MAX_BODY, HttpInvoker, RestRoute};
 pub use invoker::{ClusterInvoker, ClusterStrategy, MergerFn};
+pub use layer::ClusterLayer;
 pub use protocol::ProtocolInvoker;
 pub use switchman_loadbalance::BalancerKind;
 pub use switchman_loadbalance::OutlierConfig;

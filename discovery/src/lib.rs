@@ -21,6 +21,7 @@
 
 pub mod cache;
 pub mod configurator;
+pub mod contracts;
 mod connect;
 mod deltas;
 mod directory;
@@ -36,6 +37,7 @@ pub mod static_registry;
 pub mod zookeeper;
 
 pub use configurator::Configurator;
+pub use contracts::{Directory, FixedDirectory};
 pub use connect::{registrar_from_url, registry_from_url};
 pub use directory::{DirectoryConfig, DirectoryUpdater, EmptyPolicy, RegistryDirectory};
 pub use registry::{Registrar, Registry, Update, UpdateReceiver};

@@ -245,6 +245,46 @@ impl Snapshot {
         }
     }
 
+    /// The snapshot the registry directory would publish first for `instances` under
+    /// `config` (epoch 1; sorted by key, the later of two with one key kept; only available
+    /// instances of a callable protocol routed). For [`crate::contracts::FixedDirectory`] and
+    /// your own [`crate::contracts::Directory`].
+    pub fn fixed(config: &crate::DirectoryConfig, instances: Vec<Arc<Instance>>) -> Snapshot {
+        let mut by_key: std::collections::BTreeMap<&str, &Arc<Instance>> =
+            std::collections::BTreeMap::new();
+        for i in &instances {
+            by_key.insert(i.key(), i);
+        }
+        let all: Arc<[Arc<Instance>]> = by_key.values().map(|i| Arc::clone(i)).collect();
+        let routable: Vec<Arc<Instance>> = all
+            .iter()
+            .filter(|i| config.is_routable(i))
+            .cloned()
+            .collect();
+        let endpoints: Arc<[Endpoint]> = routable
+            .iter()
+            .map(|i| {
+                let e = Endpoint::new(Arc::clone(i));
+                // A fixed fleet is already running: warm, as the directory's first list.
+                e.stats.set_first_seen_ms(0);
+                e
+            })
+            .collect();
+        Snapshot::build(SnapshotParts {
+            epoch: 1,
+            service: &config.service,
+            all,
+            endpoints,
+            addresses: routable.iter().map(|i| Arc::from(i.key())).collect(),
+            router: &config.router,
+            consumer: &config.consumer,
+            balancer: &config.balancer,
+            protected: false,
+            now: SystemTime::now(),
+            same_routes_as: None,
+        })
+    }
+
     /// An empty snapshot (epoch 0) for a service nobody has reported yet.
     pub fn empty(service: ServiceKey, balancer: Arc<dyn LoadBalance>) -> Snapshot {
         Snapshot::build(SnapshotParts {

@@ -57,7 +57,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::{Value, json};
 use switchman_cluster::ClusterInvoker;
 use switchman_core::{Error, Instance, Result};
-use switchman_discovery::{Registrar, RegistryDirectory, Snapshot};
+use switchman_discovery::{Directory, Registrar, RegistryDirectory, Snapshot};
 use switchman_loadbalance::{Endpoint, InstanceStats, effective_weight};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -183,7 +183,7 @@ struct Entries {
 
 struct Consumer {
     registry: String,
-    directory: Arc<RegistryDirectory>,
+    directory: Arc<dyn Directory>,
     cluster: Option<ClusterInvoker>,
     departed: Arc<Mutex<Vec<Departed>>>,
     tracker: JoinHandle<()>,
@@ -298,13 +298,13 @@ impl Admin {
     /// Lists a directory without a cluster invoker (a subscription that makes no calls), until
     /// the returned [`Listing`] is dropped. Must be called inside a Tokio runtime.
     pub fn directory(&self, registry: &str, directory: &Arc<RegistryDirectory>) -> Listing {
-        self.consumer(registry, directory.clone(), None)
+        self.consumer(registry, directory.clone() as Arc<dyn Directory>, None)
     }
 
     fn consumer(
         &self,
         registry: &str,
-        directory: Arc<RegistryDirectory>,
+        directory: Arc<dyn Directory>,
         cluster: Option<ClusterInvoker>,
     ) -> Listing {
         let departed = Arc::new(Mutex::new(Vec::new()));
@@ -527,7 +527,8 @@ fn redact(registry: &str) -> String {
 }
 
 /// Remembers the endpoints that leave `directory`'s routable set, for `draining`.
-async fn track_departures(directory: Arc<RegistryDirectory>, departed: Arc<Mutex<Vec<Departed>>>) {
+async fn track_departures(directory: Arc<dyn Directory>, departed: Arc<Mutex<Vec<Departed>>>) {
+    // A directory that never changes has no departures to follow, only drains to prune.
     let mut epochs = directory.epochs();
     let mut last: HashMap<Arc<str>, Endpoint> = HashMap::new();
     let mut prune = tokio::time::interval(Duration::from_secs(1));
@@ -559,7 +560,10 @@ async fn track_departures(directory: Arc<RegistryDirectory>, departed: Arc<Mutex
                 .collect();
         }
         tokio::select! {
-            changed = epochs.changed() => if changed.is_err() { return },
+            changed = async { match epochs.as_mut() {
+                Some(rx) => rx.changed().await.is_ok(),
+                None => std::future::pending().await,
+            } } => if !changed { return },
             _ = prune.tick() => {}
         }
     }
@@ -569,7 +573,7 @@ async fn track_departures(directory: Arc<RegistryDirectory>, departed: Arc<Mutex
 /// there is one): every instance the registry lists, with its state and counters. For tools
 /// that read a directory themselves (`switchman top REGISTRY SERVICE`); endpoints that left
 /// are not known here, so none is `draining`.
-pub fn snapshot_json(directory: &RegistryDirectory, cluster: Option<&ClusterInvoker>) -> Value {
+pub fn snapshot_json(directory: &dyn Directory, cluster: Option<&ClusterInvoker>) -> Value {
     describe_snapshot(&directory.load(), cluster, &[])
 }
 

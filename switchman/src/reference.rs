@@ -41,6 +41,7 @@ const PROBE: Duration = Duration::from_millis(800);
 #[derive(Clone)]
 pub struct Reference {
     cluster: ClusterInvoker,
+    directory: Arc<RegistryDirectory>,
     registry: String,
     /// Listed on an admin endpoint while any clone lives ([`ReferenceBuilder::admin`]).
     #[cfg(feature = "admin")]
@@ -109,7 +110,7 @@ impl Reference {
 
     /// The directory of the service's providers (its current snapshot: `directory().load()`).
     pub fn directory(&self) -> &Arc<RegistryDirectory> {
-        self.cluster.directory()
+        &self.directory
     }
 
     /// The address of the admin endpoint this reference is listed on
@@ -363,7 +364,7 @@ impl ReferenceBuilder {
                 Arc::new(protocols)
             }
         };
-        let cluster = ClusterInvoker::new(directory, transport, self.config);
+        let cluster = ClusterInvoker::new(directory.clone(), transport, self.config);
         #[cfg(feature = "admin")]
         let (cluster, admin) = match self.admin {
             Some(addr) => {
@@ -376,6 +377,7 @@ impl ReferenceBuilder {
         };
         Ok(Reference {
             cluster,
+            directory,
             registry: registry_url,
             #[cfg(feature = "admin")]
             admin,

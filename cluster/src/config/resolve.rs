@@ -70,6 +70,9 @@ pub(crate) struct ResolvedFor {
     pub(crate) specs: Option<Arc<[BalancerSpec]>>,
     /// The balancer tables per routed subset, when some subset does not use the directory's.
     pub(crate) balancing: Option<Arc<Balancing>>,
+    /// The sum of every endpoint's `actives` cap; `None` when some endpoint has none (or
+    /// there is no endpoint): what `poll_ready` compares the attempts in flight with.
+    pub(crate) capacity: Option<u64>,
 }
 
 /// The values an instance's own registration can change for the calls it receives.
@@ -136,6 +139,16 @@ impl Effective {
                     .and_then(|p| p.get(i).copied())
                     .unwrap_or_else(|| self.base_limits()),
             ),
+            _ => None,
+        }
+    }
+
+    /// The sum of the endpoints' `actives` caps for the snapshot at `epoch` (`Some(None)`: some
+    /// endpoint is uncapped); `None` when these settings were resolved for another snapshot.
+    #[inline]
+    pub(crate) fn capacity_at(&self, epoch: u64) -> Option<Option<u64>> {
+        match &self.resolved_for {
+            Some(r) if r.epoch == epoch => Some(r.capacity),
             _ => None,
         }
     }
@@ -305,11 +318,19 @@ impl ClusterConfig {
             spec_named |= !s.is_directory();
             specs.push(s);
         }
+        let capacity = if limits.is_empty() {
+            None
+        } else {
+            limits
+                .iter()
+                .try_fold(0u64, |sum, l| l.actives.map(|a| sum + u64::from(a)))
+        };
         e.resolved_for = Some(ResolvedFor {
             epoch,
             limits: limits_differ.then(|| Arc::from(limits)),
             specs: spec_named.then(|| Arc::from(specs)),
             balancing: None,
+            capacity,
         });
         e
     }

@@ -765,12 +765,12 @@ async fn zone_aware_prefers_the_consumers_zone() {
 async fn sticky_keeps_the_selected_instance_until_it_leaves() {
     let fi = FaultInvoker::with(&[]);
     let settings = Settings::new().sticky(true);
-    let c = cluster(
-        &[1, 2, 3],
+    let dir = directory(ports(&[1, 2, 3])).await;
+    let c = ClusterInvoker::new(
+        dir.clone(),
         fi.clone(),
         ClusterConfig::default().service_settings(settings),
-    )
-    .await;
+    );
     let first = c.invoke(&inv()).await.unwrap();
     for _ in 0..20 {
         assert_eq!(c.invoke(&inv()).await.unwrap(), first);
@@ -778,9 +778,8 @@ async fn sticky_keeps_the_selected_instance_until_it_leaves() {
     // The sticky instance disappears: calls move elsewhere and stick there.
     let gone = first.as_u64().unwrap() as u16;
     let rest: Vec<u16> = [1, 2, 3].into_iter().filter(|p| *p != gone).collect();
-    c.directory().apply(Update::Reset(ports(&rest)));
-    c.directory()
-        .wait_until(Duration::from_secs(5), |s| s.epoch() >= 2)
+    dir.apply(Update::Reset(ports(&rest)));
+    dir.wait_until(Duration::from_secs(5), |s| s.epoch() >= 2)
         .await
         .unwrap();
     let next = c.invoke(&inv()).await.unwrap();
@@ -1416,9 +1415,9 @@ async fn an_all_failing_fleet_under_threads_ejects_exactly_half() {
     // Port 21 joins later, failing too.
     let faults: Vec<(u16, &[Fault])> = (1..=21).map(|p| (p, &[Refuse][..])).collect();
     let fi = FaultInvoker::with(&faults);
-    let c = cluster(&all, fi.clone(), ClusterConfig::default())
-        .await
-        .with_budget(None);
+    let dir = directory(ports(&all)).await;
+    let c =
+        ClusterInvoker::new(dir.clone(), fi.clone(), ClusterConfig::default()).with_budget(None);
     let ejected = |c: &ClusterInvoker| {
         let snap = c.directory().load();
         snap.endpoints()
@@ -1454,9 +1453,8 @@ async fn an_all_failing_fleet_under_threads_ejects_exactly_half() {
     // One more (failing) instance: a new epoch; 50% of 21 still allows 10.
     let mut grown = ports(&all);
     grown.push(Instance::builder("10.0.0.1", 21).build());
-    c.directory().apply(Update::Reset(grown));
-    c.directory()
-        .wait_until(Duration::from_secs(5), |s| s.endpoints().len() == 21)
+    dir.apply(Update::Reset(grown));
+    dir.wait_until(Duration::from_secs(5), |s| s.endpoints().len() == 21)
         .await
         .unwrap();
     let max_seen = run(&c).await;
