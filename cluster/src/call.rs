@@ -410,10 +410,14 @@ impl<'c> Attempter<'c> {
         // Counted for `poll_ready` only when the endpoint has a cap.
         let _room = limits.actives.map(|_| self.inner.room.enter());
         let guard = ep.stats.begin();
-        let fut = self
-            .inner
-            .invoker
-            .invoke(&ep.instance, self.invocation, timeout);
+        // The endpoint's own client when the directory made one, else the shared transport.
+        let fut = match &ep.service {
+            Some(service) => service.invoke(&ep.instance, self.invocation, timeout),
+            None => self
+                .inner
+                .invoker
+                .invoke(&ep.instance, self.invocation, timeout),
+        };
         let result = match tokio::time::timeout(timeout, fut)
             .instrument(span.clone())
             .await

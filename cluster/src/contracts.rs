@@ -5,5 +5,5 @@
 
 pub use crate::call::{Attempter, Call, Pick};
 pub use crate::invoker::ClusterStrategy;
-pub use switchman_core::Invoker;
+pub use switchman_core::{Invoker, MakeEndpoint};
 pub use switchman_discovery::contracts::*;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue, Method, StatusCode};
 use serde_json::Value;
-use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, Result};
+use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, MakeEndpoint, Result};
 use tracing::debug;
 
 /// How much of an error body is kept in a business error's message.
@@ -273,6 +273,16 @@ fn classify(e: reqwest::Error, target: &Instance, method: &str) -> Error {
         Error::transport(format!("cannot connect to {addr}")).with_source(e)
     } else {
         Error::transport(format!("HTTP call of {method} on {addr} failed")).with_source(e)
+    }
+}
+
+/// As a [`MakeEndpoint`], every endpoint shares this invoker's `reqwest::Client` (its
+/// connection pool is reqwest's, by address): the client of an endpoint is a clone (reference
+/// counts). A departed provider's idle connections close after the drain grace, as reqwest's
+/// idle timeout (see [`HttpInvoker::with_drain_grace`]).
+impl MakeEndpoint for HttpInvoker {
+    fn make(&self, _instance: &std::sync::Arc<Instance>) -> std::sync::Arc<dyn Invoker> {
+        std::sync::Arc::new(self.clone())
     }
 }
 

@@ -27,6 +27,7 @@ mod call;
 mod config;
 pub mod contracts;
 pub mod dubbo;
+pub mod endpoint;
 mod http_invoker;
 mod invoker;
 mod layer;
@@ -48,6 +49,7 @@ pub use config::{
     Balancer, ClusterConfig, DEFAULT_TIMEOUT, Effective, FallbackFn, Forks, HashArguments,
     HashNodes, Hedge, MAX_ATTEMPTS, Merger, Mock, MockAction, Percent, Retries, Settings, Strategy,
 };
+pub use endpoint::{LayeredMaker, TowerEndpoint};
 pub use http_invoker::{DEFAULT_DRAIN_GRACE, DEFAULT_MAX_BODY, HttpInvoker, RestRoute};
 pub use invoker::{ClusterInvoker, ClusterStrategy, MergerFn};
 pub use layer::ClusterLayer;

@@ -5,10 +5,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use switchman_core::{
-    BoxFuture, Error, ErrorKind, Instance, Invocation, Invoker, Protocol, Result,
+    BoxFuture, Error, ErrorKind, Instance, Invocation, Invoker, MakeEndpoint, Protocol, Result,
 };
-use switchman_discovery::RegistryDirectory;
-use tokio::task::JoinHandle;
 
 use crate::dubbo::DubboInvoker;
 use crate::http_invoker::HttpInvoker;
@@ -66,12 +64,6 @@ impl ProtocolInvoker {
     pub fn triple_invoker(&self) -> &TripleInvoker {
         &self.triple
     }
-
-    /// Drops Triple connections to addresses that leave `directory`, after the Triple
-    /// invoker's drain grace (see [`TripleInvoker::track`]).
-    pub fn track(&self, directory: &Arc<RegistryDirectory>) -> JoinHandle<()> {
-        self.triple.track(directory)
-    }
 }
 
 impl Invoker for ProtocolInvoker {
@@ -85,17 +77,47 @@ impl Invoker for ProtocolInvoker {
             Protocol::Dubbo => self.dubbo.invoke(target, invocation, timeout),
             Protocol::Tri => self.triple.invoke(target, invocation, timeout),
             Protocol::Http | Protocol::Rest => self.http.invoke(target, invocation, timeout),
-            other => {
-                let e = Error::new(
-                    ErrorKind::Unsupported,
-                    format!(
-                        "{} speaks {other}://, which Switchman cannot call (supported: dubbo, tri, http, rest)",
-                        target.address()
-                    ),
-                );
-                Box::pin(async move { Err(e) })
-            }
+            _ => Unsupported.invoke(target, invocation, timeout),
         }
+    }
+}
+
+/// The default endpoint maker: the protocol is chosen once, when the endpoint appears: a
+/// [`TripleEndpoint`](crate::triple::TripleEndpoint) or
+/// [`DubboEndpoint`](crate::dubbo::DubboEndpoint) owning the connection to its address
+/// (shared by the endpoints there), the shared HTTP client, or, for any other protocol, a
+/// client that fails every call with [`ErrorKind::Unsupported`].
+impl MakeEndpoint for ProtocolInvoker {
+    fn make(&self, instance: &Arc<Instance>) -> Arc<dyn Invoker> {
+        match instance.protocol() {
+            Protocol::Dubbo => self.dubbo.make(instance),
+            Protocol::Tri => self.triple.make(instance),
+            Protocol::Http | Protocol::Rest => self.http.make(instance),
+            _ => Arc::new(Unsupported),
+        }
+    }
+}
+
+/// The client of an endpoint whose protocol Switchman cannot call.
+#[derive(Debug)]
+struct Unsupported;
+
+impl Invoker for Unsupported {
+    fn invoke<'a>(
+        &'a self,
+        target: &'a Instance,
+        _invocation: &'a Invocation,
+        _timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value>> {
+        let e = Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "{} speaks {}://, which Switchman cannot call (supported: dubbo, tri, http, rest)",
+                target.address(),
+                target.protocol()
+            ),
+        );
+        Box::pin(async move { Err(e) })
     }
 }
 

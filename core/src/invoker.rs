@@ -36,3 +36,27 @@ impl<T: Invoker + ?Sized> Invoker for Arc<T> {
         (**self).invoke(target, invocation, timeout)
     }
 }
+
+/// Makes the client of one endpoint (linkerd's shape: a stack per endpoint, made once).
+///
+/// A directory given a maker calls it when an endpoint (address, protocol, service key) first
+/// appears, never on the call path, and keeps the client in its snapshots beside the
+/// endpoint's live statistics; every attempt on that endpoint goes through it, with the
+/// endpoint's current instance as `target`. When the endpoint leaves, snapshots stop routing
+/// to it; the directory keeps the client for its drain grace (an endpoint that comes back
+/// within it gets the same client) and then drops it, and dropping it drains it: its
+/// connections close once their last call ends.
+///
+/// Choose the protocol here, and wrap the client in whatever it should have per endpoint (a
+/// concurrency limit, a circuit breaker, tower layers through
+/// `switchman_cluster::TowerEndpoint`).
+pub trait MakeEndpoint: Send + Sync + fmt::Debug {
+    /// The client of the endpoint `instance`. It is only ever called with this endpoint.
+    fn make(&self, instance: &Arc<Instance>) -> Arc<dyn Invoker>;
+}
+
+impl<T: MakeEndpoint + ?Sized> MakeEndpoint for Arc<T> {
+    fn make(&self, instance: &Arc<Instance>) -> Arc<dyn Invoker> {
+        (**self).make(instance)
+    }
+}

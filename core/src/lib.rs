@@ -30,6 +30,6 @@ pub use instance::{
     Protocol, check_metadata,
 };
 pub use invocation::Invocation;
-pub use invoker::{BoxFuture, Invoker};
+pub use invoker::{BoxFuture, Invoker, MakeEndpoint};
 pub use service_key::ServiceKey;
 pub use url::{Url, UrlError, is_valid_host};

@@ -21,8 +21,8 @@
 
 pub mod cache;
 pub mod configurator;
-pub mod contracts;
 mod connect;
+pub mod contracts;
 mod deltas;
 mod directory;
 pub mod metadata;
@@ -37,9 +37,11 @@ pub mod static_registry;
 pub mod zookeeper;
 
 pub use configurator::Configurator;
-pub use contracts::{Directory, FixedDirectory};
 pub use connect::{registrar_from_url, registry_from_url};
-pub use directory::{DirectoryConfig, DirectoryUpdater, EmptyPolicy, RegistryDirectory};
+pub use contracts::{Directory, FixedDirectory};
+pub use directory::{
+    DEFAULT_DRAIN_GRACE, DirectoryConfig, DirectoryUpdater, EmptyPolicy, RegistryDirectory,
+};
 pub use registry::{Registrar, Registry, Update, UpdateReceiver};
 pub use rules_file::{RulesFileWatch, watch_rules_file};
 pub use snapshot::{Balancing, MAX_BALANCERS, PickerSet, Routed, Snapshot};

@@ -247,7 +247,8 @@ impl Snapshot {
 
     /// The snapshot the registry directory would publish first for `instances` under
     /// `config` (epoch 1; sorted by key, the later of two with one key kept; only available
-    /// instances of a callable protocol routed). For [`crate::contracts::FixedDirectory`] and
+    /// instances of a callable protocol routed; each with a client from the config's maker,
+    /// if any). For [`crate::contracts::FixedDirectory`] and
     /// your own [`crate::contracts::Directory`].
     pub fn fixed(config: &crate::DirectoryConfig, instances: Vec<Arc<Instance>>) -> Snapshot {
         let mut by_key: std::collections::BTreeMap<&str, &Arc<Instance>> =
@@ -264,7 +265,8 @@ impl Snapshot {
         let endpoints: Arc<[Endpoint]> = routable
             .iter()
             .map(|i| {
-                let e = Endpoint::new(Arc::clone(i));
+                let mut e = Endpoint::new(Arc::clone(i));
+                e.service = config.make(i);
                 // A fixed fleet is already running: warm, as the directory's first list.
                 e.stats.set_first_seen_ms(0);
                 e

@@ -107,7 +107,6 @@ async fn hundred_calls_over_two_python_providers_survive_a_kill() {
     assert_eq!(addrs, want);
 
     let invoker = ProtocolInvoker::new().triple(TripleInvoker::new().payload(Payload::Raw));
-    let tracking = invoker.track(&dir);
     let recording = Arc::new(Recording {
         inner: invoker,
         failures: Mutex::new(HashMap::new()),
@@ -206,7 +205,6 @@ async fn hundred_calls_over_two_python_providers_survive_a_kill() {
     drop(p1);
     drop(p2);
     drop(cluster);
-    tracking.abort();
 }
 
 /// Error mapping and codecs against the real peer: an exception in the provider and an

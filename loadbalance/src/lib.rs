@@ -49,7 +49,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use switchman_core::{Error, Instance, Invocation};
+use switchman_core::{Error, Instance, Invocation, Invoker};
 
 pub use consistenthash::{ConsistentHashBalance, DEFAULT_HASH_NODES, key_point, ring_points};
 pub use leastactive::LeastActiveBalance;
@@ -160,14 +160,19 @@ pub struct Endpoint {
     pub instance: Arc<Instance>,
     /// Live state, shared across snapshots for the same address.
     pub stats: Arc<InstanceStats>,
+    /// The endpoint's own client, made once by the directory's maker
+    /// ([`switchman_core::MakeEndpoint`]) and kept across snapshots while the endpoint stays;
+    /// `None` when the directory has no maker (the cluster's shared transport is used).
+    pub service: Option<Arc<dyn Invoker>>,
 }
 
 impl Endpoint {
-    /// An endpoint with fresh statistics.
+    /// An endpoint with fresh statistics and no client of its own.
     pub fn new(instance: Arc<Instance>) -> Self {
         Endpoint {
             instance,
             stats: Arc::new(InstanceStats::new()),
+            service: None,
         }
     }
 }

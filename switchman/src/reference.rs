@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use switchman_cluster::{Balancer, ClusterConfig, ClusterInvoker, ProtocolInvoker, Strategy};
-use switchman_core::{BoxFuture, Error, Invocation, Invoker, Result, ServiceKey};
+use switchman_core::{BoxFuture, Error, Invocation, Invoker, MakeEndpoint, Result, ServiceKey};
 use switchman_discovery::{DirectoryConfig, Registry, RegistryDirectory, registry_from_url};
 use switchman_loadbalance::LoadBalance;
 
@@ -71,6 +71,7 @@ impl Reference {
             check: true,
             wait: DEFAULT_WAIT,
             invoker: None,
+            maker: None,
             balancer: None,
             empty_grace: None,
             #[cfg(feature = "admin")]
@@ -154,6 +155,7 @@ pub struct ReferenceBuilder {
     check: bool,
     wait: Duration,
     invoker: Option<Arc<dyn Invoker>>,
+    maker: Option<Arc<dyn MakeEndpoint>>,
     balancer: Option<Result<Balancer>>,
     empty_grace: Option<Duration>,
     #[cfg(feature = "admin")]
@@ -259,9 +261,20 @@ impl ReferenceBuilder {
         self
     }
 
-    /// The transport (default: a [`ProtocolInvoker`] for dubbo://, Triple and HTTP).
+    /// One shared transport for every provider, called with the instance on each attempt
+    /// (instead of a client per endpoint; see [`ReferenceBuilder::maker`]).
     pub fn invoker(mut self, invoker: impl Invoker + 'static) -> Self {
         self.invoker = Some(Arc::new(invoker));
+        self
+    }
+
+    /// Makes each provider endpoint's own client when it appears (default: a
+    /// [`ProtocolInvoker`]'s, for dubbo://, Triple and HTTP), kept while the endpoint stays and
+    /// dropped (drained) after it leaves; wrap it per endpoint with
+    /// [`switchman_cluster::LayeredMaker`] and tower layers. Ignored with
+    /// [`ReferenceBuilder::invoker`].
+    pub fn maker(mut self, maker: impl MakeEndpoint + 'static) -> Self {
+        self.maker = Some(Arc::new(maker));
         self
     }
 
@@ -300,6 +313,15 @@ impl ReferenceBuilder {
         // Application-level instances with local metadata (Dubbo 3's default) are described
         // by their own MetadataService: registries fetch it through the shared client.
         switchman_cluster::metadata_service::install();
+        // Without a transport of the user's, each endpoint gets its own client when it
+        // appears (the protocol's), kept while it stays and drained after it leaves.
+        let protocols = ProtocolInvoker::new();
+        if self.invoker.is_none() {
+            dir_config = match self.maker.take() {
+                Some(m) => dir_config.maker(m),
+                None => dir_config.maker(protocols.clone()),
+            };
+        }
         let registry = registry_from_url(&registry_url)?;
         let subscribe = RegistryDirectory::subscribe(registry.as_ref(), dir_config);
         let directory = match tokio::time::timeout(self.wait, subscribe).await {
@@ -357,12 +379,8 @@ impl ReferenceBuilder {
         }
         let transport: Arc<dyn Invoker> = match self.invoker {
             Some(i) => i,
-            None => {
-                let protocols = ProtocolInvoker::new();
-                // Triple connections of providers that leave are closed after the drain grace.
-                let _tracker = protocols.track(&directory);
-                Arc::new(protocols)
-            }
+            // Not called while every endpoint has its own client.
+            None => Arc::new(protocols),
         };
         let cluster = ClusterInvoker::new(directory.clone(), transport, self.config);
         #[cfg(feature = "admin")]

@@ -5,11 +5,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::Value;
-use switchman_core::{BoxFuture, Error, ErrorKind, Instance, Invocation, Invoker, Result};
+use switchman_core::{
+    BoxFuture, Error, ErrorKind, Instance, Invocation, Invoker, MakeEndpoint, Result,
+};
 use tokio::time::Instant;
 use tracing::trace;
 
 use super::body::{Reply, check_serialization, decode_response, encode_request, form_of};
+use super::pool::Entry;
 use super::{ExchangeConfig, HESSIAN2, Pool};
 
 /// Calls `dubbo://` instances: Dubbo's default protocol (the Dubbo2 exchange format over TCP,
@@ -124,6 +127,17 @@ impl DubboInvoker {
         inv: &Invocation,
         timeout: Duration,
     ) -> Result<Reply> {
+        self.call_on(None, target, inv, timeout).await
+    }
+
+    /// [`DubboInvoker::call`] on an endpoint's own connections (`None`: the pool's).
+    async fn call_on(
+        &self,
+        entry: Option<&Entry>,
+        target: &Instance,
+        inv: &Invocation,
+        timeout: Duration,
+    ) -> Result<Reply> {
         let started = Instant::now();
         check_serialization(target)?;
         let form = form_of(inv, self.generic);
@@ -157,10 +171,18 @@ impl DubboInvoker {
                 .and_then(|h| h.parse::<u64>().ok())
                 .map(Duration::from_millis)
         };
-        let conn = self
-            .pool
-            .get_with(target.address(), connections, connect_timeout, heartbeat)
-            .await?;
+        let conn = match entry {
+            Some(e) => {
+                self.pool
+                    .get_on(e, target.address(), connections, connect_timeout, heartbeat)
+                    .await?
+            }
+            None => {
+                self.pool
+                    .get_with(target.address(), connections, connect_timeout, heartbeat)
+                    .await?
+            }
+        };
         let left = timeout.saturating_sub(started.elapsed());
         if left.is_zero() {
             return Err(Error::timeout(format!(
@@ -185,6 +207,46 @@ impl Invoker for DubboInvoker {
     ) -> BoxFuture<'a, Result<Value>> {
         Box::pin(async move {
             self.call(target, invocation, timeout)
+                .await
+                .map(|reply| reply.value)
+        })
+    }
+}
+
+/// The dubbo:// client of one endpoint, made by [`DubboInvoker`] as a [`MakeEndpoint`]: it
+/// owns the connections to its address (shared with the other endpoints there, such as
+/// another group on the same port), which close when the last endpoint at the address is
+/// dropped and its calls have ended.
+pub struct DubboEndpoint {
+    invoker: DubboInvoker,
+    entry: Arc<Entry>,
+}
+
+impl std::fmt::Debug for DubboEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DubboEndpoint").finish_non_exhaustive()
+    }
+}
+
+impl MakeEndpoint for DubboInvoker {
+    fn make(&self, instance: &Arc<Instance>) -> Arc<dyn Invoker> {
+        Arc::new(DubboEndpoint {
+            invoker: self.clone(),
+            entry: self.pool.endpoint_entry(instance.address()),
+        })
+    }
+}
+
+impl Invoker for DubboEndpoint {
+    fn invoke<'a>(
+        &'a self,
+        target: &'a Instance,
+        invocation: &'a Invocation,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value>> {
+        Box::pin(async move {
+            self.invoker
+                .call_on(Some(&self.entry), target, invocation, timeout)
                 .await
                 .map(|reply| reply.value)
         })

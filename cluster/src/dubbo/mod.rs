@@ -57,5 +57,5 @@ pub use connection::{
     Response,
 };
 pub use exchange::{FASTJSON2, HESSIAN2, Header, HeaderError, PROTOBUF, status};
-pub use invoker::DubboInvoker;
+pub use invoker::{DubboEndpoint, DubboInvoker};
 pub use pool::Pool;

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use switchman_core::{Error, Result};
@@ -31,11 +31,15 @@ pub struct Pool {
 struct Inner {
     config: ExchangeConfig,
     entries: Mutex<HashMap<String, Arc<Entry>>>,
+    /// The connections owned by endpoints (made by the invoker as a `MakeEndpoint`), shared
+    /// by the endpoints at one address; looked up only when an endpoint is made.
+    endpoints: Mutex<HashMap<String, Weak<Entry>>>,
 }
 
-/// The slots of one address.
+/// The slots of one address: a pool entry, or owned by the endpoints at that address (see
+/// [`Pool::endpoint_entry`]), in which case its connections close with the last of them.
 #[derive(Default)]
-struct Entry {
+pub(crate) struct Entry {
     slots: Mutex<Vec<Arc<Slot>>>,
     turn: AtomicUsize,
 }
@@ -92,6 +96,7 @@ impl Pool {
             inner: Arc::new(Inner {
                 config,
                 entries: Mutex::new(HashMap::new()),
+                endpoints: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -126,6 +131,35 @@ impl Pool {
         heartbeat: Option<Duration>,
     ) -> Result<Connection> {
         let entry = self.entry(address);
+        self.get_on(&entry, address, connections, connect_timeout, heartbeat)
+            .await
+    }
+
+    /// The connection for an endpoint at `address`: the slots the other live endpoints there
+    /// share, else new ones. Not in the pool: they live as long as their endpoints.
+    pub(crate) fn endpoint_entry(&self, address: &str) -> Arc<Entry> {
+        let mut map = lock(&self.inner.endpoints);
+        if let Some(e) = map.get(address).and_then(Weak::upgrade) {
+            return e;
+        }
+        // Forget the addresses whose endpoints are all gone, now and then (amortised O(1)).
+        if map.len() >= 64 && map.len().is_power_of_two() {
+            map.retain(|_, w| w.strong_count() > 0);
+        }
+        let e = Arc::new(Entry::default());
+        map.insert(address.to_string(), Arc::downgrade(&e));
+        e
+    }
+
+    /// [`Pool::get_with`] on `entry` (a pool entry or an endpoint's).
+    pub(crate) async fn get_on(
+        &self,
+        entry: &Entry,
+        address: &str,
+        connections: usize,
+        connect_timeout: Duration,
+        heartbeat: Option<Duration>,
+    ) -> Result<Connection> {
         let slot = match entry.pick(connections.max(1), self.readonly_hold()) {
             Pick::Ready(c) => return Ok(c),
             Pick::Draining => return Err(draining(address)),

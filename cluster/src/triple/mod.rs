@@ -13,8 +13,12 @@
 //!
 //! One HTTP/2 connection per provider address, multiplexed by every concurrent call and reused
 //! across calls, services and directory snapshots. A broken connection is replaced by the next
-//! call. Connections of addresses that left are dropped by [`TripleInvoker::retain`], or
-//! automatically for the directories passed to [`TripleInvoker::track`].
+//! call. As a directory's endpoint maker ([`MakeEndpoint`]), the invoker gives each endpoint a
+//! [`TripleEndpoint`] that owns the connection to its address (shared by the endpoints there)
+//! and reads it without a lock; the directory drops it after its drain grace once the endpoint
+//! left, and the connection closes when its last call ends. Calls through the invoker itself
+//! ([`Invoker::invoke`] with any instance) use a pool by address instead, pruned by
+//! [`TripleInvoker::retain`].
 //!
 //! # Errors
 //!
@@ -52,16 +56,14 @@ pub mod wrapper;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, Uri, header};
 use http_body_util::{BodyExt, Full};
 use serde_json::Value;
-use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, Result};
-use switchman_discovery::RegistryDirectory;
-use tokio::task::JoinHandle;
+use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, MakeEndpoint, Result};
 use tokio::time::Instant;
 use tracing::trace;
 
@@ -76,10 +78,10 @@ pub use tokio_rustls::rustls;
 pub use wrapper::{JavaCall, WrapperCodec};
 
 use framing::FrameDecoder;
-use pool::{ConnectSettings, Pool};
+use pool::{ConnectSettings, Entry, Pool};
 
 const USER_AGENT: &str = concat!("switchman/", env!("CARGO_PKG_VERSION"));
-/// Default of [`TripleInvoker::drain_grace`]: the same grace as HTTP's.
+/// HTTP's drain grace, the same as the directory's default for endpoint clients.
 pub use crate::DEFAULT_DRAIN_GRACE;
 
 #[derive(Debug, Clone, Default)]
@@ -113,8 +115,6 @@ struct ServiceCodecs {
 #[derive(Clone)]
 pub struct TripleInvoker {
     pool: Arc<Pool>,
-    tracked: Arc<Mutex<Vec<Weak<RegistryDirectory>>>>,
-    drain_grace: Duration,
     default_codec: Arc<dyn MessageCodec>,
     java_codec: Option<Arc<dyn MessageCodec>>,
     codecs: HashMap<String, ServiceCodecs>,
@@ -149,8 +149,6 @@ impl TripleInvoker {
                 keep_alive_timeout: Duration::from_secs(10),
                 tls: None,
             })),
-            tracked: Arc::new(Mutex::new(Vec::new())),
-            drain_grace: DEFAULT_DRAIN_GRACE,
             default_codec: Arc::new(JsonCodec),
             java_codec: Some(Arc::new(WrapperCodec::new())),
             codecs: HashMap::new(),
@@ -183,16 +181,6 @@ impl TripleInvoker {
             keep_alive_timeout: timeout,
             tls: Some(tokio_rustls::TlsConnector::from(Arc::new(config))),
         }));
-        self
-    }
-
-    /// How long the connection of an address that left every tracked directory stays open
-    /// (default 10 s, Dubbo's shutdown wait). No new call is routed to the address once the
-    /// directory's snapshot drops it; calls in flight on the connection finish whatever the
-    /// grace; an address that comes back within the grace (a registry blip, a re-registration
-    /// after a session expiry) keeps its connection.
-    pub fn drain_grace(mut self, grace: Duration) -> Self {
-        self.drain_grace = grace;
         self
     }
 
@@ -257,9 +245,9 @@ impl TripleInvoker {
     }
 
     /// Drops the connections of the addresses for which `keep` is false, at once (no grace).
-    /// Call it with the addresses of every directory this invoker serves when they change (or
-    /// let [`TripleInvoker::track`] do it, with the drain grace). In-flight calls on dropped
-    /// connections finish.
+    /// For calls through the invoker itself; endpoints' own clients (the invoker as a
+    /// directory's maker) are not in this pool and drain with their endpoint. In-flight calls
+    /// on dropped connections finish.
     pub fn retain(&self, keep: impl FnMut(&str) -> bool) {
         self.pool.retain(keep, Duration::ZERO);
     }
@@ -267,60 +255,6 @@ impl TripleInvoker {
     /// The addresses with an open connection, sorted.
     pub fn connected(&self) -> Vec<String> {
         self.pool.connected()
-    }
-
-    /// Keeps the pool in step with `directory`: whenever it publishes a snapshot, connections
-    /// to addresses that are in none of the tracked directories are dropped. Track every
-    /// directory this invoker serves (one call each), or none and call
-    /// [`TripleInvoker::retain`] yourself. Connections of addresses that left are closed after
-    /// the [drain grace](TripleInvoker::drain_grace). The task ends when the directory is
-    /// dropped.
-    pub fn track(&self, directory: &Arc<RegistryDirectory>) -> JoinHandle<()> {
-        self.tracked
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Arc::downgrade(directory));
-        let mut epochs = directory.epochs();
-        let this = self.clone();
-        tokio::spawn(async move {
-            loop {
-                let next = this.prune(this.drain_grace);
-                tokio::select! {
-                    changed = epochs.changed() => {
-                        if changed.is_err() {
-                            break;
-                        }
-                    }
-                    () = async {
-                        match next {
-                            Some(due) => tokio::time::sleep_until(due).await,
-                            None => std::future::pending().await,
-                        }
-                    } => {}
-                }
-            }
-            // The directory is gone: nothing routes to its addresses any more.
-            this.prune(Duration::ZERO);
-        })
-    }
-
-    /// Retains the addresses of the tracked directories that are still alive; the others are
-    /// dropped `grace` after they left. Returns when the next drop is due.
-    fn prune(&self, grace: Duration) -> Option<Instant> {
-        let dirs: Vec<Arc<RegistryDirectory>> = {
-            let mut tracked = self.tracked.lock().unwrap_or_else(PoisonError::into_inner);
-            tracked.retain(|w| w.strong_count() > 0);
-            tracked.iter().filter_map(Weak::upgrade).collect()
-        };
-        let snaps: Vec<_> = dirs.iter().map(|d| d.load()).collect();
-        self.pool.retain(
-            |addr| {
-                snaps
-                    .iter()
-                    .any(|s| s.instances().iter().any(|i| i.address() == addr))
-            },
-            grace,
-        )
     }
 
     /// One unary call with an already-encoded message: `POST /{service}/{method}` on `target`
@@ -332,13 +266,15 @@ impl TripleInvoker {
         call: Unary<'_>,
         timeout: Duration,
     ) -> Result<Bytes> {
-        self.unary_answer(target, call, timeout)
+        let entry = self.pool.entry(target.address());
+        self.unary_answer(&entry, target, call, timeout)
             .await
             .map(|a| a.message)
     }
 
     async fn unary_answer(
         &self,
+        entry: &Entry,
         target: &Instance,
         call: Unary<'_>,
         timeout: Duration,
@@ -347,8 +283,11 @@ impl TripleInvoker {
         let method = call.method;
         let deadline = Instant::now() + timeout;
         let mut sent = false;
-        let outcome =
-            tokio::time::timeout_at(deadline, self.send(target, call, deadline, &mut sent)).await;
+        let outcome = tokio::time::timeout_at(
+            deadline,
+            self.send(entry, target, call, deadline, &mut sent),
+        )
+        .await;
         match outcome {
             Ok(r) => r,
             Err(_) if sent => Err(Error::timeout(format!(
@@ -391,6 +330,7 @@ impl TripleInvoker {
 
     async fn send(
         &self,
+        entry: &Entry,
         target: &Instance,
         call: Unary<'_>,
         deadline: Instant,
@@ -399,9 +339,9 @@ impl TripleInvoker {
         let address = target.address();
         let method = call.method;
         let mut request = build_request(target, &call, deadline)?;
-        let mut sender = self.pool.get(address).await?;
+        let mut sender = entry.get(self.pool.settings(), address).await?;
         if let Err(e) = sender.ready().await {
-            self.pool.discard(address);
+            entry.discard();
             return Err(Error::transport(format!(
                 "the connection to {address} closed before {method} was sent"
             ))
@@ -416,7 +356,7 @@ impl TripleInvoker {
         let response = match sender.send_request(request).await {
             Ok(r) => r,
             Err(e) => {
-                self.pool.discard(address);
+                entry.discard();
                 let what = if e.is_canceled() {
                     "the connection closed before the request was sent"
                 } else {
@@ -652,6 +592,61 @@ impl Invoker for TripleInvoker {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Value>> {
         Box::pin(async move {
+            let entry = self.pool.entry(target.address());
+            self.call_on(&entry, target, invocation, timeout).await
+        })
+    }
+}
+
+/// The Triple client of one endpoint, made by [`TripleInvoker`] as a [`MakeEndpoint`]: it owns
+/// the connection to its address (shared with the other endpoints there, such as another
+/// group on the same port), reads it without a lock on every call, and closes it when the
+/// last endpoint at the address is dropped and its calls have ended.
+pub struct TripleEndpoint {
+    invoker: TripleInvoker,
+    entry: Arc<Entry>,
+}
+
+impl fmt::Debug for TripleEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TripleEndpoint")
+            .field("connected", &self.entry.is_connected())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MakeEndpoint for TripleInvoker {
+    fn make(&self, instance: &Arc<Instance>) -> Arc<dyn Invoker> {
+        Arc::new(TripleEndpoint {
+            invoker: self.clone(),
+            entry: self.pool.endpoint_entry(instance.address()),
+        })
+    }
+}
+
+impl Invoker for TripleEndpoint {
+    fn invoke<'a>(
+        &'a self,
+        target: &'a Instance,
+        invocation: &'a Invocation,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value>> {
+        Box::pin(
+            self.invoker
+                .call_on(&self.entry, target, invocation, timeout),
+        )
+    }
+}
+
+impl TripleInvoker {
+    async fn call_on(
+        &self,
+        entry: &Entry,
+        target: &Instance,
+        invocation: &Invocation,
+        timeout: Duration,
+    ) -> Result<Value> {
+        {
             let service = service_name(target);
             let codec = self.codec_for(target, service, &invocation.method);
             let message = codec.encode(invocation)?;
@@ -674,14 +669,14 @@ impl Invoker for TripleInvoker {
                 message: &message,
                 attachments: &attachments,
             };
-            let answer = self.unary_answer(target, call, timeout).await?;
+            let answer = self.unary_answer(entry, target, call, timeout).await?;
             let cx = ReplyContext {
                 address: target.address(),
                 headers: Some(&answer.headers),
                 trailers: answer.trailers.as_ref(),
             };
             codec.decode_reply(invocation, answer.message, &cx)
-        })
+        }
     }
 }
 

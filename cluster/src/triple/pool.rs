@@ -9,7 +9,9 @@
 //! then hyper closes it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use arc_swap::ArcSwapOption;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -44,18 +46,55 @@ impl std::fmt::Debug for ConnectSettings {
     }
 }
 
+/// The connection to one address: a pool entry, or owned by the endpoints at that address
+/// (see [`Pool::endpoint_entry`]), in which case it is dropped with the last of them.
 #[derive(Default)]
-struct Entry {
-    /// The live connection, if any. A plain mutex: held only to clone or replace the handle.
-    current: Mutex<Option<Sender>>,
+pub(crate) struct Entry {
+    /// The live connection, if any: read without a lock on every call.
+    current: ArcSwapOption<Sender>,
     /// Serializes connects to this address.
     connecting: tokio::sync::Mutex<()>,
 }
 
 impl Entry {
     fn live(&self) -> Option<Sender> {
-        let guard = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        guard.as_ref().filter(|s| !s.is_closed()).cloned()
+        self.current
+            .load()
+            .as_deref()
+            .filter(|s| !s.is_closed())
+            .cloned()
+    }
+
+    /// A sender on the live connection to `address`, connecting when there is none.
+    /// Errors are retryable transport errors (nothing was sent).
+    pub(crate) async fn get(&self, settings: &ConnectSettings, address: &str) -> Result<Sender> {
+        if let Some(s) = self.live() {
+            return Ok(s);
+        }
+        let _connecting = self.connecting.lock().await;
+        if let Some(s) = self.live() {
+            return Ok(s);
+        }
+        let sender = connect(settings, address).await?;
+        self.current.store(Some(Arc::new(sender.clone())));
+        Ok(sender)
+    }
+
+    pub(crate) fn is_connected(&self) -> bool {
+        self.live().is_some()
+    }
+
+    /// Forgets the connection if it is closed (after a connection-level failure), so the
+    /// next call reconnects.
+    pub(crate) fn discard(&self) {
+        let closed = self
+            .current
+            .load()
+            .as_deref()
+            .is_some_and(|s| s.is_closed());
+        if closed {
+            self.current.store(None);
+        }
     }
 }
 
@@ -68,6 +107,9 @@ struct Slot {
 /// The connections of one [`super::TripleInvoker`].
 pub(crate) struct Pool {
     entries: Mutex<HashMap<String, Slot>>,
+    /// The connections owned by endpoints (made by the invoker as a `MakeEndpoint`), shared
+    /// by the endpoints at one address; looked up only when an endpoint is made.
+    endpoints: Mutex<HashMap<String, Weak<Entry>>>,
     settings: ConnectSettings,
 }
 
@@ -83,11 +125,35 @@ impl Pool {
     pub(crate) fn new(settings: ConnectSettings) -> Self {
         Pool {
             entries: Mutex::new(HashMap::new()),
+            endpoints: Mutex::new(HashMap::new()),
             settings,
         }
     }
 
-    fn entry(&self, address: &str) -> Arc<Entry> {
+    pub(crate) fn settings(&self) -> &ConnectSettings {
+        &self.settings
+    }
+
+    /// The connection for an endpoint at `address`: the one the other live endpoints there
+    /// share, else a new one. Not in the pool: it lives as long as its endpoints.
+    pub(crate) fn endpoint_entry(&self, address: &str) -> Arc<Entry> {
+        let mut map = self
+            .endpoints
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(e) = map.get(address).and_then(Weak::upgrade) {
+            return e;
+        }
+        // Forget the addresses whose endpoints are all gone, now and then (amortised O(1)).
+        if map.len() >= 64 && map.len().is_power_of_two() {
+            map.retain(|_, w| w.strong_count() > 0);
+        }
+        let e = Arc::new(Entry::default());
+        map.insert(address.to_string(), Arc::downgrade(&e));
+        e
+    }
+
+    pub(crate) fn entry(&self, address: &str) -> Arc<Entry> {
         let mut map = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = map.get(address) {
             return slot.entry.clone();
@@ -101,98 +167,6 @@ impl Pool {
             },
         );
         e
-    }
-
-    /// A sender on the live connection to `address`, connecting when there is none. Errors
-    /// are retryable transport errors (nothing was sent).
-    pub(crate) async fn get(&self, address: &str) -> Result<Sender> {
-        let entry = self.entry(address);
-        if let Some(s) = entry.live() {
-            return Ok(s);
-        }
-        let _connecting = entry.connecting.lock().await;
-        if let Some(s) = entry.live() {
-            return Ok(s);
-        }
-        let sender = self.connect(address).await?;
-        *entry.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(sender.clone());
-        Ok(sender)
-    }
-
-    /// Forgets the connection to `address` if it is still `broken` (after a connection-level
-    /// failure), so the next call reconnects.
-    pub(crate) fn discard(&self, address: &str) {
-        let entry = {
-            let map = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-            map.get(address).map(|slot| slot.entry.clone())
-        };
-        if let Some(e) = entry {
-            let mut cur = e.current.lock().unwrap_or_else(PoisonError::into_inner);
-            if cur.as_ref().is_some_and(|s| s.is_closed()) {
-                *cur = None;
-            }
-        }
-    }
-
-    async fn connect(&self, address: &str) -> Result<Sender> {
-        let tcp = TcpStream::connect(address)
-            .await
-            .map_err(|e| Error::transport(format!("cannot connect to {address}")).with_source(e))?;
-        let _ = tcp.set_nodelay(true);
-        let mut builder = http2::Builder::new(TokioExecutor::new());
-        builder.timer(TokioTimer::new());
-        if let Some(interval) = self.settings.keep_alive_interval {
-            builder
-                .keep_alive_interval(interval)
-                .keep_alive_timeout(self.settings.keep_alive_timeout)
-                .keep_alive_while_idle(true);
-        }
-        let handshake_failed = |e: hyper::Error| {
-            Error::transport(format!("HTTP/2 handshake with {address} failed")).with_source(e)
-        };
-        let addr = address.to_string();
-        let sender = match &self.settings.tls {
-            None => {
-                let (sender, conn) = builder
-                    .handshake(TokioIo::new(tcp))
-                    .await
-                    .map_err(handshake_failed)?;
-                tokio::spawn(watch_connection(conn, addr));
-                sender
-            }
-            Some(tls) => {
-                let host = address.rsplit_once(':').map(|(h, _)| h).unwrap_or(address);
-                let host = host.trim_start_matches('[').trim_end_matches(']');
-                let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.to_string())
-                    .map_err(|e| {
-                        Error::bad_config(format!(
-                            "{address}: {host:?} is not a valid TLS server name"
-                        ))
-                        .with_source(e)
-                    })?;
-                let stream = tls.connect(name, tcp).await.map_err(|e| {
-                    Error::transport(format!("TLS handshake with {address} failed")).with_source(e)
-                })?;
-                if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
-                    return Err(Error::transport(format!(
-                        "{address} did not agree to HTTP/2 (ALPN h2) over TLS"
-                    ))
-                    .with_retryable(false));
-                }
-                let (sender, conn) = builder
-                    .handshake(TokioIo::new(stream))
-                    .await
-                    .map_err(handshake_failed)?;
-                tokio::spawn(watch_connection(conn, addr));
-                sender
-            }
-        };
-        info!(
-            address,
-            tls = self.settings.tls.is_some(),
-            "Triple connection established"
-        );
-        Ok(sender)
     }
 
     pub(crate) fn tls_connector(&self) -> Option<tokio_rustls::TlsConnector> {
@@ -258,6 +232,68 @@ impl Pool {
         v.sort();
         v
     }
+}
+
+/// Opens an HTTP/2 connection to `address` (TLS when the settings say so).
+async fn connect(settings: &ConnectSettings, address: &str) -> Result<Sender> {
+    let tcp = TcpStream::connect(address)
+        .await
+        .map_err(|e| Error::transport(format!("cannot connect to {address}")).with_source(e))?;
+    let _ = tcp.set_nodelay(true);
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    builder.timer(TokioTimer::new());
+    if let Some(interval) = settings.keep_alive_interval {
+        builder
+            .keep_alive_interval(interval)
+            .keep_alive_timeout(settings.keep_alive_timeout)
+            .keep_alive_while_idle(true);
+    }
+    let handshake_failed = |e: hyper::Error| {
+        Error::transport(format!("HTTP/2 handshake with {address} failed")).with_source(e)
+    };
+    let addr = address.to_string();
+    let sender = match &settings.tls {
+        None => {
+            let (sender, conn) = builder
+                .handshake(TokioIo::new(tcp))
+                .await
+                .map_err(handshake_failed)?;
+            tokio::spawn(watch_connection(conn, addr));
+            sender
+        }
+        Some(tls) => {
+            let host = address.rsplit_once(':').map(|(h, _)| h).unwrap_or(address);
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.to_string())
+                .map_err(|e| {
+                    Error::bad_config(format!(
+                        "{address}: {host:?} is not a valid TLS server name"
+                    ))
+                    .with_source(e)
+                })?;
+            let stream = tls.connect(name, tcp).await.map_err(|e| {
+                Error::transport(format!("TLS handshake with {address} failed")).with_source(e)
+            })?;
+            if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
+                return Err(Error::transport(format!(
+                    "{address} did not agree to HTTP/2 (ALPN h2) over TLS"
+                ))
+                .with_retryable(false));
+            }
+            let (sender, conn) = builder
+                .handshake(TokioIo::new(stream))
+                .await
+                .map_err(handshake_failed)?;
+            tokio::spawn(watch_connection(conn, addr));
+            sender
+        }
+    };
+    info!(
+        address,
+        tls = settings.tls.is_some(),
+        "Triple connection established"
+    );
+    Ok(sender)
 }
 
 async fn watch_connection<F: std::future::Future<Output = hyper::Result<()>>>(

@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::json;
 use switchman_core::{ErrorKind, Instance, Invocation, Invoker, Protocol, ServiceKey};
+use switchman_discovery::RegistryDirectory;
 
 use super::*;
 
@@ -289,53 +290,6 @@ async fn a_killed_connection_is_replaced_and_retain_drops_addresses() {
     assert_eq!(second.connections(), 1);
 }
 
-#[tokio::test]
-async fn tracked_directories_prune_connections_of_addresses_that_left() {
-    use switchman_discovery::{DirectoryConfig, Update};
-    let a = provider().await;
-    let b = provider().await;
-    let dir = Arc::new(RegistryDirectory::spawn(
-        DirectoryConfig::new(ServiceKey::new(SERVICE)),
-        None,
-    ));
-    let inv = raw().drain_grace(Duration::ZERO);
-    let task = inv.track(&dir);
-    dir.apply(Update::Reset(vec![
-        a.instance(SERVICE),
-        b.instance(SERVICE),
-    ]));
-    dir.wait_until(T, |s| s.instances().len() == 2)
-        .await
-        .unwrap();
-    inv.invoke(&a.instance(SERVICE), &hello("1"), T)
-        .await
-        .unwrap();
-    inv.invoke(&b.instance(SERVICE), &hello("2"), T)
-        .await
-        .unwrap();
-    assert_eq!(inv.connected().len(), 2);
-    dir.apply(Update::Remove(vec![
-        a.instance(SERVICE).address().to_string(),
-    ]));
-    dir.wait_until(T, |s| s.instances().len() == 1)
-        .await
-        .unwrap();
-    // The tracking task prunes on the epoch notification; let it run.
-    for _ in 0..1000 {
-        if inv.pool.addresses().len() == 1 {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
-    assert_eq!(
-        inv.pool.addresses(),
-        vec![b.instance(SERVICE).address().to_string()]
-    );
-    drop(dir);
-    tokio::time::timeout(T, task).await.unwrap().unwrap();
-    assert!(inv.pool.addresses().is_empty());
-}
-
 /// Graceful drain: an address that left gets no new call (the snapshot no longer lists it), its
 /// in-flight call finishes, and its connection is closed once the grace period has passed; an
 /// address that leaves and comes back within the grace keeps its connection.
@@ -358,30 +312,37 @@ async fn an_address_that_left_drains_then_its_connection_closes_after_the_grace(
     let a = slow_provider().await.unwrap();
     let b = slow_provider().await.unwrap();
     let (ia, ib) = (a.instance(SERVICE), b.instance(SERVICE));
+    // The directory makes each endpoint's client (its connection) and keeps it for the grace.
+    let inv = raw();
     let dir = Arc::new(RegistryDirectory::spawn(
-        DirectoryConfig::new(ServiceKey::new(SERVICE)).empty_policy(EmptyPolicy::Publish),
+        DirectoryConfig::new(ServiceKey::new(SERVICE))
+            .empty_policy(EmptyPolicy::Publish)
+            .maker(inv.clone())
+            .drain_grace(GRACE),
         None,
     ));
-    let inv = raw().drain_grace(GRACE);
-    let _task = inv.track(&dir);
     dir.apply(Update::Reset(vec![ia.clone(), ib.clone()]));
     dir.wait_until(T, |s| s.instances().len() == 2)
         .await
         .unwrap();
     let cluster = ClusterInvoker::new(dir.clone(), Arc::new(inv.clone()), ClusterConfig::default());
-    inv.invoke(&ia, &hello("a"), T).await.unwrap();
-    inv.invoke(&ib, &hello("b"), T).await.unwrap();
+    let client_of = |i: &Instance| {
+        let snap = dir.load();
+        let ep = &snap.endpoints()[snap.index_of(i.key()).unwrap()];
+        (ep.instance.clone(), ep.service.clone().unwrap())
+    };
+    let (ea, ca) = client_of(&ia);
+    let (eb, cb) = client_of(&ib);
+    ca.invoke(&ea, &hello("a"), T).await.unwrap();
+    cb.invoke(&eb, &hello("b"), T).await.unwrap();
+    drop(cb);
     assert_eq!((a.connections(), b.connections()), (1, 1));
 
     // A call in flight on A when A leaves.
-    let in_flight = {
-        let inv = inv.clone();
-        let ia = ia.clone();
-        tokio::spawn(async move {
-            inv.invoke(&ia, &Invocation::new("slow").with_args(vec![json!("x")]), T)
-                .await
-        })
-    };
+    let in_flight = tokio::spawn(async move {
+        ca.invoke(&ea, &Invocation::new("slow").with_args(vec![json!("x")]), T)
+            .await
+    });
     tokio::time::sleep(Duration::from_millis(50)).await;
     let left_at = tokio::time::Instant::now();
     dir.apply(Update::Remove(vec![ia.address().to_string()]));
@@ -398,15 +359,15 @@ async fn an_address_that_left_drains_then_its_connection_closes_after_the_grace(
         served_by_a,
         "no call reaches the address that left"
     );
-    // The in-flight call finishes normally, and the connection is still pooled meanwhile.
+    // The in-flight call finishes normally, and the connection stays meanwhile.
     assert_eq!(in_flight.await.unwrap().unwrap(), json!("x"));
-    assert!(inv.connected().contains(&ia.address().to_string()));
-    // After the grace the pool lets it go (hyper then closes it: nothing holds it).
+    assert_eq!(a.open_connections(), 1);
+    // After the grace the directory drops A's client, which closes its connection.
     let deadline = left_at + GRACE + T;
-    while inv.pool.addresses().contains(&ia.address().to_string()) {
+    while a.open_connections() > 0 {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "dropped after the grace"
+            "closed after the grace"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -415,14 +376,10 @@ async fn an_address_that_left_drains_then_its_connection_closes_after_the_grace(
         "not before the grace: {:?}",
         left_at.elapsed()
     );
-    let closed_by = tokio::time::Instant::now() + T;
-    while a.open_connections() > 0 {
-        assert!(
-            tokio::time::Instant::now() < closed_by,
-            "A's connection closes"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert!(
+        inv.pool.addresses().is_empty(),
+        "the shared pool was never used"
+    );
 
     // B leaves and comes back within the grace: same connection.
     dir.apply(Update::Remove(vec![ib.address().to_string()]));
@@ -766,5 +723,93 @@ mod tls {
             "cleartext h2c against a TLS port: {e}"
         );
         assert_eq!(server.hits(), 0);
+    }
+}
+
+/// Clients made by the directory (the Triple invoker as its maker): two groups on one port
+/// share one connection; an endpoint that left keeps it for the grace and not after; the
+/// connection closes when its last endpoint's client is dropped.
+#[tokio::test]
+async fn endpoint_clients_own_their_connection_and_close_it_after_the_grace() {
+    use crate::{ClusterConfig, ClusterInvoker};
+    use switchman_discovery::{DirectoryConfig, EmptyPolicy, Update};
+    const GRACE: Duration = Duration::from_millis(400);
+    let a = provider().await;
+    let b = provider().await;
+    let group = |s: &TripleServer, g: &str| {
+        let i = s.instance(SERVICE);
+        Instance::builder(i.host(), i.port())
+            .protocol(Protocol::Tri)
+            .service(ServiceKey::with(SERVICE, g, ""))
+            .build()
+    };
+    let key = ServiceKey::with(SERVICE, "g1,g2", "");
+    let maker = raw();
+    let dir = Arc::new(RegistryDirectory::spawn(
+        DirectoryConfig::new(key)
+            .maker(maker.clone())
+            .drain_grace(GRACE)
+            .empty_policy(EmptyPolicy::Publish),
+        None,
+    ));
+    dir.apply(Update::Reset(vec![
+        group(&a, "g1"),
+        group(&a, "g2"),
+        group(&b, "g1"),
+    ]));
+    dir.wait_until(T, |s| s.endpoints().len() == 3)
+        .await
+        .unwrap();
+    // Every endpoint called through its own client (the shared transport is never used).
+    let snap = dir.load();
+    for ep in snap.endpoints() {
+        let client = ep.service.as_ref().expect("made by the maker");
+        client.invoke(&ep.instance, &hello("x"), T).await.unwrap();
+    }
+    assert_eq!(
+        (a.connections(), b.connections()),
+        (1, 1),
+        "the two groups at A share one connection"
+    );
+    let cluster = ClusterInvoker::new(dir.clone(), Arc::new(Unreachable), ClusterConfig::default());
+    drop(snap);
+
+    // A leaves (both its groups): no new call reaches it, its connection stays for the grace.
+    let left = tokio::time::Instant::now();
+    dir.apply(Update::Remove(vec![
+        a.instance(SERVICE).address().to_string(),
+    ]));
+    dir.wait_until(T, |s| s.endpoints().len() == 1)
+        .await
+        .unwrap();
+    let served_by_a = a.hits();
+    for k in 0..10 {
+        cluster.invoke(&hello(&k.to_string())).await.unwrap();
+    }
+    assert_eq!(a.hits(), served_by_a);
+    tokio::time::sleep(GRACE / 2).await;
+    assert_eq!(a.open_connections(), 1, "not closed before the grace");
+    while a.open_connections() > 0 {
+        assert!(left.elapsed() < GRACE + T, "closed after the grace");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(left.elapsed() >= GRACE, "{:?}", left.elapsed());
+    assert_eq!(b.open_connections(), 1, "B's stays");
+    // The endpoints' connections are theirs, not the invoker's shared pool's.
+    assert!(maker.pool.addresses().is_empty());
+}
+
+/// A shared transport that must not be reached.
+#[derive(Debug)]
+struct Unreachable;
+
+impl Invoker for Unreachable {
+    fn invoke<'a>(
+        &'a self,
+        _target: &'a Instance,
+        _invocation: &'a Invocation,
+        _timeout: Duration,
+    ) -> switchman_core::BoxFuture<'a, switchman_core::Result<serde_json::Value>> {
+        Box::pin(async { panic!("the shared transport was used") })
     }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use switchman_core::{Error, Instance, Protocol, Result, ServiceKey};
+use switchman_core::{Error, Instance, Invoker, MakeEndpoint, Protocol, Result, ServiceKey};
 use switchman_loadbalance::{LoadBalance, RandomBalance};
 use switchman_router::{ConsumerInfo, RouterChain};
 use tokio::sync::{mpsc, watch};
@@ -72,7 +72,17 @@ pub struct DirectoryConfig {
     /// Snapshot cache file: loaded at start (so calls work while the registry is down) and
     /// rewritten whenever the registry's list changes. `None`: no cache.
     pub cache_file: Option<PathBuf>,
+    /// Makes each endpoint's own client when it first appears ([`MakeEndpoint`]); `None`:
+    /// endpoints have none and the cluster's shared transport calls them.
+    pub maker: Option<Arc<dyn MakeEndpoint>>,
+    /// How long the client of an endpoint that left is kept before it is dropped (and so
+    /// drained): default 10 s, Dubbo's shutdown wait. An endpoint back within it keeps its
+    /// client and statistics.
+    pub drain_grace: Duration,
 }
+
+/// Default of [`DirectoryConfig::drain_grace`]: 10 s, Dubbo's shutdown wait.
+pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(10);
 
 impl DirectoryConfig {
     /// Defaults: weighted random, no rules, [`EmptyPolicy::KeepLast`], consumer on 127.0.0.1.
@@ -84,6 +94,8 @@ impl DirectoryConfig {
             router: RouterChain::new(),
             empty_policy: EmptyPolicy::default(),
             cache_file: None,
+            maker: None,
+            drain_grace: DEFAULT_DRAIN_GRACE,
             protocols: vec![
                 Protocol::Dubbo,
                 Protocol::Tri,
@@ -103,6 +115,25 @@ impl DirectoryConfig {
     pub fn is_routable(&self, instance: &Instance) -> bool {
         instance.is_available()
             && (self.protocols.is_empty() || self.protocols.contains(instance.protocol()))
+    }
+
+    /// Gives every endpoint its own client, made by `maker` when the endpoint first appears
+    /// (see [`MakeEndpoint`]).
+    pub fn maker(mut self, maker: impl MakeEndpoint + 'static) -> Self {
+        self.maker = Some(Arc::new(maker));
+        self
+    }
+
+    /// Sets how long the client of an endpoint that left is kept (see
+    /// [`DirectoryConfig::drain_grace`]).
+    pub fn drain_grace(mut self, grace: Duration) -> Self {
+        self.drain_grace = grace;
+        self
+    }
+
+    /// The client of a new endpoint, if this directory makes them.
+    pub(crate) fn make(&self, instance: &Arc<Instance>) -> Option<Arc<dyn Invoker>> {
+        self.maker.as_ref().map(|m| m.make(instance))
     }
 
     /// Sets the snapshot cache file.
@@ -230,6 +261,7 @@ impl RegistryDirectory {
             shared: shared.clone(),
             epoch_tx,
             cache_tx,
+            draining: Default::default(),
         };
         if let Some(list) = cached {
             info!(service = %state.config.service, instances = list.len(), "starting from the snapshot cache");

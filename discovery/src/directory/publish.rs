@@ -241,15 +241,24 @@ impl State {
                 .get(j)
                 .filter(|p| Arc::ptr_eq(&p.address, &address) || p.address == address);
             let effective = self.effective(&reported, prev);
-            let stats = match prev {
+            let (stats, service) = match prev {
                 Some(p) => {
                     changed += usize::from(!Arc::ptr_eq(&p.effective, &effective));
                     reported_changed |= !Arc::ptr_eq(&p.reported, &reported);
-                    p.stats.clone()
+                    (p.stats.clone(), p.service.clone())
                 }
                 None => {
                     added += 1;
-                    Arc::new(InstanceStats::new())
+                    // With a maker: the endpoint's client, again if it left within the drain
+                    // grace, else a new one.
+                    let service = match self.config.maker {
+                        Some(_) => self
+                            .draining
+                            .take(&address)
+                            .or_else(|| self.config.make(&effective)),
+                        None => None,
+                    };
+                    (Arc::new(InstanceStats::new()), service)
                 }
             };
             next.push(Published {
@@ -257,6 +266,7 @@ impl State {
                 reported,
                 effective,
                 stats,
+                service,
             });
         }
         let current = self.shared.current.load();
@@ -299,6 +309,7 @@ impl State {
             .map(|p| Endpoint {
                 instance: p.effective.clone(),
                 stats: p.stats.clone(),
+                service: p.service.clone(),
             })
             .collect();
         // Same endpoints in the same order, differing at most in weights, under the same
@@ -337,6 +348,16 @@ impl State {
             self.published_addresses = next.iter().map(|p| p.address.clone()).collect();
         }
         let previous = std::mem::replace(&mut self.published, next);
+        if removed > 0 && self.config.maker.is_some() {
+            let due = tokio::time::Instant::now() + self.config.drain_grace;
+            for p in &previous {
+                if let Some(service) = &p.service {
+                    if !self.published_addresses.contains(&*p.address) {
+                        self.draining.push(p.address.clone(), service.clone(), due);
+                    }
+                }
+            }
+        }
         let counts = Counts {
             added,
             removed,

@@ -1,14 +1,15 @@
 //! The owner task's state and its loop.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use switchman_core::Instance;
+use switchman_core::{Instance, Invoker};
 use switchman_loadbalance::InstanceStats;
 use switchman_router::RouterChain;
 use tokio::sync::{mpsc, watch};
-use tracing::warn;
+use tokio::time::Instant;
+use tracing::{debug, warn};
 
 use super::{Control, DirectoryConfig, Shared};
 use crate::snapshot::{AddrMap, AddrSet};
@@ -36,6 +37,43 @@ pub(super) struct State {
     pub(super) shared: Arc<Shared>,
     pub(super) epoch_tx: watch::Sender<u64>,
     pub(super) cache_tx: Option<watch::Sender<Option<Vec<u8>>>>,
+    /// Clients of endpoints that left, kept for the drain grace.
+    pub(super) draining: Draining,
+}
+
+/// The clients of endpoints that left (only with a maker), until their drain grace ends: an
+/// endpoint back before then gets its client again; after it, the client is dropped here
+/// (and closes its connections once the calls still holding an old snapshot end).
+#[derive(Default)]
+pub(super) struct Draining {
+    /// In the order they left (so by due time: the grace is one for the directory).
+    left: VecDeque<(Arc<str>, Arc<dyn Invoker>, Instant)>,
+}
+
+impl Draining {
+    pub(super) fn push(&mut self, key: Arc<str>, service: Arc<dyn Invoker>, due: Instant) {
+        debug!(endpoint = %key, "endpoint left: its client is kept for the drain grace");
+        self.left.push_back((key, service, due));
+    }
+
+    /// The client of `key` if it is still draining (it came back).
+    pub(super) fn take(&mut self, key: &str) -> Option<Arc<dyn Invoker>> {
+        let at = self.left.iter().position(|(k, _, _)| &**k == key)?;
+        self.left.remove(at).map(|(_, s, _)| s)
+    }
+
+    /// Drops the clients whose grace ended by `now`.
+    pub(super) fn expire(&mut self, now: Instant) {
+        while self.left.front().is_some_and(|(_, _, due)| *due <= now) {
+            if let Some((key, _, _)) = self.left.pop_front() {
+                debug!(endpoint = %key, "drain grace over: dropping the endpoint's client");
+            }
+        }
+    }
+
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        self.left.front().map(|(_, _, due)| *due)
+    }
 }
 
 /// What changed in the registry's list since the last snapshot.
@@ -88,6 +126,8 @@ pub(super) struct Published {
     pub(super) effective: Arc<Instance>,
     /// Live state, kept across snapshots while the address stays.
     pub(super) stats: Arc<InstanceStats>,
+    /// The endpoint's own client (with a maker), kept while it stays.
+    pub(super) service: Option<Arc<dyn Invoker>>,
 }
 
 impl State {
@@ -102,6 +142,10 @@ impl State {
         let refresh = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(refresh);
         let mut armed = false;
+        // The next drain-grace end (pinned like the refresh).
+        let drain = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(drain);
+        let mut drain_at: Option<Instant> = None;
         loop {
             let mut force = false;
             tokio::select! {
@@ -120,6 +164,10 @@ impl State {
                     None => return,
                 },
                 _ = refresh.as_mut(), if armed => { armed = false; force = true; }
+                _ = drain.as_mut(), if drain_at.is_some() => {
+                    self.draining.expire(Instant::now());
+                    drain_at = None;
+                }
             }
             // Coalesce whatever else is already queued, from both sources, into one snapshot:
             // a burst of pushes costs one rebuild, and a slow rebuild cannot build a backlog.
@@ -153,6 +201,13 @@ impl State {
                     }
                     None => false,
                 };
+            }
+            let next_drain = self.draining.next_due();
+            if next_drain != drain_at {
+                if let Some(due) = next_drain {
+                    drain.as_mut().reset(due);
+                }
+                drain_at = next_drain;
             }
         }
     }
