@@ -18,7 +18,7 @@ use serde_json::json;
 use switchman_cluster::provider::{HttpProvider, ProviderReply};
 use switchman_cluster::triple::{Payload, TripleInvoker, TripleRequest, TripleServer};
 use switchman_cluster::{ClusterConfig, ClusterInvoker, HttpInvoker, ProtocolInvoker};
-use switchman_core::{Instance, Invocation, Invoker, ServiceKey};
+use switchman_core::{Instance, Invocation, Invoker, MakeEndpoint, ServiceKey};
 use switchman_discovery::{DirectoryConfig, RegistryDirectory, Update};
 
 const BATCH: usize = 256;
@@ -63,9 +63,17 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-async fn directory(instances: Vec<Instance>) -> Arc<RegistryDirectory> {
+/// A directory whose endpoints get their own clients from `maker`, as `switchman::Reference`
+/// sets it up.
+async fn directory(
+    instances: Vec<Instance>,
+    maker: impl MakeEndpoint + 'static,
+) -> Arc<RegistryDirectory> {
     let n = instances.len();
-    let dir = RegistryDirectory::spawn(DirectoryConfig::new(ServiceKey::new("bench.Echo")), None);
+    let dir = RegistryDirectory::spawn(
+        DirectoryConfig::new(ServiceKey::new("bench.Echo")).maker(maker),
+        None,
+    );
     dir.apply(Update::Reset(instances));
     dir.wait_until(Duration::from_secs(10), |s| s.endpoints().len() == n)
         .await
@@ -93,12 +101,15 @@ fn bench_http(c: &mut Criterion) {
                     .build()
             })
             .collect();
-        let dir = directory(instances).await;
-        let cluster =
-            ClusterInvoker::new(dir, Arc::new(HttpInvoker::new()), ClusterConfig::default());
+        let http = HttpInvoker::new();
+        let dir = directory(instances, http.clone()).await;
+        let cluster = ClusterInvoker::new(dir, Arc::new(http), ClusterConfig::default());
         (providers, cluster)
     });
     let url = format!("http://{}/bench.Echo/echo", providers[0].addr());
+    // The workspace's reqwest has `rustls-no-provider`: a bare client needs a process-wide
+    // provider (Switchman's own clients configure ring themselves).
+    let _ = switchman_cluster::triple::rustls::crypto::ring::default_provider().install_default();
     let raw = reqwest::Client::builder()
         .tcp_nodelay(true)
         .no_proxy()
@@ -145,7 +156,7 @@ fn bench_http(c: &mut Criterion) {
 
 fn bench_triple(c: &mut Criterion) {
     let rt = runtime();
-    let (servers, cluster, target) = rt.block_on(async {
+    let (servers, cluster, shared, target) = rt.block_on(async {
         let mut servers = Vec::new();
         for _ in 0..3 {
             let s = TripleServer::serve("127.0.0.1:0".parse().unwrap(), |req: TripleRequest| {
@@ -159,10 +170,25 @@ fn bench_triple(c: &mut Criterion) {
         }
         let instances: Vec<Instance> = servers.iter().map(|s| s.instance("bench.Echo")).collect();
         let target = instances[0].clone();
-        let dir = directory(instances).await;
         let invoker = ProtocolInvoker::new().triple(TripleInvoker::new().payload(Payload::Raw));
+        let dir = directory(instances.clone(), invoker.clone()).await;
         let cluster = ClusterInvoker::new(dir, Arc::new(invoker), ClusterConfig::default());
-        (servers, cluster, target)
+        // The same fleet through one shared transport (no per-endpoint clients): its pool by
+        // address, for comparison.
+        let plain =
+            RegistryDirectory::spawn(DirectoryConfig::new(ServiceKey::new("bench.Echo")), None);
+        plain.apply(Update::Reset(instances));
+        plain
+            .wait_until(Duration::from_secs(10), |s| s.endpoints().len() == 3)
+            .await
+            .unwrap();
+        let transport = ProtocolInvoker::new().triple(TripleInvoker::new().payload(Payload::Raw));
+        let shared = ClusterInvoker::new(
+            Arc::new(plain),
+            Arc::new(transport),
+            ClusterConfig::default(),
+        );
+        (servers, cluster, shared, target)
     });
     let raw = Arc::new(TripleInvoker::new().payload(Payload::Raw));
     let target = Arc::new(target);
@@ -175,6 +201,20 @@ fn bench_triple(c: &mut Criterion) {
                 let cluster = cluster.clone();
                 async move {
                     cluster
+                        .invoke(&Invocation::new("sayHello").with_args(vec![json!("x")]))
+                        .await
+                        .is_ok()
+                }
+            })
+        })
+    });
+    group.bench_function("cluster_shared_transport", |b| {
+        b.iter_custom(|iters| {
+            let shared = shared.clone();
+            timed(&rt, iters, move || {
+                let shared = shared.clone();
+                async move {
+                    shared
                         .invoke(&Invocation::new("sayHello").with_args(vec![json!("x")]))
                         .await
                         .is_ok()
