@@ -3,7 +3,9 @@
 //! "interface"` (a provider URL: ZooKeeper's `/dubbo/{interface}/providers`, Nacos's
 //! `providers:...` service, a static file) or `"application"` (Dubbo 3 application-level
 //! discovery), with the `"revision"` of its application's `MetadataInfo` (`null` for
-//! interface-level instances).
+//! interface-level instances), and the `"methods"` its service lists (the `methods` parameter
+//! of its provider URL or of its service in the `MetadataInfo`; `null` when it has none), so a
+//! provider upgraded in place with a new method shows it once the new revision is read.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -55,6 +57,18 @@ fn discovery(i: &Instance) -> (&'static str, Option<&str>) {
     }
 }
 
+/// The method names the instance's service lists (Dubbo's `methods` parameter, comma-separated),
+/// `None` when it has none.
+fn methods(i: &Instance) -> Option<Vec<&str>> {
+    let m: Vec<&str> = i
+        .param("methods")?
+        .split(',')
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .collect();
+    (!m.is_empty()).then_some(m)
+}
+
 pub(crate) fn snapshot_json(s: &Snapshot) -> serde_json::Value {
     let instances: Vec<_> = s
         .instances()
@@ -73,6 +87,7 @@ pub(crate) fn snapshot_json(s: &Snapshot) -> serde_json::Value {
                 "routable": s.index_of(i.key()).is_some(),
                 "discovery": discovery,
                 "revision": revision,
+                "methods": methods(i),
             })
         })
         .collect();
@@ -80,7 +95,7 @@ pub(crate) fn snapshot_json(s: &Snapshot) -> serde_json::Value {
 }
 
 /// The human form: `epoch N SERVICE: K instances`, then per instance its address, protocol,
-/// weight, `discovery=interface|application`, `revision=...` and its state.
+/// weight, `discovery=interface|application`, `revision=...`, `methods=a,b,...` and its state.
 pub(crate) fn snapshot_text(s: &Snapshot) -> String {
     let mut out = format!(
         "epoch {} {}: {} instance{}",
@@ -115,6 +130,9 @@ pub(crate) fn snapshot_text(s: &Snapshot) -> String {
         }
         if let Some(zone) = i.zone() {
             out.push_str(&format!(" zone={zone}"));
+        }
+        if let Some(m) = methods(i) {
+            out.push_str(&format!(" methods={}", m.join(",")));
         }
         out.push_str(&format!(" {state}"));
     }
@@ -211,4 +229,28 @@ pub(crate) fn run(args: WatchArgs) -> ExitCode {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchman_core::Url;
+
+    fn instance(url: &str) -> Instance {
+        Instance::from_url(&Url::parse(url).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn methods_are_the_listed_names_or_none() {
+        let i = instance("dubbo://127.0.0.1:20880/io.x.Demo?methods=sayHello,greet,,add,");
+        assert_eq!(methods(&i), Some(vec!["sayHello", "greet", "add"]));
+        assert_eq!(
+            methods(&instance("dubbo://127.0.0.1:20880/io.x.Demo")),
+            None
+        );
+        assert_eq!(
+            methods(&instance("dubbo://127.0.0.1:20880/io.x.Demo?methods=")),
+            None
+        );
+    }
 }

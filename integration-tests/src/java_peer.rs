@@ -177,6 +177,9 @@ pub struct ProviderOptions {
     pub shutdown_wait_ms: Option<u64>,
     /// Extra service URL parameters, e.g. `("timeout", "500")`.
     pub params: Vec<(String, String)>,
+    /// The release of `DemoService` to export: `v1` (default) or `v2` (the upgraded interface,
+    /// one more method `greet(String)`, run from [`DEMO_SERVICE_V2_JAR`]).
+    pub demo_service: Option<String>,
 }
 
 impl ProviderOptions {
@@ -270,6 +273,23 @@ impl ProviderOptions {
         self
     }
 
+    /// The release of `DemoService`: `v1` or `v2` (same interface name, plus
+    /// `greet(String)` → `"greetings, <name> from <instance> (v2)"`: a provider upgraded in
+    /// place with a new method).
+    pub fn demo_service(mut self, release: &str) -> Self {
+        self.demo_service = Some(release.to_string());
+        self
+    }
+
+    /// The jar the provider runs from: the v2 jar for `demo_service("v2")` (its classes shadow
+    /// the main jar's), else the main one.
+    fn jar(&self) -> &'static str {
+        match self.demo_service.as_deref() {
+            Some("v2") => DEMO_SERVICE_V2_JAR,
+            _ => "switchman-java-peers.jar",
+        }
+    }
+
     fn args(&self, port: u16) -> Vec<String> {
         let mut a = vec!["--registry".to_string(), self.registry.clone()];
         a.extend(["--port".to_string(), port.to_string()]);
@@ -286,6 +306,7 @@ impl ProviderOptions {
         opt("--register-mode", self.register_mode.clone());
         opt("--metadata-type", self.metadata_type.clone());
         opt("--name", self.name.clone());
+        opt("--demo-service", self.demo_service.clone());
         opt("--heartbeat-ms", self.heartbeat_ms.map(|v| v.to_string()));
         opt(
             "--shutdown-wait-ms",
@@ -528,12 +549,27 @@ pub const PROVIDER_STDOUT_THREAD: &str = "provider-stdout";
 /// How long a `bench` run may take before it is killed.
 pub const BENCH_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// The jar (beside `switchman-java-peers.jar`) holding the upgraded `DemoService` and
+/// `DemoServiceImpl` (`peers/java/src/v2/java`); its manifest puts the main jar after it.
+pub const DEMO_SERVICE_V2_JAR: &str = "switchman-java-peers-v2.jar";
+
 /// `java <jvm_flags> -jar <peers jar> <program>`, run from the temp directory.
 fn java_with(program: &str, jvm_flags: &[&str]) -> Command {
+    java_jar("switchman-java-peers.jar", program, jvm_flags)
+}
+
+/// `java <jvm_flags> -jar <peers dir>/<jar> <program>`, run from the temp directory.
+fn java_jar(jar: &str, program: &str, jvm_flags: &[&str]) -> Command {
+    let path = peers_dir().join(jar);
+    assert!(
+        path.is_file(),
+        "{} is missing: SWITCHMAN_JAVA_PEERS is an older build; rerun scripts/install-java-peers",
+        path.display()
+    );
     let mut cmd = Command::new("java");
     cmd.args(jvm_flags)
         .arg("-jar")
-        .arg(peers_dir().join("switchman-java-peers.jar"))
+        .arg(path)
         .arg(program)
         .current_dir(std::env::temp_dir());
     cmd
@@ -562,7 +598,7 @@ impl JavaProvider {
             opts.port
         };
         let started = Instant::now();
-        let mut child = java_with("provider", jvm_flags)
+        let mut child = java_jar(opts.jar(), "provider", jvm_flags)
             .args(opts.args(port))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -461,9 +461,30 @@ async fn a_provider_whose_metadata_service_does_not_answer_is_held_out_then_join
     assert!(counts.get("live").copied().unwrap_or(0) > 30, "{counts:?}");
 }
 
-/// A provider upgraded in place (stopped, started again on the same port with other service
-/// parameters: a new revision): the consumer keeps running, fetches the new revision exactly
-/// once and calls the upgraded provider with its new parameters.
+/// The service's method names as the endpoint carries them (`methods`, from the service's
+/// params in the `MetadataInfo`), sorted.
+fn methods(i: &Instance) -> Vec<String> {
+    let mut m: Vec<String> = i
+        .param("methods")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|m| !m.is_empty())
+        .map(str::to_string)
+        .collect();
+    m.sort();
+    m
+}
+
+fn greet(name: &str) -> Invocation {
+    Invocation::new("greet")
+        .with_args(vec![name.into()])
+        .with_types(["java.lang.String"])
+}
+
+/// A provider upgraded in place (stopped, started again on the same port as a new release: its
+/// `DemoService` has one more method, `greet`, and other service parameters; a new revision):
+/// the consumer keeps running, fetches the new revision exactly once, the endpoint's `methods`
+/// gain `greet`, and `greet` answers from the upgraded provider (it failed before the upgrade).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_upgraded_in_place_is_one_fetch_of_its_new_revision() {
     if java_peer::skipped("upgraded_in_place") {
@@ -477,17 +498,24 @@ async fn a_provider_upgraded_in_place_is_one_fetch_of_its_new_revision() {
     let mut old = JavaProvider::start(&v1);
     let port = old.port();
     let (dir, cache) = directory(&registry(""), &g).await;
-    wait_for(&dir, "v1", |s| s.endpoints().len() == 1).await;
+    let snap = wait_for(&dir, "v1", |s| s.endpoints().len() == 1).await;
+    let v1_instance = routable(&snap)[0].clone();
+    let v1_methods = methods(&v1_instance);
+    assert!(v1_methods.contains(&"whoami".to_string()), "{v1_methods:?}");
+    assert!(!v1_methods.contains(&"greet".to_string()), "{v1_methods:?}");
     let c = cluster(&dir);
     assert_eq!(
         c.invoke(&Invocation::new("whoami")).await.unwrap(),
         json!("v1")
     );
+    let missing = c.invoke(&greet("bob")).await;
+    assert!(missing.is_err(), "v1 has no greet: {missing:?}");
     let before = cache.fetches_of(&app);
     assert_eq!(before.len(), 1, "{before:?}");
     old.terminate();
     let new = JavaProvider::start(
         &provider(&app, &g, "tri", "local")
+            .demo_service("v2")
             .port(port)
             .name("v2")
             .weight(250)
@@ -500,17 +528,43 @@ async fn a_provider_upgraded_in_place_is_one_fetch_of_its_new_revision() {
     })
     .await;
     assert_eq!(snap.endpoints().len(), 1);
-    assert_eq!(routable(&snap)[0].weight(), 250);
-    assert_eq!(routable(&snap)[0].port(), new.port());
+    let upgraded = routable(&snap)[0].clone();
+    assert_eq!(upgraded.weight(), 250);
+    assert_eq!(upgraded.port(), new.port());
+    assert_ne!(
+        upgraded.param("dubbo.metadata.revision"),
+        v1_instance.param("dubbo.metadata.revision"),
+        "a new revision"
+    );
+    eprintln!(
+        "upgraded: revision {:?} -> {:?}, methods {:?}",
+        v1_instance.param("dubbo.metadata.revision"),
+        upgraded.param("dubbo.metadata.revision"),
+        upgraded.param("methods")
+    );
+    let mut want = v1_methods.clone();
+    want.push("greet".to_string());
+    want.sort();
+    assert_eq!(methods(&upgraded), want, "the new method, and only it");
     assert_eq!(
         c.invoke(&Invocation::new("whoami")).await.unwrap(),
         json!("v2")
     );
+    assert_eq!(
+        c.invoke(&greet("bob")).await.unwrap(),
+        json!("greetings, bob from v2 (v2)")
+    );
+    assert_eq!(new.calls_of_settled("greet", 1, Duration::from_secs(2)), 1);
     let after = cache.fetches_of(&app);
     let new_revs: Vec<_> = after.iter().filter(|r| !before.contains(r)).collect();
     assert_eq!(new_revs.len(), 1, "{after:?}");
     assert_eq!(
         new_revs[0].1, 1,
         "exactly one fetch of the new revision: {after:?}"
+    );
+    assert_eq!(
+        Some(new_revs[0].0.as_str()),
+        upgraded.param("dubbo.metadata.revision"),
+        "the fetch was of the revision the endpoint carries: {after:?}"
     );
 }

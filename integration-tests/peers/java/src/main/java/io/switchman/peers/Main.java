@@ -87,7 +87,7 @@ public final class Main {
                 "  provider --registry URL [--protocol dubbo|tri] [--port N] [--weight W] [--group G]",
                 "           [--version V] [--application A] [--register-mode interface|instance|all]",
                 "           [--metadata-type local|remote] [--name NAME] [--heartbeat-ms N]",
-                "           [--shutdown-wait-ms N] [--param k=v]...",
+                "           [--shutdown-wait-ms N] [--param k=v]... [--demo-service v1|v2]",
                 "  consumer --registry URL --interface I --method M [--types t1,t2] [--args JSON-array]",
                 "           [--group G] [--version V] [--protocol P] [--count N] [--timeout-ms N]",
                 "           [--retries N] [--check true|false] [--application A]",

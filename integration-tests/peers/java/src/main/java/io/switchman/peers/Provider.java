@@ -19,6 +19,8 @@ import java.util.concurrent.CountDownLatch;
 /**
  * Exports {@link DemoService} over dubbo:// or tri:// on 127.0.0.1 and registers it, then prints
  * {@code READY <protocol> <port>}. SIGTERM runs Dubbo's own shutdown hook (graceful).
+ * {@code --demo-service v2} states that the upgraded {@link DemoService} (one more method) is the
+ * one on the classpath, i.e. that the program runs from {@code switchman-java-peers-v2.jar}.
  */
 final class Provider {
     private Provider() {}
@@ -33,6 +35,16 @@ final class Provider {
             port = freePort();
         }
         String name = a.get("name", "127.0.0.1:" + port);
+        String release = a.get("demo-service", "v1");
+        if (!release.equals("v1") && !release.equals("v2")) {
+            throw new IllegalArgumentException("--demo-service must be v1 or v2, got " + release);
+        }
+        if (!release.equals(demoServiceRelease())) {
+            throw new IllegalArgumentException("--demo-service " + release
+                    + ": the io.switchman.peers.DemoService on the classpath is "
+                    + demoServiceRelease() + " (java -jar switchman-java-peers.jar runs v1, "
+                    + "java -jar switchman-java-peers-v2.jar v2)");
+        }
 
         ApplicationConfig app = new ApplicationConfig(a.get("application", "switchman-java-provider"));
         app.setQosEnable(false);
@@ -89,8 +101,8 @@ final class Provider {
                 .protocol(pc)
                 .services(new ArrayList<>(services))
                 .start();
-        System.err.printf("[java-peer] provider %s exported and registered in %d ms%n",
-                name, (System.nanoTime() - t0) / 1_000_000);
+        System.err.printf("[java-peer] provider %s (DemoService %s) exported and registered in %d ms%n",
+                name, release, (System.nanoTime() - t0) / 1_000_000);
         synchronized (out) {
             out.println("READY " + protocol + " " + port);
             out.flush();
@@ -98,6 +110,20 @@ final class Provider {
         // Serve until SIGTERM (Dubbo's shutdown hook runs) or SIGKILL.
         new CountDownLatch(1).await();
         return 0;
+    }
+
+    /**
+     * Which release of {@link DemoService} the classpath holds: {@code v2} (from
+     * {@code switchman-java-peers-v2.jar}, first on its classpath) has {@code greet(String)}.
+     * By reflection, since this class is compiled against v1.
+     */
+    static String demoServiceRelease() {
+        try {
+            DemoService.class.getMethod("greet", String.class);
+            return "v2";
+        } catch (NoSuchMethodException e) {
+            return "v1";
+        }
     }
 
     private static int freePort() throws IOException {
