@@ -11,6 +11,12 @@
 //! registered as `tri://` with the parameters a Java consumer reads
 //! (`switchman_cluster::triple::java_instance`). The same answer, as a Java map; failing
 //! calls get `UNAVAILABLE`.
+//!
+//! `--register-mode instance` (or `all`, or the registry URL's `register-mode`) registers the
+//! Dubbo 3 application instance of `--application` too (instead), with the interface →
+//! application mapping, and serves Dubbo's `MetadataService` over Triple: on the provider's
+//! own port with `--protocol tri`, on an extra Triple port (`--metadata-port`, default any)
+//! with `--protocol http`. `--metadata-type remote` also writes the metadata report.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -68,6 +74,21 @@ pub(crate) struct ProviderArgs {
     /// Application name registered.
     #[arg(long, default_value = "switchman-provider")]
     application: String,
+    /// Dubbo's register mode, for every --registry that does not set `register-mode` itself:
+    /// `interface` (the default: `/dubbo/{interface}/providers`, `providers:{interface}:..`),
+    /// `instance` (the Dubbo 3 application instance, mapping and MetadataService, what Java
+    /// consumers in FORCE_APPLICATION read) or `all` (both; Dubbo 3.3's default).
+    #[arg(long)]
+    register_mode: Option<String>,
+    /// Where application-level metadata is kept besides the MetadataService, for every
+    /// --registry that does not set `metadata-type`: `local` (Dubbo's default) or `remote`
+    /// (also the metadata report).
+    #[arg(long)]
+    metadata_type: Option<String>,
+    /// With `--protocol http` and application-level registration: the port of the extra
+    /// Triple server answering Dubbo's MetadataService (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    metadata_port: u16,
     /// Share of calls answered with 503 (`tri`: `UNAVAILABLE`), in percent (0 to 100).
     #[arg(long, default_value_t = 0.0)]
     fail_percent: f64,
@@ -119,8 +140,27 @@ async fn run_provider(args: ProviderArgs) -> Result<(), String> {
         .parse()
         .or_else(|_| format!("[{}]:{}", args.bind, args.port).parse())
         .map_err(|_| format!("--bind {:?} is not an IP address", args.bind))?;
+    if let Some(m) = &args.register_mode {
+        switchman_discovery::metadata::RegisterMode::parse(m)
+            .map_err(|e| format!("--register-mode: {e}"))?;
+    }
+    if let Some(t) = &args.metadata_type {
+        if !matches!(t.trim().to_ascii_lowercase().as_str(), "local" | "remote") {
+            return Err(format!("--metadata-type {t:?} is not local or remote"));
+        }
+    }
+    let registry_urls: Vec<String> = args
+        .registry
+        .iter()
+        .map(|r| {
+            let r = with_default_param(r, "register-mode", args.register_mode.as_deref());
+            with_default_param(&r, "metadata-type", args.metadata_type.as_deref())
+        })
+        .collect();
     let mut registrars = Vec::new();
-    for r in &args.registry {
+    let mut app_level = false;
+    for r in &registry_urls {
+        app_level |= registry_mode(r).instance();
         registrars.push(registrar_from_url(r).map_err(|e| e.to_string())?);
     }
     let now_ms = std::time::SystemTime::now()
@@ -170,6 +210,25 @@ async fn run_provider(args: ProviderArgs) -> Result<(), String> {
             return Err(format!("--protocol {other:?}: expected http or tri"));
         }
     };
+    // An HTTP provider has no Triple port of its own for the MetadataService: an extra one.
+    let metadata_server = match (&served_protocol(&args), app_level) {
+        (p, true) if p == "http" => {
+            let at = SocketAddr::new(bind.ip(), args.metadata_port);
+            Some(
+                TripleServer::serve_metadata_service(at)
+                    .await
+                    .map_err(|e| format!("cannot listen on {at} for the MetadataService: {e}"))?,
+            )
+        }
+        _ => None,
+    };
+    let builder = match &metadata_server {
+        Some(m) => builder.param(
+            switchman_discovery::metadata::METADATA_SERVICE_PORT_PARAM,
+            &m.addr().port().to_string(),
+        ),
+        None => builder,
+    };
     let instance = builder
         .weight(args.weight)
         .warmup(Duration::from_millis(args.warmup_ms))
@@ -179,7 +238,7 @@ async fn run_provider(args: ProviderArgs) -> Result<(), String> {
         .build();
     // Registered through an `Exported`, which the admin endpoint's offline/online flip.
     let mut exported = Exported::new(instance.clone());
-    for (url, registrar) in args.registry.iter().zip(registrars) {
+    for (url, registrar) in registry_urls.iter().zip(registrars) {
         exported = exported.registry(url, registrar);
     }
     // A registrar that failed keeps retrying in the background; serve meanwhile.
@@ -189,7 +248,7 @@ async fn run_provider(args: ProviderArgs) -> Result<(), String> {
     let listing = admin.as_ref().map(|a| a.provider(&exported));
     println!(
         "{}",
-        json!({"event": "serving", "name": name, "address": instance.address(), "protocol": instance.protocol().as_str(), "service": instance.service().to_string(), "weight": args.weight, "admin": admin.as_ref().map(|a| a.addr().to_string())})
+        json!({"event": "serving", "name": name, "address": instance.address(), "protocol": instance.protocol().as_str(), "service": instance.service().to_string(), "weight": args.weight, "admin": admin.as_ref().map(|a| a.addr().to_string()), "application": args.application, "app_level": app_level, "metadata_port": metadata_server.as_ref().map(|m| m.addr().port())})
     );
     shutdown_signal().await;
     // Unregisters where it is registered (not again after an admin `offline`), each bounded.
@@ -199,8 +258,38 @@ async fn run_provider(args: ProviderArgs) -> Result<(), String> {
     drop(listing);
     drop(exported);
     drop(server);
+    drop(metadata_server);
     println!("{}", json!({"event": "stopped", "name": name}));
     Ok(())
+}
+
+/// `url` with `key=value` added when it has no `key` of its own (`value` given).
+fn with_default_param(url: &str, key: &str, value: Option<&str>) -> String {
+    let Some(value) = value else {
+        return url.to_string();
+    };
+    let query = url.split_once('?').map(|(_, q)| q).unwrap_or("");
+    if query.split('&').any(|kv| kv.split('=').next() == Some(key)) {
+        return url.to_string();
+    }
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{key}={}", value.trim())
+}
+
+/// The `register-mode` of a registry address (default when absent or unreadable: the
+/// registrar reports a bad one).
+fn registry_mode(url: &str) -> switchman_discovery::metadata::RegisterMode {
+    url.split_once('?')
+        .map(|(_, q)| q)
+        .unwrap_or("")
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("register-mode="))
+        .and_then(|m| switchman_discovery::metadata::RegisterMode::parse(m).ok())
+        .unwrap_or_default()
+}
+
+fn served_protocol(args: &ProviderArgs) -> String {
+    args.protocol.trim().to_ascii_lowercase()
 }
 
 /// The provider-side duration histogram (OpenTelemetry's `rpc.server.call.duration`).
@@ -296,5 +385,33 @@ pub(crate) fn run(args: ProviderArgs) -> ExitCode {
             eprintln!("switchman provider: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchman_discovery::metadata::RegisterMode;
+
+    #[test]
+    fn the_flags_fill_registry_urls_that_do_not_say() {
+        let z = "zookeeper://127.0.0.1:2181";
+        assert_eq!(
+            with_default_param(z, "register-mode", Some("instance")),
+            "zookeeper://127.0.0.1:2181?register-mode=instance"
+        );
+        let n = "nacos://h:8848?namespace=x&register-mode=all";
+        assert_eq!(with_default_param(n, "register-mode", Some("instance")), n);
+        assert_eq!(
+            with_default_param(
+                "nacos://h:8848?namespace=x",
+                "metadata-type",
+                Some("remote")
+            ),
+            "nacos://h:8848?namespace=x&metadata-type=remote"
+        );
+        assert_eq!(with_default_param(z, "register-mode", None), z);
+        assert_eq!(registry_mode(n), RegisterMode::All);
+        assert_eq!(registry_mode(z), RegisterMode::Interface);
     }
 }

@@ -2,7 +2,10 @@
 //! ZooKeeper `scripts/test` starts and real Java Dubbo 3.3 providers: one registered at the
 //! interface level, one only as an application instance whose metadata is local (in its own
 //! `MetadataService`, which the CLI calls). `watch` says per instance where it came from and
-//! its revision (JSON and text); `top` and `call` find the application-level provider.
+//! its revision (JSON and text): the interface-level provider with `migration.step=
+//! FORCE_INTERFACE` on the registry URL, the application-level one in the default
+//! `APPLICATION_FIRST` (it covers the other); `top` and `call` find the application-level
+//! provider.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -113,54 +116,66 @@ async fn watch_shows_interface_and_application_level_instances_with_their_revisi
         .to_string();
     drop(client);
     let registry = format!("zookeeper://{zk}");
+    // The migration step picks one list: FORCE_INTERFACE (the registry URL's step) the
+    // interface-level provider, APPLICATION_FIRST (the default) the application-level one,
+    // which covers it.
+    let iface_registry = format!("{registry}?migration.step=FORCE_INTERFACE");
 
-    // JSON lines: one snapshot with both, each saying where it came from.
-    let watch = Running::start(&["watch", &registry, DEMO_SERVICE, "--group", &group]);
-    let line = watch.until("a snapshot with both providers", |l| {
-        serde_json::from_str::<Value>(l)
-            .is_ok_and(|s| s["instances"].as_array().is_some_and(|i| i.len() == 2))
-    });
-    drop(watch);
-    let snap: Value = serde_json::from_str(&line).unwrap();
-    let i = instance(&snap, &iface.address()).expect("the interface-level provider");
+    // JSON lines: the instance of each says where it came from.
+    let snapshot_with = |registry: &str, address: &str| -> Value {
+        let watch = Running::start(&["watch", registry, DEMO_SERVICE, "--group", &group]);
+        let line = watch.until(&format!("a snapshot with {address}"), |l| {
+            serde_json::from_str::<Value>(l).is_ok_and(|s| instance(&s, address).is_some())
+        });
+        serde_json::from_str(&line).unwrap()
+    };
+    let snap = snapshot_with(&iface_registry, &iface.address());
+    assert_eq!(
+        snap["instances"].as_array().map(Vec::len),
+        Some(1),
+        "{snap}"
+    );
+    let i = instance(&snap, &iface.address()).unwrap();
     assert_eq!(i["discovery"], "interface", "{snap}");
     assert_eq!(i["revision"], Value::Null, "{snap}");
-    let a = instance(&snap, &app_level.address()).expect("the application-level provider");
+    let snap = snapshot_with(&registry, &app_level.address());
+    assert_eq!(
+        snap["instances"].as_array().map(Vec::len),
+        Some(1),
+        "{snap}"
+    );
+    let a = instance(&snap, &app_level.address()).unwrap();
     assert_eq!(a["discovery"], "application", "{snap}");
     assert_eq!(a["revision"], revision.as_str(), "{snap}");
     assert_eq!(a["routable"], true, "{snap}");
 
     // Text: the same, one line per instance.
-    let watch = Running::start(&[
-        "watch",
-        &registry,
-        DEMO_SERVICE,
-        "--group",
-        &group,
-        "--format",
-        "text",
-    ]);
-    let mut block = Vec::new();
-    watch.until("a text block with both providers", |l| {
-        if l.starts_with("epoch ") {
-            block.clear();
-        }
-        block.push(l.to_string());
-        block.len() == 3
-    });
-    drop(watch);
-    assert!(block[0].ends_with(": 2 instances"), "{block:#?}");
-    let line_of = |addr: &str| {
-        block
-            .iter()
-            .find(|l| l.trim_start().starts_with(&format!("{addr} ")))
-            .cloned()
-            .unwrap_or_else(|| panic!("no line for {addr}: {block:#?}"))
+    let text_line = |registry: &str, address: &str| -> (String, String) {
+        let watch = Running::start(&[
+            "watch",
+            registry,
+            DEMO_SERVICE,
+            "--group",
+            &group,
+            "--format",
+            "text",
+        ]);
+        let mut block: Vec<String> = Vec::new();
+        watch.until(&format!("a text block with {address}"), |l| {
+            if l.starts_with("epoch ") {
+                block.clear();
+            }
+            block.push(l.to_string());
+            block.len() == 2 && block[1].trim_start().starts_with(&format!("{address} "))
+        });
+        (block[0].clone(), block[1].clone())
     };
-    let l = line_of(&iface.address());
+    let (header, l) = text_line(&iface_registry, &iface.address());
+    assert!(header.ends_with(": 1 instance"), "{header}");
     assert!(l.contains(" discovery=interface "), "{l}");
     assert!(!l.contains("revision="), "{l}");
-    let l = line_of(&app_level.address());
+    let (header, l) = text_line(&registry, &app_level.address());
+    assert!(header.ends_with(": 1 instance"), "{header}");
     assert!(
         l.contains(&format!(" discovery=application revision={revision} ")),
         "{l}"
@@ -191,34 +206,36 @@ async fn watch_shows_interface_and_application_level_instances_with_their_revisi
     );
     assert!(table.contains(&app_level.address()), "{table}");
 
-    // `call` goes through Reference: both answer.
-    let out = Command::new(env!("CARGO_BIN_EXE_switchman"))
-        .args([
-            "call",
-            &registry,
-            DEMO_SERVICE,
-            "--group",
-            &group,
-            "--method",
-            "whoami",
-            "--count",
-            "40",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    let report: Value = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or(Value::Null);
-    assert_eq!(report["succeeded"], 40, "{report}");
-    let answered: Vec<&str> = report["instances"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|i| i["succeeded"].as_u64() > Some(0))
-        .filter_map(|i| i["address"].as_str())
-        .collect();
-    assert!(answered.contains(&app_level.address().as_str()), "{report}");
-    assert!(answered.contains(&iface.address().as_str()), "{report}");
+    // `call` goes through Reference: the provider of the step answers.
+    let answered = |registry: &str| -> Vec<String> {
+        let out = Command::new(env!("CARGO_BIN_EXE_switchman"))
+            .args([
+                "call",
+                registry,
+                DEMO_SERVICE,
+                "--group",
+                &group,
+                "--method",
+                "whoami",
+                "--count",
+                "40",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        let report: Value = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| serde_json::from_str(l).ok())
+            .unwrap_or(Value::Null);
+        assert_eq!(report["succeeded"], 40, "{report}");
+        report["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["succeeded"].as_u64() > Some(0))
+            .filter_map(|i| i["address"].as_str().map(str::to_string))
+            .collect()
+    };
+    assert_eq!(answered(&registry), vec![app_level.address()]);
+    assert_eq!(answered(&iface_registry), vec![iface.address()]);
 }

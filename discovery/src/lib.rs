@@ -26,6 +26,7 @@ pub mod contracts;
 mod deltas;
 mod directory;
 pub mod metadata;
+pub mod migration;
 #[cfg(feature = "nacos")]
 pub mod nacos;
 pub mod override_parse;

@@ -309,9 +309,10 @@ async fn nacos_remote_metadata_over_tri() {
 }
 
 /// A provider registered both ways (`register-mode=all`, Dubbo 3's default): one endpoint at
-/// its address, the interface-level one (no revision), and it answers.
+/// its address, the application-level one (`APPLICATION_FIRST`, no rule: the application level
+/// covers the interface level), and it answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nacos_register_mode_all_is_one_endpoint_the_interface_level_one() {
+async fn nacos_register_mode_all_is_one_endpoint_the_application_level_one() {
     if java_peer::skipped("nacos_register_mode_all") {
         return;
     }
@@ -337,10 +338,12 @@ async fn nacos_register_mode_all_is_one_endpoint_the_interface_level_one() {
         addresses(&snap),
         vec![format!("dubbo {}", started[0].address())]
     );
-    assert_eq!(
-        routable(&snap)[0].param("dubbo.metadata.revision"),
-        None,
-        "the interface-level entry wins"
+    assert!(
+        routable(&snap)[0]
+            .param("dubbo.metadata.revision")
+            .is_some(),
+        "the application-level endpoint (APPLICATION_FIRST): {:?}",
+        routable(&snap)[0]
     );
     assert_eq!(
         cluster(&c.dir)
@@ -383,4 +386,98 @@ async fn nacos_provided_by_finds_an_application_the_mapping_lost() {
         addresses(&without.dir.load())
     );
     assert!(without.cache.fetches_of(&app).is_empty());
+}
+
+/// The service's method names as the endpoint carries them (`methods`, from the service's
+/// params in the `MetadataInfo`), sorted.
+fn methods(i: &Instance) -> Vec<String> {
+    let mut m: Vec<String> = i
+        .param("methods")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|m| !m.is_empty())
+        .map(str::to_string)
+        .collect();
+    m.sort();
+    m
+}
+
+fn greet(name: &str) -> Invocation {
+    Invocation::new("greet")
+        .with_args(vec![name.into()])
+        .with_types(["java.lang.String"])
+}
+
+/// A provider upgraded in place in Nacos (stopped, started again at the same address as a new
+/// release whose `DemoService` has one more method, `greet`: a new revision of the same
+/// instance): without a restart of the consumer the endpoint's `methods` gain `greet`, `greet`
+/// answers from the upgraded provider (it failed before), and the new revision is fetched
+/// exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nacos_a_provider_upgraded_in_place_gains_its_new_method_with_one_fetch() {
+    if java_peer::skipped("nacos_upgraded_in_place") {
+        return;
+    }
+    let app = unique("nacos-app-level-upgrade");
+    let g = unique("g-nacos-upgrade");
+    let mut old = start_mapped(&[provider(&app, &g, "dubbo", "local").name("v1")]);
+    let port = old[0].port();
+    let c = consumer(&g, "").await;
+    let snap = wait_for(&c.dir, "v1", |s| s.endpoints().len() == 1).await;
+    let v1 = routable(&snap)[0].clone();
+    let v1_methods = methods(&v1);
+    assert!(v1_methods.contains(&"whoami".to_string()), "{v1_methods:?}");
+    assert!(!v1_methods.contains(&"greet".to_string()), "{v1_methods:?}");
+    let calls = cluster(&c.dir);
+    assert_eq!(
+        calls.invoke(&Invocation::new("whoami")).await.unwrap(),
+        json!("v1")
+    );
+    let missing = calls.invoke(&greet("ann")).await;
+    assert!(missing.is_err(), "v1 has no greet: {missing:?}");
+    let before = c.cache.fetches_of(&app);
+    assert_eq!(before.len(), 1, "{before:?}");
+    old[0].terminate();
+    let new = start_mapped(&[provider(&app, &g, "dubbo", "local")
+        .demo_service("v2")
+        .port(port)
+        .name("v2")]);
+    let snap = wait_for(&c.dir, "v2's methods", |s| {
+        routable(s)
+            .iter()
+            .any(|i| methods(i).contains(&"greet".to_string()))
+    })
+    .await;
+    assert_eq!(snap.endpoints().len(), 1, "{:?}", addresses(&snap));
+    let upgraded = routable(&snap)[0].clone();
+    assert_eq!(upgraded.port(), new[0].port());
+    assert_ne!(
+        upgraded.param("dubbo.metadata.revision"),
+        v1.param("dubbo.metadata.revision"),
+        "a new revision"
+    );
+    let mut want = v1_methods.clone();
+    want.push("greet".to_string());
+    want.sort();
+    assert_eq!(methods(&upgraded), want, "the new method, and only it");
+    assert_eq!(
+        calls.invoke(&greet("ann")).await.unwrap(),
+        json!("greetings, ann from v2 (v2)")
+    );
+    assert_eq!(
+        new[0].calls_of_settled("greet", 1, Duration::from_secs(2)),
+        1
+    );
+    let after = c.cache.fetches_of(&app);
+    let new_revs: Vec<_> = after.iter().filter(|r| !before.contains(r)).collect();
+    assert_eq!(new_revs.len(), 1, "{after:?}");
+    assert_eq!(
+        new_revs[0].1, 1,
+        "exactly one fetch of the new revision: {after:?}"
+    );
+    assert_eq!(
+        Some(new_revs[0].0.as_str()),
+        upgraded.param("dubbo.metadata.revision"),
+        "{after:?}"
+    );
 }

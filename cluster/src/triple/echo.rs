@@ -53,7 +53,9 @@ pub struct EchoOptions {
 /// Serves every method of every service to Java Dubbo 3 consumers (typed or generic calls,
 /// [`TripleServer::serve_java`]) with the answer of `switchman provider`'s HTTP provider, as a
 /// Java map: `{"from": NAME, "method": METHOD, "echo": [ARGS...]}` (a generic call's method
-/// and arguments, not `$invoke`'s). Returns the server and the name it answers with.
+/// and arguments, not `$invoke`'s). Calls to Dubbo's `MetadataService` get the
+/// `MetadataInfo` this process publishes ([`TripleServer::metadata_service_answer`]).
+/// Returns the server and the name it answers with.
 pub async fn serve_echo(
     bind: SocketAddr,
     options: EchoOptions,
@@ -66,6 +68,10 @@ pub async fn serve_echo(
         let name = handler_name.get().cloned().unwrap_or_default();
         let failing = fail > 0.0 && fastrand::f64() < fail;
         Box::pin(async move {
+            // Dubbo's MetadataService, for application-level discovery.
+            if let Some(answer) = TripleServer::metadata_service_answer(&call) {
+                return answer;
+            }
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
@@ -150,6 +156,69 @@ mod tests {
         }
         assert!(TripleInvoker::new().invoke(&target, &hi, t).await.is_ok());
         assert_eq!(server.hits(), 4);
+    }
+
+    #[tokio::test]
+    async fn the_echo_provider_serves_the_published_metadata_info() {
+        use crate::metadata_service::MetadataServiceClient;
+        use switchman_discovery::metadata::{
+            AppRegistrations, ExportSettings, MetadataFetcher, MetadataServiceTarget, RegisterMode,
+            StorageType,
+        };
+        let (server, _) = serve_echo("127.0.0.1:0".parse().unwrap(), EchoOptions::default())
+            .await
+            .unwrap();
+        let port = server.addr().port();
+        let instance = java_instance(
+            "127.0.0.1",
+            port,
+            ServiceKey::with("x.Meta", "g", "1"),
+            &["hi"],
+        )
+        .application("echo-meta-app")
+        .build();
+        let regs = AppRegistrations::new(ExportSettings {
+            mode: RegisterMode::Instance,
+            storage: StorageType::Local,
+        });
+        let published = regs.add(&instance).unwrap();
+        let target = |revision: &str| MetadataServiceTarget {
+            application: "echo-meta-app".into(),
+            revision: revision.into(),
+            host: "127.0.0.1".into(),
+            port,
+            protocol: "tri".into(),
+            params: Default::default(),
+        };
+        let t = Duration::from_secs(5);
+        let client = MetadataServiceClient::new();
+        let got = client
+            .fetch(&target(&published.info.revision), t)
+            .await
+            .unwrap();
+        assert_eq!(got, *published.info);
+        assert_eq!(got.services["g/x.Meta:1:tri"].params["methods"], "hi");
+        assert_eq!(got.calc_revision(), published.info.revision);
+        let e = client.fetch(&target("nope"), t).await.unwrap_err();
+        assert!(
+            e.message().contains("no MetadataInfo of revision nope"),
+            "{e}"
+        );
+        regs.clear();
+        let e = client
+            .fetch(&target(&published.info.revision), t)
+            .await
+            .unwrap_err();
+        assert!(e.message().contains("no MetadataInfo"), "withdrawn: {e}");
+        // The MetadataService-only server answers the same way.
+        let only = TripleServer::serve_metadata_service("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let again = regs.add(&instance).unwrap();
+        let mut tg = target(&again.info.revision);
+        tg.port = only.addr().port();
+        assert_eq!(client.fetch(&tg, t).await.unwrap(), *again.info);
+        regs.clear();
     }
 
     #[tokio::test]

@@ -189,6 +189,57 @@ impl TripleServer {
         .await
     }
 
+    /// The answer to `call` when it is one to Dubbo's `org.apache.dubbo.metadata.
+    /// MetadataService` (version `1.0.0`, the Hessian interface): `getMetadataInfo(revision)`
+    /// answers the `MetadataInfo` this process's registrars publish for that revision
+    /// ([`exported`](switchman_discovery::metadata::exported)), as the Java objects a Java
+    /// Dubbo 3.3 consumer decodes, or `null` for a revision not published (Dubbo's
+    /// `MetadataServiceDelegation`); its other methods are `UNIMPLEMENTED`. `None` for a
+    /// call to another service. [`serve_echo`](super::serve_echo) answers these first; call
+    /// it from your own [`TripleServer::serve_java`] handler to do the same.
+    pub fn metadata_service_answer(call: &JavaCall) -> Option<Result<Json, Status>> {
+        use switchman_discovery::metadata::{METADATA_SERVICE, exported};
+        if call.service != METADATA_SERVICE {
+            return None;
+        }
+        if call.method != "getMetadataInfo" {
+            return Some(Err(Status::new(
+                Code::Unimplemented,
+                format!(
+                    "{METADATA_SERVICE}.{} is not served (only getMetadataInfo)",
+                    call.method
+                ),
+            )));
+        }
+        let Some(Json::String(revision)) = call.args.first() else {
+            return Some(Err(Status::new(
+                Code::InvalidArgument,
+                "getMetadataInfo takes one String, the revision",
+            )));
+        };
+        Some(Ok(exported()
+            .lookup(None, revision)
+            .map(|info| info.to_java_json())
+            .unwrap_or(Json::Null)))
+    }
+
+    /// Serves only Dubbo's `MetadataService` ([`TripleServer::metadata_service_answer`]),
+    /// for a provider whose own protocol is not Triple: register its instances with
+    /// `metadata-service-port` = this server's port.
+    pub async fn serve_metadata_service(bind: SocketAddr) -> std::io::Result<TripleServer> {
+        Self::serve_java(bind, |call| {
+            Box::pin(async move {
+                Self::metadata_service_answer(&call).unwrap_or_else(|| {
+                    Err(Status::new(
+                        Code::Unimplemented,
+                        format!("{} is not served here", call.service),
+                    ))
+                })
+            })
+        })
+        .await
+    }
+
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr

@@ -30,6 +30,7 @@
 //! warning says why, once.
 
 mod cache;
+mod export;
 mod instance;
 #[cfg(feature = "nacos")]
 #[allow(dead_code)] // Building blocks the Nacos adapter is to plug in (see its module docs).
@@ -46,6 +47,11 @@ use serde_json::Value as Json;
 use switchman_core::{BoxFuture, Result};
 
 pub use cache::{DEFAULT_CAPACITY, FetchSettings, Lookup, MetadataCache, MetadataStats, WaitToken};
+pub use export::{
+    AppPublication, AppRegistrations, AppRemoval, ExportSettings, ExportedMetadata,
+    METADATA_SERVICE_PORT_PARAM, METADATA_SERVICE_PROTOCOL_PARAM, METADATA_VERSION_KEY,
+    RegisterMode, exported,
+};
 pub use instance::{
     AppInstance, ENDPOINTS_KEY, REVISION_KEY, STORAGE_TYPE_KEY, StorageType, URL_PARAMS_KEY,
     URLS_KEY,

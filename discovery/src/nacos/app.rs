@@ -1,6 +1,9 @@
 //! The application-level half of one Dubbo-naming subscription (Dubbo 3, `register-mode=
 //! instance` or `all`): which provider applications serve the interface, their instances,
-//! and their endpoints, merged by `watch.rs` with the interface-level list.
+//! their endpoints, and the consumer's migration step, which picks the interface-level or the
+//! application-level list for `watch.rs` to publish ([`AppSide::choose`], `crate::migration`).
+//! The migration rule is the config `{application}.migration` in group
+//! `DUBBO_SERVICEDISCOVERY_MIGRATION`, watched like the mapping (listener plus poll).
 //!
 //! Layout, as Java Dubbo 3.3 writes it in Nacos (see `metadata/nacos.rs`): the mapping is the
 //! config `{interface}` in group `mapping` (`app1,app2`), plus the registry's `provided-by`
@@ -17,7 +20,7 @@
 //! Revisions whose metadata is not known yet are looked at again at every poll and whenever
 //! the metadata cache has news.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +38,7 @@ use super::watch::{
 };
 use crate::metadata::nacos::{NacosAppLevel, mapping_config, read_config};
 use crate::metadata::{FetchSettings, MetadataCache};
+use crate::migration::{self, MigrationDefaults, MigrationState, Source};
 
 /// The application-level settings of a subscription (from the registry URL).
 #[derive(Debug, Clone)]
@@ -45,6 +49,10 @@ pub(crate) struct AppLevelWatch {
     pub(crate) fetch: FetchSettings,
     /// The registry's own metadata cache; `None`: the process-wide one, if installed.
     pub(crate) cache: Option<Arc<MetadataCache>>,
+    /// The registry URL's `migration.*` values.
+    pub(crate) migration: MigrationDefaults,
+    /// The consumer application, whose `{application}.migration` rule is watched.
+    pub(crate) application: Option<String>,
 }
 
 /// How soon a first list held back (metadata still being fetched) is looked at again.
@@ -56,6 +64,10 @@ pub(crate) enum AppEvent {
     Instances(Arc<NamingChangeEvent>),
     /// The mapping config changed.
     Mapping,
+    /// The migration rule changed.
+    Migration,
+    /// A delayed migration step change is due.
+    MigrationDue,
     /// Time to re-read the mapping and look at revisions not resolved yet.
     Poll,
     /// The metadata cache finished a fetch (or a round of failed attempts).
@@ -92,6 +104,14 @@ pub(crate) struct AppSide {
     /// The application-level endpoints last built.
     list: Vec<Arc<Instance>>,
     read_failed: bool,
+    /// The consumer's migration step.
+    migration: MigrationState,
+    /// The migration rule's data id (`None`: no consumer application named).
+    migration_id: Option<String>,
+    migration_listening: bool,
+    migration_dirty: bool,
+    /// The step must be decided again even if no list changed.
+    decide: bool,
 }
 
 impl AppSide {
@@ -106,6 +126,12 @@ impl AppSide {
         let (naming_tx, naming_rx) = mpsc::unbounded_channel();
         let (config_tx, config_rx) = mpsc::unbounded_channel();
         let (mapping_id, mapping_group) = mapping_config(&w.key.interface);
+        let settings_migration = settings.migration.clone();
+        let migration_id = settings
+            .application
+            .as_deref()
+            .filter(|a| !a.is_empty())
+            .map(migration::rule_key);
         let mut poll = tokio::time::interval(RULE_POLL);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // The first tick is the first read, done by the first `sync` already.
@@ -130,6 +156,11 @@ impl AppSide {
             retry_at: None,
             list: Vec::new(),
             read_failed: false,
+            migration: MigrationState::new(MigrationState::display_key(&w.key), settings_migration),
+            migration_id,
+            migration_listening: false,
+            migration_dirty: true,
+            decide: false,
         })
     }
 
@@ -147,6 +178,14 @@ impl AppSide {
                 None => std::future::pending().await,
             }
         };
+        let due_at = self.migration.next_check(Instant::now());
+        let due = async move {
+            match due_at {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        let migration_id = self.migration_id.as_deref();
         tokio::select! {
             ev = self.naming_rx.recv() => match ev {
                 Some(ev) => AppEvent::Instances(ev),
@@ -154,9 +193,11 @@ impl AppSide {
                 None => std::future::pending().await,
             },
             c = self.config_rx.recv() => match c {
+                Some(c) if c.group() == migration::MIGRATION_GROUP && Some(c.data_id().as_str()) == migration_id => AppEvent::Migration,
                 Some(_) => AppEvent::Mapping,
                 None => std::future::pending().await,
             },
+            () = due => AppEvent::MigrationDue,
             _ = self.poll.tick() => AppEvent::Poll,
             () = self.state.changed() => AppEvent::Metadata,
             () = retry => AppEvent::Retry,
@@ -173,8 +214,11 @@ impl AppSide {
                 }
             }
             AppEvent::Mapping => self.mapping_dirty = true,
+            AppEvent::Migration => self.migration_dirty = true,
+            AppEvent::MigrationDue => self.decide = true,
             AppEvent::Poll => {
                 self.mapping_dirty = true;
+                self.migration_dirty = true;
                 if self.state.unresolved() {
                     self.refresh = true;
                     self.recheck = true;
@@ -199,9 +243,14 @@ impl AppSide {
         }
     }
 
-    /// Whether the first list must wait (see [`NacosAppLevel::hold_first_list`]); if so, it
-    /// is looked at again shortly.
+    /// Whether the first list must wait (see [`NacosAppLevel::hold_first_list`]): there is
+    /// nothing to send, or the migration step would use the application level, which has
+    /// nothing yet; if so, it is looked at again shortly.
     pub(crate) fn hold_first_list(&mut self, nothing: bool) -> bool {
+        let nothing = nothing
+            || self
+                .migration
+                .first_list_waits(self.state.apps(), self.list.len());
         let hold = self.state.hold_first_list(nothing, &self.settings.fetch);
         if hold {
             self.retry_at
@@ -210,8 +259,27 @@ impl AppSide {
         hold
     }
 
-    /// Reads what is dirty; returns whether the application-level list was rebuilt.
+    /// Which list to publish, `interface_level` or the application-level one, as the
+    /// migration step decides (see `crate::migration`).
+    pub(crate) fn choose(&mut self, interface_level: Vec<Arc<Instance>>) -> Vec<Arc<Instance>> {
+        match self.migration.choose(
+            self.state.apps(),
+            interface_level.len(),
+            self.list.len(),
+            Instant::now(),
+        ) {
+            Source::Interface => interface_level,
+            Source::Application => self.list.clone(),
+        }
+    }
+
+    /// Reads what is dirty; returns whether the application-level list was rebuilt or the
+    /// migration step must be decided again.
     pub(crate) async fn sync(&mut self, clients: &Clients, w: &Watch) -> bool {
+        let mut decide = std::mem::take(&mut self.decide);
+        if self.migration_dirty {
+            decide |= self.read_migration(w).await;
+        }
         if self.mapping_dirty {
             self.read_mapping(clients, w).await;
         }
@@ -226,7 +294,7 @@ impl AppSide {
             }
         }
         if !self.refresh {
-            return false;
+            return decide;
         }
         let cache = self
             .settings
@@ -265,9 +333,49 @@ impl AppSide {
                 self.recheck = recheck;
                 self.retry_at
                     .get_or_insert_with(|| Instant::now() + RULE_POLL);
-                false
+                decide
             }
         }
+    }
+
+    /// Reads the migration rule (adding its listener first if missing); whether the rule in
+    /// use changed once a step is in force (the first decision waits for the first lists).
+    /// A failed read keeps it dirty for the next poll; a bad rule is logged by the state and
+    /// the last good rule stays.
+    async fn read_migration(&mut self, w: &Watch) -> bool {
+        let Some(id) = self.migration_id.clone() else {
+            self.migration_dirty = false;
+            return false;
+        };
+        let group = migration::MIGRATION_GROUP;
+        if !self.migration_listening {
+            let added = tokio::time::timeout(
+                SDK_CALL_TIMEOUT,
+                self.config.add_listener(
+                    id.clone(),
+                    group.to_string(),
+                    self.config_listener.clone(),
+                ),
+            )
+            .await;
+            self.migration_listening = matches!(added, Ok(Ok(())));
+        }
+        let read =
+            tokio::time::timeout(SDK_CALL_TIMEOUT, read_config(&self.config, &id, group)).await;
+        let content = match read {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                debug!(service = %w.key, "cannot read the migration rule yet: {e}");
+                return false;
+            }
+            Err(_) => {
+                debug!(service = %w.key, "reading the migration rule timed out");
+                return false;
+            }
+        };
+        self.migration_dirty = false;
+        let source = format!("config {id} in group {group}");
+        self.migration.set_rule_text(content.as_deref(), &source) && self.migration.step().is_some()
     }
 
     async fn read_mapping(&mut self, clients: &Clients, w: &Watch) {
@@ -337,57 +445,16 @@ impl AppSide {
             )
             .await;
         }
-    }
-}
-
-/// Interface-level entries win over application-level ones at the same address (a provider
-/// registered both ways, `register-mode=all`), as on ZooKeeper.
-pub(crate) fn merge(
-    interface_level: impl Iterator<Item = Arc<Instance>> + Clone,
-    app_level: &[Arc<Instance>],
-) -> Vec<Arc<Instance>> {
-    let mut merged: Vec<Arc<Instance>> = interface_level.clone().collect();
-    if !app_level.is_empty() {
-        let known: BTreeSet<String> = interface_level.map(|i| i.address().to_string()).collect();
-        merged.extend(
-            app_level
-                .iter()
-                .filter(|i| !known.contains(i.address()))
-                .cloned(),
-        );
-    }
-    merged
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use switchman_core::Url;
-
-    fn inst(url: &str) -> Arc<Instance> {
-        Arc::new(Instance::from_url(&Url::parse(url).unwrap()).unwrap())
-    }
-
-    #[test]
-    fn interface_level_wins_at_the_same_address() {
-        let iface = [inst("dubbo://10.0.0.1:20880/x.Y?weight=10")];
-        let app = [
-            inst("dubbo://10.0.0.1:20880/x.Y?weight=99&dubbo.metadata.revision=r"),
-            inst("tri://10.0.0.2:50051/x.Y?dubbo.metadata.revision=r"),
-        ];
-        let m = merge(iface.iter().cloned(), &app);
-        let got: Vec<(String, u32)> = m
-            .iter()
-            .map(|i| (i.address().to_string(), i.weight()))
-            .collect();
-        assert_eq!(
-            got,
-            [
-                ("10.0.0.1:20880".to_string(), 10),
-                ("10.0.0.2:50051".to_string(), 100)
-            ]
-        );
-        assert_eq!(merge(iface.iter().cloned(), &[]).len(), 1);
-        assert_eq!(merge(std::iter::empty(), &app).len(), 2);
+        if let (true, Some(id)) = (self.migration_listening, self.migration_id.clone()) {
+            let _ = tokio::time::timeout(
+                SDK_CALL_TIMEOUT,
+                self.config.remove_listener(
+                    id,
+                    migration::MIGRATION_GROUP.to_string(),
+                    self.config_listener.clone(),
+                ),
+            )
+            .await;
+        }
     }
 }

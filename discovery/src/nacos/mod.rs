@@ -20,8 +20,13 @@
 //! | `list_interval` | `10000` | ms between two listings of the group's services for a key that is a pattern (see below) |
 //! | `app-level` | `true` | also read Dubbo 3 application-level instances (Dubbo naming, a concrete key; see `app.rs`) |
 //! | `provided-by` | | applications to read application-level instances from, besides the mapping's |
+//! | `migration.step` | `APPLICATION_FIRST` | Dubbo's consumer migration step, `FORCE_INTERFACE`, `APPLICATION_FIRST` or `FORCE_APPLICATION`, unless the `{application}.migration` rule (group `DUBBO_SERVICEDISCOVERY_MIGRATION`) says otherwise (see `migration.rs`) |
+//! | `migration.threshold` | `0.0` | the address-count ratio by which the application level covers the interface level |
+//! | `migration.force` / `migration.delay` | `false` / `0` | skip the check of a `FORCE_*` step change / wait this many seconds before it |
 //! | `metadata-timeout` | 5000 | timeout of one call to a provider's `MetadataService` (ms), Dubbo's |
 //! | `metadata-retry` | 10000 | the longest pause between retries of a `MetadataInfo` that could not be fetched (ms) |
+//! | `register-mode` | `interface` | provider side: `interface`, `instance` (the Dubbo 3 application instance `{app}`, mapping and metadata; `register_app.rs`) or `all` |
+//! | `metadata-type` | `local` | provider side, application level: `remote` also publishes the config `{app}` in group `{revision}` |
 //!
 //! Plain naming has no Dubbo group or version: subscribing a key that has either is an error
 //! (the Nacos group is the registry's `group`).
@@ -50,6 +55,7 @@
 
 mod app;
 mod mapping;
+mod register_app;
 mod rules;
 mod watch;
 
@@ -143,6 +149,8 @@ pub struct NacosOptions {
     /// How `MetadataInfo`s are fetched from providers' `MetadataService`
     /// (`metadata-timeout`, `metadata-retry`).
     pub metadata_fetch: crate::metadata::FetchSettings,
+    /// The migration step's values the registry URL gives (`migration.*`).
+    pub migration: crate::migration::MigrationDefaults,
 }
 
 impl std::fmt::Debug for NacosOptions {
@@ -163,6 +171,7 @@ impl std::fmt::Debug for NacosOptions {
             .field("app_level", &self.app_level)
             .field("provided_by", &self.provided_by)
             .field("metadata_fetch", &self.metadata_fetch)
+            .field("migration", &self.migration)
             .finish()
     }
 }
@@ -315,6 +324,8 @@ impl NacosOptions {
             app_level: app_level && naming == Naming::Dubbo,
             provided_by,
             metadata_fetch,
+            migration: crate::migration::MigrationDefaults::from_params(|k| url.param(k))
+                .map_err(bad)?,
         })
     }
 
@@ -428,6 +439,8 @@ struct Inner {
     subscribers: watch::Subscribers,
     /// This registry's metadata cache; unset: the process-wide one.
     metadata_cache: std::sync::OnceLock<Arc<crate::metadata::MetadataCache>>,
+    /// Application-level registrations (`register-mode`, `register_app.rs`).
+    app: register_app::NacosAppRegistrar,
 }
 
 /// A Nacos registry: subscribes (consumer side) and registers (provider side) through one pair
@@ -451,6 +464,7 @@ impl NacosRegistry {
     /// subscribe or register.
     pub fn from_url(url: &Url) -> Result<Self> {
         let opts = NacosOptions::from_url(url)?;
+        let app = register_app::NacosAppRegistrar::from_url(url)?;
         let (clients, _) = tokio_watch::channel(None);
         Ok(NacosRegistry {
             inner: Arc::new(Inner {
@@ -461,6 +475,7 @@ impl NacosRegistry {
                 registered: tokio::sync::Mutex::new(BTreeMap::new()),
                 subscribers: watch::Subscribers::default(),
                 metadata_cache: std::sync::OnceLock::new(),
+                app,
             }),
         })
     }
@@ -536,7 +551,8 @@ async fn connect(inner: Weak<Inner>) {
                 }
             }
         }
-        let wants_config = me.opts.rule_group.is_some() || me.opts.app_level;
+        let wants_config =
+            me.opts.rule_group.is_some() || me.opts.app_level || me.app.mode().instance();
         if naming.is_some() && config.is_none() && wants_config {
             match me.opts.build_config().await {
                 Ok(c) => config = Some(c),
@@ -635,6 +651,8 @@ impl Registry for NacosRegistry {
                     provided_by: opts.provided_by.clone(),
                     fetch: opts.metadata_fetch.clone(),
                     cache: self.inner.metadata_cache.get().cloned(),
+                    migration: opts.migration.clone(),
+                    application: opts.application.clone(),
                 }),
             };
             let (tx, rx) = mpsc::channel(64);
@@ -729,12 +747,30 @@ impl Registrar for NacosRegistry {
     /// Registers `instance` as an ephemeral Nacos instance (the SDK registers it again after
     /// every reconnect) with its weight (`weight / 100` in the Nacos field, the integer in
     /// metadata) and its URL parameters as metadata.
+    /// With `register-mode=instance`/`all`, also the application instance, the mapping and
+    /// (`metadata-type=remote`) the report (`register_app.rs`).
     fn register<'a>(&'a self, instance: &'a Instance) -> BoxFuture<'a, Result<()>> {
-        Box::pin(self.send_instance(instance, true))
+        Box::pin(async move {
+            let mode = self.inner.app.mode();
+            let app = match mode.instance() {
+                true => self.app_level(instance, true).await,
+                false => Ok(()),
+            };
+            match mode.interface() {
+                true => self.send_instance(instance, true).await.and(app),
+                false => app,
+            }
+        })
     }
 
     fn unregister<'a>(&'a self, instance: &'a Instance) -> BoxFuture<'a, Result<()>> {
-        Box::pin(self.send_instance(instance, false))
+        Box::pin(async move {
+            let app = self.app_level(instance, false).await;
+            match self.inner.app.mode().interface() {
+                true => self.send_instance(instance, false).await.and(app),
+                false => app,
+            }
+        })
     }
 }
 
@@ -845,6 +881,10 @@ mod tests {
             (
                 "nacos://127.0.0.1:8848?app-level=maybe",
                 "app-level=\"maybe\"",
+            ),
+            (
+                "nacos://127.0.0.1:8848?migration.step=LATER",
+                "migration.step=\"LATER\"",
             ),
             (
                 "nacos://127.0.0.1:8848?metadata-timeout=soon",

@@ -13,6 +13,10 @@
 //! (`com.foo.Bar::`). Configurator text is parsed here, once, by
 //! [`override_parse::from_yaml`](crate::override_parse::from_yaml); a text that does not parse is
 //! logged and nothing is sent, so the directory keeps the previous rules of that data id.
+//!
+//! The consumer's migration rule (`{app}.migration`, group `DUBBO_SERVICEDISCOVERY_MIGRATION`)
+//! is not a router or configurator rule: it decides which provider list is published, so the
+//! application-level side reads it (`app.rs`, `crate::migration`).
 
 use std::collections::BTreeMap;
 

@@ -28,8 +28,8 @@
 //!
 //! A concrete Dubbo-naming key also reads the Dubbo 3 application-level instances of its
 //! interface ([`AppSide`], `app.rs`): the mapping config, the application services and their
-//! metadata. Their endpoints are merged into the published list, the interface-level entry
-//! winning at an address; the mapping and report reads run in this task (a mapping read is
+//! metadata. The consumer's migration step (`crate::migration`) picks which of the two lists
+//! is published; the mapping, migration rule and report reads run in this task (a mapping read is
 //! served from the SDK's cache once its listener is registered, a report is read once per new
 //! revision), each bounded by [`SDK_CALL_TIMEOUT`].
 
@@ -340,15 +340,16 @@ pub(crate) async fn run<R: Send + Sync + 'static>(
             let merged: Vec<Arc<Instance>> = match &mut app_side {
                 None => lists.values().flatten().cloned().collect(),
                 Some(a) => {
-                    let merged = super::app::merge(lists.values().flatten().cloned(), a.list());
+                    let interface_level: Vec<Arc<Instance>> =
+                        lists.values().flatten().cloned().collect();
                     // The first list would say "no provider" only because application
                     // metadata is still being fetched: look again shortly (bounded by one
                     // fetch timeout).
-                    if a.hold_first_list(merged.is_empty()) {
+                    if a.hold_first_list(interface_level.is_empty() && a.list().is_empty()) {
                         free_after_yield(replaced).await;
                         continue 'events;
                     }
-                    merged
+                    a.choose(interface_level)
                 }
             };
             let count = merged.len();

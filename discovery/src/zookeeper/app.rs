@@ -130,6 +130,12 @@ impl AppLevel {
         self.resolver.changed().await
     }
 
+    /// The applications read for the interface (the mapping's and `provided-by`), for the
+    /// `applications:` entries of a migration rule.
+    pub(crate) fn apps(&self) -> &BTreeSet<String> {
+        &self.apps
+    }
+
     /// See [`Resolver::hold_first_list`].
     pub(crate) fn hold_first_list(&mut self, nothing: bool, settings: &FetchSettings) -> bool {
         self.resolver.hold_first_list(nothing, settings)

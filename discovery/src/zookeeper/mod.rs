@@ -16,10 +16,15 @@
 //! | `protocol` | any | the protocols this consumer accepts, e.g. `tri,http` |
 //! | `provided-by` | | applications to read app-level instances from, besides the mapping |
 //! | `app-level` | `true` | also read application-level instances |
+//! | `migration.step` | `APPLICATION_FIRST` | Dubbo's consumer migration step, `FORCE_INTERFACE`, `APPLICATION_FIRST` or `FORCE_APPLICATION`, unless the `{application}.migration` rule says otherwise (see `migration.rs`) |
+//! | `migration.threshold` | `0.0` | the address-count ratio by which the application level covers the interface level |
+//! | `migration.force` / `migration.delay` | `false` / `0` | skip the check of a `FORCE_*` step change / wait this many seconds before it |
 //! | `legacy-routers` | `true` | apply the `condition://` rules under `/dubbo/{interface}/routers` (Dubbo 2.x; Java Dubbo 3.x ignores them) |
 //! | `watch` | `auto` | `persistent` (recursive watches, ZooKeeper 3.6+), `oneshot` (re-armed one-shot watches), `auto` (persistent, one-shot when the server has none) |
 //! | `metadata-timeout` | 5000 | timeout of one call to a provider's `MetadataService` (ms), Dubbo's |
 //! | `metadata-retry` | 10000 | the longest pause between retries of a `MetadataInfo` that could not be fetched (ms) |
+//! | `register-mode` | `interface` | provider side: `interface`, `instance` (the Dubbo 3 application instance, mapping and metadata; `register_app.rs`) or `all` |
+//! | `metadata-type` | `local` | provider side, application level: `remote` also writes `/dubbo/metadata/{app}/{revision}` |
 //!
 //! A user and password authenticate the session with the `digest` scheme; nodes we create
 //! (provider nodes and their parents, the chroot) then get the creator-all ACL (only this
@@ -51,6 +56,7 @@
 mod app;
 mod nodes;
 mod reader;
+mod register_app;
 mod session;
 mod subscription;
 
@@ -104,6 +110,8 @@ pub(crate) struct ZkConfig {
     pub(crate) protocols: Vec<String>,
     pub(crate) provided_by: Vec<String>,
     pub(crate) app_level: bool,
+    /// The migration step's values the registry URL gives (`migration.*`).
+    pub(crate) migration: crate::migration::MigrationDefaults,
     /// Apply the legacy `/dubbo/{interface}/routers` rules.
     pub(crate) legacy_routers: bool,
     pub(crate) watch: WatchMode,
@@ -243,6 +251,8 @@ impl ZkConfig {
             protocols: list_param(url, "protocol"),
             provided_by: list_param(url, "provided-by"),
             app_level,
+            migration: crate::migration::MigrationDefaults::from_params(|k| url.param(k))
+                .map_err(bad)?,
             legacy_routers,
             watch,
             metadata_fetch: app::fetch_settings(url)?,
@@ -265,15 +275,20 @@ struct Handle {
     session: Arc<Session>,
     /// Registered providers: (service, address) → node path.
     mine: Mutex<BTreeMap<(String, String), String>>,
+    /// Application-level registrations (`register-mode`, `register_app.rs`).
+    app: register_app::ZkAppRegistrar,
 }
 
 impl ZookeeperRegistry {
     /// Validates the registry URL; connects lazily, in the background, on first use.
     pub fn from_url(url: &Url) -> Result<Self> {
         let config = ZkConfig::from_url(url)?;
+        let session = Arc::new(Session::new(config));
+        let app = register_app::ZkAppRegistrar::from_url(url, session.clone())?;
         Ok(ZookeeperRegistry {
             inner: Arc::new(Handle {
-                session: Arc::new(Session::new(config)),
+                session,
+                app,
                 mine: Mutex::new(BTreeMap::new()),
             }),
         })
@@ -369,6 +384,14 @@ impl Registry for ZookeeperRegistry {
 impl Registrar for ZookeeperRegistry {
     fn register<'a>(&'a self, instance: &'a Instance) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
+            // register-mode=instance/all: the application instance first (register_app.rs).
+            let app = match self.inner.app.mode().instance() {
+                true => self.inner.app.register(instance).await,
+                false => Ok(()),
+            };
+            if !self.inner.app.mode().interface() {
+                return app;
+            }
             let path = self.provider_path(instance)?;
             let key = (
                 instance.service().to_string(),
@@ -398,7 +421,7 @@ impl Registrar for ZookeeperRegistry {
                 match attempt {
                     Ok(()) => {
                         info!(registry = %cfg.redacted, service = %instance.service(), address = instance.address(), "provider registered");
-                        return Ok(());
+                        return app;
                     }
                     Err(CallError::Zk(
                         e @ (zk::Error::NoAuth | zk::Error::InvalidAcl | zk::Error::AuthFailed),
@@ -456,14 +479,15 @@ impl Registrar for ZookeeperRegistry {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&key);
+            let app = self.inner.app.unregister(instance).await;
             let Some(path) = path else {
-                return Ok(());
+                return app;
             };
             let session = &self.inner.session;
             session.forget(&path);
             if delete_node(session, &path).await {
                 info!(registry = %session.config.redacted, service = %instance.service(), address = instance.address(), "provider unregistered");
-                Ok(())
+                app
             } else {
                 Err(Error::transport(format!(
                     "registry {}: could not delete {path} now; it goes when the session ends",
@@ -550,6 +574,10 @@ mod tests {
             ("zookeeper://h:1/a//b", "chroot"),
             ("zookeeper://h:1?backup=x/y", "backup"),
             ("zookeeper://h:1?app-level=maybe", "app-level"),
+            (
+                "zookeeper://h:1?migration.step=FORCE_APP",
+                "migration.step=\"FORCE_APP\"",
+            ),
             ("zookeeper://h:1?legacy-routers=no", "legacy-routers"),
             ("zookeeper://h:1?watch=sometimes", "watch"),
             ("nacos://h:1", "zookeeper"),

@@ -3,7 +3,11 @@
 //! Per session it adds persistent recursive watches on `/dubbo/{interface}` (providers,
 //! configurators and the legacy `routers` category), on the config-centre root `/dubbo/config/dubbo`, and, for the
 //! application-level layout, on `/dubbo/mapping/{interface}`, `/services` and
-//! `/dubbo/metadata`. Then it lists everything once and re-reads only what events mark dirty.
+//! `/dubbo/metadata`, plus the consumer application's migration rule node
+//! `/dubbo/config/DUBBO_SERVICEDISCOVERY_MIGRATION/{application}.migration`. Then it lists
+//! everything once and re-reads only what events mark dirty. Which of the two lists goes out
+//! (interface-level providers or application-level instances) is the migration step's choice
+//! (`crate::migration`).
 //! After every reconnect (`SyncConnected`) everything is re-listed, since persistent watches
 //! can lose events across a reconnect (ZOOKEEPER-4698); after a session ends it waits for the
 //! next session and starts over. Every ZooKeeper call has its own timeout; a failed read keeps
@@ -24,6 +28,7 @@ use super::nodes::{self, MAX_NODE_DATA, ParsedProviders, ProviderFilter, RuleKin
 use super::reader::{Arms, Reader, Watches};
 use super::session::{CallError, Conn, Session, call};
 use crate::deltas::{Deltas, free_after_yield};
+use crate::migration::{self, MigrationState, Source};
 use crate::{Configurator, Update, override_parse};
 
 /// Nodes under `/dubbo` that are not interfaces.
@@ -42,6 +47,10 @@ struct Dirty {
     app_paths: BTreeSet<String>,
     rules: BTreeSet<String>,
     all_rules: bool,
+    /// The migration rule node must be read again.
+    migration: bool,
+    /// The migration step must be decided again (a delayed step change is due).
+    decide: bool,
 }
 
 impl Dirty {
@@ -55,6 +64,8 @@ impl Dirty {
             app_paths: BTreeSet::new(),
             rules: BTreeSet::new(),
             all_rules: true,
+            migration: true,
+            decide: false,
         }
     }
 
@@ -64,6 +75,8 @@ impl Dirty {
             || self.routers
             || self.app_level
             || self.all_rules
+            || self.migration
+            || self.decide
             || !self.rules.is_empty()
     }
 }
@@ -85,6 +98,9 @@ struct Sent {
     routers: BTreeMap<String, String>,
     apps: BTreeSet<String>,
     no_auth_reported: bool,
+    /// The migration step (application-level discovery on); `None` with `app-level=false`
+    /// and for interface `*`.
+    migration: Option<MigrationState>,
 }
 
 enum Ended {
@@ -100,6 +116,13 @@ pub(crate) fn spawn(session: Arc<Session>, filter: ProviderFilter, tx: mpsc::Sen
         let mut sent = Sent::default();
         if let Some(app) = &session.config.application {
             sent.apps.insert(app.clone());
+        }
+        // Application-level discovery maps one interface to its applications: `*` has none.
+        if session.config.app_level && filter.key.interface.as_ref() != "*" {
+            sent.migration = Some(MigrationState::new(
+                MigrationState::display_key(&filter.key),
+                session.config.migration.clone(),
+            ));
         }
         let mut served = 0u64;
         loop {
@@ -124,6 +147,20 @@ pub(crate) fn spawn(session: Arc<Session>, filter: ProviderFilter, tx: mpsc::Sen
             }
         }
     });
+}
+
+/// The consumer application's migration rule node, when there is one to read (an
+/// application is named and application-level discovery is on).
+fn migration_path(cfg: &super::ZkConfig) -> Option<String> {
+    let app = cfg.application.as_deref().filter(|a| !a.contains('/'))?;
+    cfg.app_level.then(|| {
+        format!(
+            "{}/config/{}/{}",
+            super::DUBBO_ROOT,
+            migration::MIGRATION_GROUP,
+            migration::rule_key(app)
+        )
+    })
 }
 
 fn config_root(_session: &Session) -> String {
@@ -166,6 +203,7 @@ async fn serve(
         watch_paths.push("/services".to_string());
         watch_paths.push(format!("{}/metadata", super::DUBBO_ROOT));
     }
+    watch_paths.extend(migration_path(cfg));
     // Persistent recursive watches unless the server lacks them (< 3.6) or `watch=oneshot`.
     let oneshot_mode = || Watches::Oneshot {
         arms: Arms::new(),
@@ -241,6 +279,13 @@ async fn serve(
         } else {
             Duration::from_secs(3600)
         };
+        // A migration step change waiting for its delay is looked at when it is due.
+        let now = tokio::time::Instant::now();
+        let due = sent.migration.as_ref().and_then(|m| m.next_check(now));
+        let retry = match due {
+            Some(due) => retry.min(due - now),
+            None => retry,
+        };
         // Wait for the next event (or a retry), then take whatever else is queued.
         let mut events = Vec::new();
         // Biased: a dropped receiver or a replaced session is noticed before the watchers are
@@ -257,7 +302,9 @@ async fn serve(
             ev = watches.next() => events.push(ev),
             // A revision's metadata was fetched (or failed): rebuild from what was read.
             () = sent.app.changed() => dirty.app_level = true,
-            _ = tokio::time::sleep(retry) => {}
+            _ = tokio::time::sleep(retry) => {
+                dirty.decide |= due.is_some_and(|d| d <= tokio::time::Instant::now());
+            }
         }
         // A watcher must never be polled after a terminal session event (its channel closes).
         let terminal = |evs: &[zk::WatchedEvent]| {
@@ -333,6 +380,10 @@ fn classify(
     filter: &ProviderFilter,
     dirty: &mut Dirty,
 ) {
+    if migration_path(cfg).is_some_and(|p| p == path) {
+        dirty.migration = true;
+        return;
+    }
     if let Some(key) = path.strip_prefix(croot).and_then(|r| r.strip_prefix('/')) {
         dirty.rules.insert(key.to_string());
         return;
@@ -398,7 +449,19 @@ async fn relist(
 ) -> Result<(), Stop> {
     let cfg = &session.config;
     let iface = filter.key.interface.to_string();
-    let mut list_changed = false;
+    let mut list_changed = std::mem::take(&mut dirty.decide);
+    if dirty.migration {
+        match read_migration_rule(reader, cfg, sent).await {
+            Ok(changed) => {
+                dirty.migration = false;
+                // A new rule may change the step once one is in force (the first decision
+                // waits for the first lists).
+                list_changed |=
+                    changed && sent.migration.as_ref().is_some_and(|m| m.step().is_some());
+            }
+            Err(e) => debug!(service = %filter.key, "cannot read the migration rule yet: {e}"),
+        }
+    }
     if dirty.providers {
         match read_providers(reader, cfg, filter, &iface, &mut sent.parsed).await {
             Ok(list) => {
@@ -435,33 +498,49 @@ async fn relist(
     } else {
         dirty.app_level = false;
     }
-    let nothing = sent.interface_level.is_empty() && sent.app_level.is_empty();
+    // Nothing to send yet, or the step would use the application level, which has nothing
+    // yet (its metadata is being fetched).
+    let nothing = match &sent.migration {
+        Some(m) => {
+            (sent.interface_level.is_empty() && sent.app_level.is_empty())
+                || m.first_list_waits(sent.app.apps(), sent.app_level.len())
+        }
+        None => sent.interface_level.is_empty(),
+    };
     if list_changed && sent.app.hold_first_list(nothing, &cfg.metadata_fetch) {
         // The first list would say "no provider" only because application metadata is still
         // being fetched: look again shortly (bounded by one fetch timeout).
         dirty.app_level = true;
     } else if list_changed {
-        // Interface-level entries win over application-level ones at the same address.
-        let mut merged = sent.interface_level.clone();
-        if !sent.app_level.is_empty() {
-            let known: std::collections::HashSet<&str> =
-                sent.interface_level.iter().map(|i| i.address()).collect();
-            merged.extend(
-                sent.app_level
-                    .iter()
-                    .filter(|i| !known.contains(i.address()))
-                    .cloned(),
-            );
-        }
-        // New applications bring their config-centre keys.
-        for app in merged.iter().filter_map(|i| i.application()) {
+        // The migration step picks one of the two lists (interface level only without
+        // application-level discovery).
+        let source = match &mut sent.migration {
+            Some(m) => m.choose(
+                sent.app.apps(),
+                sent.interface_level.len(),
+                sent.app_level.len(),
+                tokio::time::Instant::now(),
+            ),
+            None => Source::Interface,
+        };
+        let chosen = match source {
+            Source::Interface => sent.interface_level.clone(),
+            Source::Application => sent.app_level.clone(),
+        };
+        // New applications (of either list) bring their config-centre keys.
+        for app in sent
+            .interface_level
+            .iter()
+            .chain(&sent.app_level)
+            .filter_map(|i| i.application())
+        {
             if !sent.apps.contains(app) {
                 sent.apps.insert(app.to_string());
                 dirty.all_rules = true;
             }
         }
         // The whole list after a new session or a reconnect, otherwise only what changed.
-        let (updates, retired) = sent.deltas.next(merged);
+        let (updates, retired) = sent.deltas.next(chosen);
         for update in updates {
             send(tx, update).await?;
         }
@@ -593,6 +672,39 @@ async fn relist(
     Ok(())
 }
 
+/// Reads the migration rule node into the subscription's migration state (a node over the
+/// size limit or not UTF-8 is logged, the last good rule stays).
+async fn read_migration_rule(
+    reader: &mut Reader<'_>,
+    cfg: &super::ZkConfig,
+    sent: &mut Sent,
+) -> Result<bool, CallError> {
+    let (Some(path), Some(state)) = (migration_path(cfg), sent.migration.as_mut()) else {
+        return Ok(false);
+    };
+    Ok(match reader.data(&path).await? {
+        Some(data) if data.len() > MAX_NODE_DATA => {
+            warn!(
+                path,
+                bytes = data.len(),
+                "migration rule node over the {MAX_NODE_DATA}-byte limit skipped; the last good rule stays"
+            );
+            false
+        }
+        Some(data) => match String::from_utf8(data) {
+            Ok(text) => state.set_rule_text(Some(&text), &path),
+            Err(_) => {
+                warn!(
+                    path,
+                    "migration rule node is not UTF-8; skipped, the last good rule stays"
+                );
+                false
+            }
+        },
+        None => state.set_rule_text(None, &path),
+    })
+}
+
 /// Sends what changed between the legacy router rules last sent and `now`: a rule update for
 /// every new or changed node, a deletion for every node gone (Dubbo rebuilds its URL routers
 /// from the whole list at every notification).
@@ -681,6 +793,50 @@ mod tests {
         let mut d = Dirty::default();
         classify(path, &base, "/dubbo/config/dubbo", &cfg, &filter, &mut d);
         d
+    }
+
+    #[test]
+    fn the_migration_rule_node_is_watched_for_the_consumer_application() {
+        let cfg = |q: &str| {
+            super::super::ZkConfig::from_url(&Url::parse(&format!("zookeeper://h:1{q}")).unwrap())
+                .unwrap()
+        };
+        let path = "/dubbo/config/DUBBO_SERVICEDISCOVERY_MIGRATION/shop.migration";
+        assert_eq!(
+            migration_path(&cfg("?application=shop")).as_deref(),
+            Some(path)
+        );
+        assert_eq!(migration_path(&cfg("")), None, "no consumer application");
+        assert_eq!(
+            migration_path(&cfg("?application=shop&app-level=false")),
+            None
+        );
+        let c = cfg("?application=shop");
+        let filter = ProviderFilter {
+            key: ServiceKey::new("a.B"),
+            protocols: Vec::new(),
+        };
+        let mut d = Dirty::default();
+        classify(
+            path,
+            "/dubbo/a.B",
+            "/dubbo/config/dubbo",
+            &c,
+            &filter,
+            &mut d,
+        );
+        assert!(d.migration && !d.providers && d.rules.is_empty());
+        let mut d = Dirty::default();
+        let other = "/dubbo/config/DUBBO_SERVICEDISCOVERY_MIGRATION/cart.migration";
+        classify(
+            other,
+            "/dubbo/a.B",
+            "/dubbo/config/dubbo",
+            &c,
+            &filter,
+            &mut d,
+        );
+        assert!(!d.any(), "another consumer's rule");
     }
 
     #[test]
