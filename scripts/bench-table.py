@@ -209,4 +209,7 @@ for g, raw in (("e2e_http", "raw_reqwest"), ("e2e_triple", "raw_triple")):
     c, r = mean_ns(g, "cluster"), mean_ns(g, raw)
     cps = lambda t: None if t is None else 256 / (t / 1e9)
     print(f"| {g}/cluster (3 providers) | {cell(cps(c), '{:,.0f}')} | {cell(None if c is None or r is None else r / c, '{:.2f}')} |")
+    if g == "e2e_triple":
+        s = mean_ns(g, "cluster_shared_transport")
+        print(f"| {g}/cluster_shared_transport (3 providers, no per-endpoint clients) | {cell(cps(s), '{:,.0f}')} | {cell(None if s is None or r is None else r / s, '{:.2f}')} |")
     print(f"| {g}/{raw} (1 provider) | {cell(cps(r), '{:,.0f}')} | 1.00 |")
