@@ -1,0 +1,109 @@
+//! The `switchman provider` binary registered with `--register-mode instance` (the Dubbo 3
+//! application instance, the mapping, its MetadataService over Triple) is found and called by
+//! a real Java Dubbo 3.3 consumer in `FORCE_APPLICATION`, in the ZooKeeper and rnacos that
+//! `scripts/test` starts (`SWITCHMAN_ZK`, `SWITCHMAN_NACOS`).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+use switchman_integration_tests::java_peer::{self, DEMO_SERVICE, run_consumer};
+use switchman_integration_tests::{nacos, unique, zookeeper};
+
+/// A running `switchman provider`; killed when dropped.
+struct Provider(Child);
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `switchman provider --protocol tri --register-mode instance` and waits for its
+/// `serving` line.
+fn provider(registry: &str, group: &str, app: &str, name: &str) -> Provider {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchman"))
+        .args([
+            "provider",
+            "--registry",
+            registry,
+            "--service",
+            DEMO_SERVICE,
+            "--group",
+            group,
+            "--protocol",
+            "tri",
+            "--register-mode",
+            "instance",
+            "--application",
+            app,
+            "--name",
+            name,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let provider = Provider(child);
+    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    assert_eq!(v["event"], "serving", "{v}");
+    provider
+}
+
+fn java_consumer_in_force_application(registry: &str, group: &str) -> Vec<Value> {
+    let (status, lines) = run_consumer(&[
+        "--registry",
+        registry,
+        "--interface",
+        DEMO_SERVICE,
+        "--group",
+        group,
+        "--protocol",
+        "tri",
+        "--migration",
+        "FORCE_APPLICATION",
+        "--method",
+        "add",
+        "--types",
+        "int,int",
+        "--args",
+        "[2,3]",
+        "--count",
+        "3",
+        "--timeout-ms",
+        "5000",
+    ]);
+    assert!(status.success(), "{lines:?}");
+    lines
+}
+
+fn found_and_called(registry: String, tag: &str) {
+    let group = unique(tag);
+    let app = unique(&format!("{tag}-app"));
+    let _p = provider(&registry, &group, &app, "rust-instance");
+    let lines = java_consumer_in_force_application(&registry, &group);
+    let want =
+        json!({"ok": true, "result": {"from": "rust-instance", "method": "add", "echo": [2, 3]}});
+    assert_eq!(lines, vec![want.clone(), want.clone(), want], "{tag}");
+}
+
+#[test]
+fn a_switchman_provider_in_instance_mode_is_called_by_java_in_force_application_zookeeper() {
+    if java_peer::skipped("a_switchman_provider_in_instance_mode_..._zookeeper") {
+        return;
+    }
+    found_and_called(format!("zookeeper://{}", zookeeper()), "cli-app-zk");
+}
+
+#[test]
+fn a_switchman_provider_in_instance_mode_is_called_by_java_in_force_application_nacos() {
+    if java_peer::skipped("a_switchman_provider_in_instance_mode_..._nacos") {
+        return;
+    }
+    found_and_called(format!("nacos://{}", nacos()), "cli-app-nacos");
+}
