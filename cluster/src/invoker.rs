@@ -123,10 +123,16 @@ impl Inner {
     /// Whether a call can be placed within the service's `actives` caps: always, unless
     /// every endpoint has a cap and this invoker's attempts in flight fill their sum.
     pub(crate) fn has_room(&self) -> bool {
+        // Nothing counted in flight (always so without caps): every cap (at least 1) has room,
+        // without resolving settings.
+        let in_flight = self.room.in_flight() as u64;
+        if in_flight == 0 {
+            return true;
+        }
         let snap = self.directory.snapshot();
         let settings = self.effective(&snap, "");
         match settings.capacity_at(snap.epoch()).flatten() {
-            Some(cap) => (self.room.in_flight() as u64) < cap,
+            Some(cap) => in_flight < cap,
             None => true,
         }
     }

@@ -23,6 +23,7 @@
 )]
 
 mod budget;
+mod by_address;
 mod call;
 mod config;
 pub mod contracts;

@@ -12,10 +12,12 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use switchman_core::{Error, Result};
+
+use crate::by_address::SharedByAddress;
 use tokio::time::Instant;
 
 use super::connection::{Connection, ExchangeConfig};
@@ -32,8 +34,8 @@ struct Inner {
     config: ExchangeConfig,
     entries: Mutex<HashMap<String, Arc<Entry>>>,
     /// The connections owned by endpoints (made by the invoker as a `MakeEndpoint`), shared
-    /// by the endpoints at one address; looked up only when an endpoint is made.
-    endpoints: Mutex<HashMap<String, Weak<Entry>>>,
+    /// by the endpoints at one address.
+    endpoints: SharedByAddress<Entry>,
 }
 
 /// The slots of one address: a pool entry, or owned by the endpoints at that address (see
@@ -96,7 +98,7 @@ impl Pool {
             inner: Arc::new(Inner {
                 config,
                 entries: Mutex::new(HashMap::new()),
-                endpoints: Mutex::new(HashMap::new()),
+                endpoints: SharedByAddress::default(),
             }),
         }
     }
@@ -138,17 +140,7 @@ impl Pool {
     /// The connection for an endpoint at `address`: the slots the other live endpoints there
     /// share, else new ones. Not in the pool: they live as long as their endpoints.
     pub(crate) fn endpoint_entry(&self, address: &str) -> Arc<Entry> {
-        let mut map = lock(&self.inner.endpoints);
-        if let Some(e) = map.get(address).and_then(Weak::upgrade) {
-            return e;
-        }
-        // Forget the addresses whose endpoints are all gone, now and then (amortised O(1)).
-        if map.len() >= 64 && map.len().is_power_of_two() {
-            map.retain(|_, w| w.strong_count() > 0);
-        }
-        let e = Arc::new(Entry::default());
-        map.insert(address.to_string(), Arc::downgrade(&e));
-        e
+        self.inner.endpoints.get(address)
     }
 
     /// [`Pool::get_with`] on `entry` (a pool entry or an endpoint's).

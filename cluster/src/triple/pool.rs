@@ -9,7 +9,7 @@
 //! then hyper closes it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwapOption;
 use std::time::Duration;
@@ -20,6 +20,8 @@ use http_body_util::Full;
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use switchman_core::{Error, Result};
+
+use crate::by_address::SharedByAddress;
 use tokio::net::TcpStream;
 use tracing::{debug, info};
 
@@ -108,8 +110,8 @@ struct Slot {
 pub(crate) struct Pool {
     entries: Mutex<HashMap<String, Slot>>,
     /// The connections owned by endpoints (made by the invoker as a `MakeEndpoint`), shared
-    /// by the endpoints at one address; looked up only when an endpoint is made.
-    endpoints: Mutex<HashMap<String, Weak<Entry>>>,
+    /// by the endpoints at one address.
+    endpoints: SharedByAddress<Entry>,
     settings: ConnectSettings,
 }
 
@@ -125,7 +127,7 @@ impl Pool {
     pub(crate) fn new(settings: ConnectSettings) -> Self {
         Pool {
             entries: Mutex::new(HashMap::new()),
-            endpoints: Mutex::new(HashMap::new()),
+            endpoints: SharedByAddress::default(),
             settings,
         }
     }
@@ -137,20 +139,7 @@ impl Pool {
     /// The connection for an endpoint at `address`: the one the other live endpoints there
     /// share, else a new one. Not in the pool: it lives as long as its endpoints.
     pub(crate) fn endpoint_entry(&self, address: &str) -> Arc<Entry> {
-        let mut map = self
-            .endpoints
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(e) = map.get(address).and_then(Weak::upgrade) {
-            return e;
-        }
-        // Forget the addresses whose endpoints are all gone, now and then (amortised O(1)).
-        if map.len() >= 64 && map.len().is_power_of_two() {
-            map.retain(|_, w| w.strong_count() > 0);
-        }
-        let e = Arc::new(Entry::default());
-        map.insert(address.to_string(), Arc::downgrade(&e));
-        e
+        self.endpoints.get(address)
     }
 
     pub(crate) fn entry(&self, address: &str) -> Arc<Entry> {
