@@ -404,7 +404,7 @@ impl Registrar for ZookeeperRegistry {
             let session = &self.inner.session;
             if let Some(old) = previous.filter(|old| *old != path) {
                 session.forget(&old);
-                delete_node(session, &old).await;
+                delete_node(session, &old, "provider node").await;
             }
             // Kept first: whatever happens below, every new session re-creates it.
             session.keep(&path, instance.host().as_bytes());
@@ -485,7 +485,7 @@ impl Registrar for ZookeeperRegistry {
             };
             let session = &self.inner.session;
             session.forget(&path);
-            if delete_node(session, &path).await {
+            if delete_node(session, &path, "provider node").await {
                 info!(registry = %session.config.redacted, service = %instance.service(), address = instance.address(), "provider unregistered");
                 app
             } else {
@@ -499,7 +499,9 @@ impl Registrar for ZookeeperRegistry {
 }
 
 /// Deletes a node we created; whether it is gone.
-async fn delete_node(session: &Session, path: &str) -> bool {
+/// Deletes the node at `path` (one already gone counts as deleted); `what` names it in the
+/// warning when it cannot be deleted now.
+pub(super) async fn delete_node(session: &Session, path: &str, what: &str) -> bool {
     let t = session.config.timeout;
     let Ok(conn) = session.client(t).await else {
         return false;
@@ -507,9 +509,28 @@ async fn delete_node(session: &Session, path: &str) -> bool {
     match call(t, conn.client.delete(path, None)).await {
         Ok(()) | Err(CallError::Zk(zk::Error::NoNode)) => true,
         Err(e) => {
-            warn!(path, "cannot delete provider node: {e}");
+            warn!(path, "cannot delete {what}: {e}");
             false
         }
+    }
+}
+
+/// For an owner being dropped: the session stops re-creating `paths` and, as it may outlive
+/// the owner (subscriptions share it), deletes them now, in the background.
+pub(super) fn forget_and_delete(session: &Arc<Session>, paths: Vec<String>, what: &'static str) {
+    if paths.is_empty() {
+        return;
+    }
+    for p in &paths {
+        session.forget(p);
+    }
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        let session = session.clone();
+        rt.spawn(async move {
+            for p in paths {
+                delete_node(&session, &p, what).await;
+            }
+        });
     }
 }
 
@@ -519,21 +540,7 @@ impl Drop for Handle {
             std::mem::take(&mut *self.mine.lock().unwrap_or_else(|p| p.into_inner()))
                 .into_values()
                 .collect();
-        if paths.is_empty() {
-            return;
-        }
-        for p in &paths {
-            self.session.forget(p);
-        }
-        // The session may outlive this handle (subscriptions share it): delete the nodes now.
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let session = self.session.clone();
-            rt.spawn(async move {
-                for p in paths {
-                    delete_node(&session, &p).await;
-                }
-            });
-        }
+        forget_and_delete(&self.session, paths, "provider node");
     }
 }
 

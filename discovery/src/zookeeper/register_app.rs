@@ -22,11 +22,14 @@ use switchman_core::{Error, Instance, Result, Url};
 use tracing::{debug, info, warn};
 use zookeeper_client as zk;
 
-use super::DUBBO_ROOT;
 use super::session::{CallError, Session, acls, call, ensure_ephemeral};
+use super::{DUBBO_ROOT, delete_node, forget_and_delete};
 use crate::metadata::{
     AppPublication, AppRegistrations, AppRemoval, ExportSettings, RegisterMode, StorageType,
 };
+
+/// What the warnings call the node this registrar writes.
+const APP_NODE: &str = "application instance node";
 
 /// Background retries of a write that failed (each after a pause of up to 5 s).
 const BACKGROUND_TRIES: u32 = 120;
@@ -196,7 +199,7 @@ impl ZkAppRegistrar {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(&path);
-                if delete(&self.session, &path).await {
+                if delete_node(&self.session, &path, APP_NODE).await {
                     info!(registry = %cfg.redacted, %app, instance = %id, "application instance unregistered");
                     Ok(())
                 } else {
@@ -214,20 +217,7 @@ impl Drop for ZkAppRegistrar {
     fn drop(&mut self) {
         self.regs.clear();
         let paths = std::mem::take(&mut *self.kept.lock().unwrap_or_else(|e| e.into_inner()));
-        if paths.is_empty() {
-            return;
-        }
-        for p in &paths {
-            self.session.forget(p);
-        }
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let session = self.session.clone();
-            rt.spawn(async move {
-                for p in paths {
-                    delete(&session, &p).await;
-                }
-            });
-        }
+        forget_and_delete(&self.session, paths.into_iter().collect(), APP_NODE);
     }
 }
 
@@ -325,18 +315,4 @@ async fn append_mapping(
         app, "the interface-application mapping kept changing under us; not appended"
     );
     Err(CallError::Zk(zk::Error::BadVersion))
-}
-
-async fn delete(session: &Session, path: &str) -> bool {
-    let t = session.config.timeout;
-    let Ok(conn) = session.client(t).await else {
-        return false;
-    };
-    match call(t, conn.client.delete(path, None)).await {
-        Ok(()) | Err(CallError::Zk(zk::Error::NoNode)) => true,
-        Err(e) => {
-            warn!(path, "cannot delete application instance node: {e}");
-            false
-        }
-    }
 }
