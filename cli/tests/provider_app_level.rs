@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
-use switchman_integration_tests::java_peer::{self, DEMO_SERVICE, run_consumer};
+use switchman_integration_tests::java_peer::{self, DEMO_SERVICE};
 use switchman_integration_tests::{nacos, unique, zookeeper};
 
 /// A running `switchman provider`; killed when dropped.
@@ -55,38 +55,11 @@ fn provider(registry: &str, group: &str, app: &str, name: &str) -> Provider {
     provider
 }
 
-fn java_consumer_in_force_application(registry: &str, group: &str) -> Vec<Value> {
-    let (status, lines) = run_consumer(&[
-        "--registry",
-        registry,
-        "--interface",
-        DEMO_SERVICE,
-        "--group",
-        group,
-        "--protocol",
-        "tri",
-        "--migration",
-        "FORCE_APPLICATION",
-        "--method",
-        "add",
-        "--types",
-        "int,int",
-        "--args",
-        "[2,3]",
-        "--count",
-        "3",
-        "--timeout-ms",
-        "5000",
-    ]);
-    assert!(status.success(), "{lines:?}");
-    lines
-}
-
 fn found_and_called(registry: String, tag: &str) {
     let group = unique(tag);
     let app = unique(&format!("{tag}-app"));
     let _p = provider(&registry, &group, &app, "rust-instance");
-    let lines = java_consumer_in_force_application(&registry, &group);
+    let lines = java_peer::force_application_adds(&registry, &group);
     let want =
         json!({"ok": true, "result": {"from": "rust-instance", "method": "add", "echo": [2, 3]}});
     assert_eq!(lines, vec![want.clone(), want.clone(), want], "{tag}");

@@ -470,6 +470,39 @@ pub fn run_consumer(args: &[&str]) -> (ExitStatus, Vec<Value>) {
     (status, lines)
 }
 
+/// The Java consumer in `FORCE_APPLICATION` (application-level discovery only) calling
+/// `add(2, 3)` three times over tri:// on `DemoService` in `group`, as a Java Dubbo 3.x fleet
+/// would look a provider up; its JSON lines. Blocking.
+///
+/// # Panics
+/// As [`run_consumer`], and when the consumer does not exit successfully.
+pub fn force_application_adds(registry: &str, group: &str) -> Vec<Value> {
+    let (status, lines) = run_consumer(&[
+        "--registry",
+        registry,
+        "--interface",
+        DEMO_SERVICE,
+        "--group",
+        group,
+        "--protocol",
+        "tri",
+        "--migration",
+        "FORCE_APPLICATION",
+        "--method",
+        "add",
+        "--types",
+        "int,int",
+        "--args",
+        "[2,3]",
+        "--count",
+        "3",
+        "--timeout-ms",
+        "5000",
+    ]);
+    assert!(status.success(), "{lines:?}");
+    lines
+}
+
 /// `vectors encode`: `{"dubbo_version","hessian_lite_version","vectors":[{"name","hex"}]}`.
 ///
 /// # Panics

@@ -20,9 +20,7 @@ use switchman_discovery::zookeeper::ZookeeperRegistry;
 use switchman_discovery::{
     DirectoryConfig, EmptyPolicy, Registrar, RegistryDirectory, registrar_from_url,
 };
-use switchman_integration_tests::java_peer::{
-    self, DEMO_SERVICE, JavaProvider, ProviderOptions, run_consumer,
-};
+use switchman_integration_tests::java_peer::{self, DEMO_SERVICE, JavaProvider, ProviderOptions};
 use switchman_integration_tests::zk_server::raw_client;
 use switchman_integration_tests::{nacos, nacos_api, unique, zookeeper};
 
@@ -72,39 +70,10 @@ async fn rust_provider(registry: &str, app: &str, group: &str) -> RustProvider {
 
 /// The Java consumer in `FORCE_APPLICATION`: `add(2, 3)` three times over tri://.
 async fn java_calls(registry: &str, group: &str) -> Vec<Value> {
-    let argv: Vec<String> = [
-        "--registry",
-        registry,
-        "--interface",
-        DEMO_SERVICE,
-        "--group",
-        group,
-        "--protocol",
-        "tri",
-        "--migration",
-        "FORCE_APPLICATION",
-        "--method",
-        "add",
-        "--types",
-        "int,int",
-        "--args",
-        "[2,3]",
-        "--count",
-        "3",
-        "--timeout-ms",
-        "5000",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (status, lines) = tokio::task::spawn_blocking(move || {
-        let a: Vec<&str> = argv.iter().map(String::as_str).collect();
-        run_consumer(&a)
-    })
-    .await
-    .unwrap();
-    assert!(status.success(), "{lines:?}");
-    lines
+    let (registry, group) = (registry.to_string(), group.to_string());
+    tokio::task::spawn_blocking(move || java_peer::force_application_adds(&registry, &group))
+        .await
+        .unwrap()
 }
 
 fn want(name: &str) -> Value {
