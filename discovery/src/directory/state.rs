@@ -46,33 +46,42 @@ pub(super) struct State {
 /// (and closes its connections once the calls still holding an old snapshot end).
 #[derive(Default)]
 pub(super) struct Draining {
-    /// In the order they left (so by due time: the grace is one for the directory).
-    left: VecDeque<(Arc<str>, Arc<dyn Invoker>, Instant)>,
+    /// By key: found in O(1) when an endpoint comes back (a mass return after a registry
+    /// blip does not scan the list once per endpoint).
+    clients: AddrMap<(Arc<dyn Invoker>, Instant)>,
+    /// When each grace ends, in the order they left (one grace for the directory); an entry
+    /// whose endpoint came back meanwhile is skipped.
+    order: VecDeque<(Arc<str>, Instant)>,
 }
 
 impl Draining {
     pub(super) fn push(&mut self, key: Arc<str>, service: Arc<dyn Invoker>, due: Instant) {
         debug!(endpoint = %key, "endpoint left: its client is kept for the drain grace");
-        self.left.push_back((key, service, due));
+        self.order.push_back((key.clone(), due));
+        self.clients.insert(key, (service, due));
     }
 
     /// The client of `key` if it is still draining (it came back).
     pub(super) fn take(&mut self, key: &str) -> Option<Arc<dyn Invoker>> {
-        let at = self.left.iter().position(|(k, _, _)| &**k == key)?;
-        self.left.remove(at).map(|(_, s, _)| s)
+        self.clients.remove(key).map(|(s, _)| s)
     }
 
     /// Drops the clients whose grace ended by `now`.
     pub(super) fn expire(&mut self, now: Instant) {
-        while self.left.front().is_some_and(|(_, _, due)| *due <= now) {
-            if let Some((key, _, _)) = self.left.pop_front() {
+        while self.order.front().is_some_and(|(_, due)| *due <= now) {
+            let Some((key, due)) = self.order.pop_front() else {
+                break;
+            };
+            // Still this departure's (not one that came back, or left again later).
+            if self.clients.get(&key).is_some_and(|(_, d)| *d == due) {
+                self.clients.remove(&key);
                 debug!(endpoint = %key, "drain grace over: dropping the endpoint's client");
             }
         }
     }
 
     pub(super) fn next_due(&self) -> Option<Instant> {
-        self.left.front().map(|(_, _, due)| *due)
+        self.order.front().map(|(_, due)| *due)
     }
 }
 
