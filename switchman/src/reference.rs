@@ -315,13 +315,18 @@ impl ReferenceBuilder {
         switchman_cluster::metadata_service::install();
         // Without a transport of the user's, each endpoint gets its own client when it
         // appears (the protocol's), kept while it stays and drained after it leaves.
-        let protocols = ProtocolInvoker::new();
-        if self.invoker.is_none() {
-            dir_config = match self.maker.take() {
-                Some(m) => dir_config.maker(m),
-                None => dir_config.maker(protocols.clone()),
-            };
-        }
+        let transport: Arc<dyn Invoker> = match self.invoker.take() {
+            Some(i) => i,
+            None => {
+                let protocols = ProtocolInvoker::new();
+                dir_config = match self.maker.take() {
+                    Some(m) => dir_config.maker(m),
+                    None => dir_config.maker(protocols.clone()),
+                };
+                // Not called while every endpoint has its own client.
+                Arc::new(protocols)
+            }
+        };
         let registry = registry_from_url(&registry_url)?;
         let subscribe = RegistryDirectory::subscribe(registry.as_ref(), dir_config);
         let directory = match tokio::time::timeout(self.wait, subscribe).await {
@@ -377,11 +382,6 @@ impl ReferenceBuilder {
                 return Err(Error::no_provider(message));
             }
         }
-        let transport: Arc<dyn Invoker> = match self.invoker {
-            Some(i) => i,
-            // Not called while every endpoint has its own client.
-            None => Arc::new(protocols),
-        };
         let cluster = ClusterInvoker::new(directory.clone(), transport, self.config);
         #[cfg(feature = "admin")]
         let (cluster, admin) = match self.admin {
