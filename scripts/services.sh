@@ -40,7 +40,13 @@ import socket, sys
 try:
     s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1)
     s.sendall(b"srvr")
-    data = s.recv(4096)
+    # The answer may come in several segments; ZooKeeper closes the connection after it.
+    data = b""
+    while len(data) < 65536:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
     sys.exit(0 if b"Mode:" in data else 1)
 except OSError:
     sys.exit(1)
@@ -117,14 +123,17 @@ CFG
   # rnacos: HTTP on p, gRPC on p+1000, console on p+2000; everything on 127.0.0.1.
   local np; np="$(_free_port 1000 2000)"
   export SWITCHMAN_NACOS="127.0.0.1:$np"
-  local i
+  local i zk_up=0
   for i in $(seq 1 150); do
-    if _zk_ready "$zk_port"; then break; fi
+    if _zk_ready "$zk_port"; then zk_up=1; break; fi
     if ! kill -0 "$SWITCHMAN_ZK_PID" 2>/dev/null; then break; fi
     sleep 0.2
   done
-  if ! _zk_ready "$zk_port"; then
-    _svc_log "ZooKeeper did not come up on $SWITCHMAN_ZK; log:"; tail -30 "$SWITCHMAN_SERVICES_DIR/zookeeper.log" >&2
+  if [ "$zk_up" = 0 ]; then
+    local state="still running"
+    kill -0 "$SWITCHMAN_ZK_PID" 2>/dev/null || state="exited"
+    _svc_log "ZooKeeper did not come up on $SWITCHMAN_ZK (pid $SWITCHMAN_ZK_PID $state); log:"
+    tail -30 "$SWITCHMAN_SERVICES_DIR/zookeeper.log" >&2
     return 1
   fi
   # rnacos 0.8.8 occasionally panics while starting its raft store; start it afresh then.
