@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod support;
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_switchman"))
 }
@@ -51,7 +53,7 @@ impl Drop for Procs {
 
 /// Starts `switchman provider` and returns (its address, its admin address).
 fn provider(procs: &mut Procs, zk: &str, service: &str, name: &str) -> (String, String) {
-    let mut child = bin()
+    let child = bin()
         .args([
             "provider",
             "--registry",
@@ -66,13 +68,8 @@ fn provider(procs: &mut Procs, zk: &str, service: &str, name: &str) -> (String, 
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
     procs.0.push(child);
-    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-    assert_eq!(v["event"], "serving", "{v}");
+    let v = support::serving_line(procs.0.last_mut().unwrap());
     (
         v["address"].as_str().unwrap().to_string(),
         v["admin"].as_str().expect("the admin address").to_string(),

@@ -3,12 +3,13 @@
 //! a real Java Dubbo 3.3 consumer in `FORCE_APPLICATION`, in the ZooKeeper and rnacos that
 //! `scripts/test` starts (`SWITCHMAN_ZK`, `SWITCHMAN_NACOS`).
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use switchman_integration_tests::java_peer::{self, DEMO_SERVICE};
 use switchman_integration_tests::{nacos, unique, zookeeper};
+
+mod support;
 
 /// A running `switchman provider`; killed when dropped.
 struct Provider(Child);
@@ -23,7 +24,7 @@ impl Drop for Provider {
 /// Starts `switchman provider --protocol tri --register-mode instance` and waits for its
 /// `serving` line.
 fn provider(registry: &str, group: &str, app: &str, name: &str) -> Provider {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchman"))
+    let child = Command::new(env!("CARGO_BIN_EXE_switchman"))
         .args([
             "provider",
             "--registry",
@@ -45,13 +46,8 @@ fn provider(registry: &str, group: &str, app: &str, name: &str) -> Provider {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let provider = Provider(child);
-    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
-    assert_eq!(v["event"], "serving", "{v}");
+    let mut provider = Provider(child);
+    support::serving_line(&mut provider.0);
     provider
 }
 
