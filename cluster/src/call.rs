@@ -429,7 +429,9 @@ impl<'c> Attempter<'c> {
                 self.invocation.method
             ))),
         };
-        let elapsed = started.elapsed();
+        // One clock read for the latency, the balancer's statistics and outlier detection.
+        let ended = Instant::now();
+        let elapsed = ended.saturating_duration_since(started);
         let outcome = Outcome::of(&result);
         let target = (
             ep.instance.address(),
@@ -449,8 +451,8 @@ impl<'c> Attempter<'c> {
             Ok(_) => true,
             Err(e) => e.is_business(),
         };
-        guard.finish(elapsed, served);
-        self.inner.record_outlier(snap, i, &result, started);
+        guard.finish_at(elapsed, served, ended.into_std());
+        self.inner.record_outlier(snap, i, &result, started, ended);
         if served {
             self.inner.latency.record(elapsed);
         }

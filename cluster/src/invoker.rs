@@ -167,6 +167,7 @@ impl Inner {
         i: usize,
         result: &Result<Value>,
         started: tokio::time::Instant,
+        ended: tokio::time::Instant,
     ) {
         let cfg = &self.outlier;
         if !cfg.enabled {
@@ -180,7 +181,7 @@ impl Inner {
         };
         let ep = &snap.endpoints()[i];
         let state = ep.stats.outlier();
-        let now = tokio::time::Instant::now().into_std();
+        let now = ended.into_std();
         let address = ep.instance.address();
         match state.record(outcome, started.into_std(), now, cfg) {
             Verdict::Stay => {}

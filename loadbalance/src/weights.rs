@@ -80,9 +80,11 @@ impl Sampler {
         if total == 0 || weights.windows(2).all(|w| w[0] == w[1]) {
             return Sampler::Uniform(n);
         }
-        // Scaled weights s_i = w_i * n against threshold `total`: exact in u128.
-        let mut scaled: Vec<u128> = weights.iter().map(|&w| w as u128 * n as u128).collect();
-        let t = total as u128;
+        // Scaled weights s_i = w_i * n against threshold `total`: exact in u64, as members
+        // are u32 indexes (n <= 2^32, so w_i * n < 2^64 for any u32 weight).
+        debug_assert!(n as u64 <= u32::MAX as u64 + 1);
+        let mut scaled: Vec<u64> = weights.iter().map(|&w| w as u64 * n as u64).collect();
+        let t = total;
         let mut columns = vec![
             Column {
                 threshold: total,
@@ -99,7 +101,7 @@ impl Sampler {
         while let (Some(&l), Some(&g)) = (small.last(), large.last()) {
             small.pop();
             columns[l] = Column {
-                threshold: scaled[l] as u64,
+                threshold: scaled[l],
                 alias: g as u32,
             };
             scaled[g] -= t - scaled[l];
