@@ -1,4 +1,4 @@
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -185,8 +185,6 @@ impl fmt::Debug for Snapshot {
 /// seeded per process, so addresses chosen by whoever writes the registry cannot be crafted to
 /// collide.
 pub(crate) type AddrMap<V> = HashMap<Arc<str>, V, foldhash::fast::RandomState>;
-/// A set of addresses (see [`AddrMap`]).
-pub(crate) type AddrSet = HashSet<Arc<str>, foldhash::fast::RandomState>;
 
 pub(crate) struct SnapshotParts<'a> {
     pub(crate) epoch: u64,
@@ -243,6 +241,19 @@ impl Snapshot {
             extra: Mutex::new(Vec::new()),
             protected: p.protected,
         }
+    }
+
+    /// The arrays of a snapshot nobody else holds any more, to be patched into the next one
+    /// (see the directory's patch path); the rest is dropped.
+    pub(crate) fn into_arrays(self) -> (Arc<[Arc<Instance>]>, Arc<[Endpoint]>) {
+        (self.all, self.endpoints)
+    }
+
+    /// Takes the balancer tables out of a retired snapshot kept only for its arrays, so that
+    /// they are not held meanwhile.
+    pub(crate) fn shed_tables(&mut self) -> (Vec<Box<dyn Picker>>, Vec<Arc<PickerSet>>) {
+        let extra = std::mem::take(self.extra.get_mut().unwrap_or_else(|e| e.into_inner()));
+        (std::mem::take(&mut self.pickers), extra)
     }
 
     /// The snapshot the registry directory would publish first for `instances` under

@@ -30,7 +30,12 @@ impl State {
                     // Some addresses left.
                     self.pending = Pending::Full;
                 }
-                self.registry = next;
+                let previous = std::mem::replace(&mut self.registry, next);
+                // Its entries are shared (the keys by every later map, the instances by the
+                // snapshots): dropping it is a reference-count write per entry, done after
+                // the next snapshot is visible (`State::install`, or `publish` when nothing
+                // changed).
+                self.retired_registry = Some(previous);
             }
             Update::Add(list) => {
                 for inst in list {
@@ -118,12 +123,23 @@ impl State {
 
     /// The address key and `Arc` for a reported instance: both reused from the registry's
     /// current entry when the instance did not change, so unchanged instances are shared
-    /// between snapshots and an address is allocated once.
+    /// between snapshots and an address is allocated once. An address the registry no longer
+    /// lists but the last snapshot still holds (empty-list protection, or a departure not yet
+    /// published) shares the snapshot's key, and its instance when equal.
     pub(super) fn reuse(&self, inst: Instance) -> (Arc<str>, Arc<Instance>, Change) {
         match self.registry.get_key_value(inst.key()) {
             Some((k, old)) if **old == inst => (k.clone(), old.clone(), Change::Same),
             Some((k, _)) => (k.clone(), Arc::new(inst), Change::Replaced),
-            None => (Arc::from(inst.key()), Arc::new(inst), Change::New),
+            None => match self.published_index.get_key_value(inst.key()) {
+                Some((k, &at)) => {
+                    let held = self.published.get(at as usize).map(|p| &p.reported);
+                    match held {
+                        Some(held) if **held == inst => (k.clone(), held.clone(), Change::New),
+                        _ => (k.clone(), Arc::new(inst), Change::New),
+                    }
+                }
+                None => (Arc::from(inst.key()), Arc::new(inst), Change::New),
+            },
         }
     }
 }

@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use crate::snapshot::{AddrMap, AddrSet, Snapshot};
+use crate::snapshot::{AddrMap, Snapshot};
 use crate::{Registry, Update, UpdateReceiver, cache};
 
 mod apply;
@@ -252,7 +252,7 @@ impl RegistryDirectory {
             config,
             registry: AddrMap::default(),
             published: Vec::new(),
-            published_addresses: AddrSet::default(),
+            published_index: AddrMap::default(),
             pending: Pending::Full,
             configurators: BTreeMap::new(),
             rules: Vec::new(),
@@ -262,6 +262,8 @@ impl RegistryDirectory {
             epoch_tx,
             cache_tx,
             draining: Default::default(),
+            spare: None,
+            retired_registry: None,
         };
         if let Some(list) = cached {
             info!(service = %state.config.service, instances = list.len(), "starting from the snapshot cache");
@@ -338,6 +340,9 @@ impl RegistryDirectory {
                 if ready(&snap) {
                     return Ok(snap);
                 }
+                // Not held while waiting: the snapshot it replaces is freed by the directory
+                // (on its task), not by this waiter when it wakes.
+                drop(snap);
                 if rx.changed().await.is_err() {
                     return Err(Error::no_provider("directory task stopped"));
                 }

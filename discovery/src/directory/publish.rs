@@ -8,7 +8,7 @@ use switchman_loadbalance::{Endpoint, InstanceStats};
 use tracing::{debug, info, warn};
 
 use super::EmptyPolicy;
-use super::state::{Pending, Published, State};
+use super::state::{Pending, Published, Spare, State};
 use crate::snapshot::{Snapshot, SnapshotParts};
 
 impl State {
@@ -35,7 +35,7 @@ impl State {
         let mut fresh: Vec<(Arc<str>, Arc<Instance>)> = self
             .registry
             .iter()
-            .filter(|(k, _)| !self.published_addresses.contains(&***k))
+            .filter(|(k, _)| !self.published_index.contains_key(&***k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         fresh.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -64,6 +64,7 @@ impl State {
             match pending {
                 Pending::Clean => {
                     debug!(service = %self.config.service, epoch = self.epoch, "update changed nothing");
+                    self.retired_registry = None;
                     return None;
                 }
                 Pending::Touched(addresses) => {
@@ -117,10 +118,7 @@ impl State {
                 }
                 let mut positions = Vec::with_capacity(addresses.len());
                 for address in addresses {
-                    let at = self
-                        .published
-                        .binary_search_by(|p| (*p.address).cmp(address))
-                        .ok()?;
+                    let at = *self.published_index.get(&**address)? as usize;
                     positions.push(at);
                 }
                 positions.sort_unstable();
@@ -177,25 +175,22 @@ impl State {
             debug!(service = %self.config.service, epoch = self.epoch, "update changed nothing");
             return Some(None);
         }
-        let mut all = current.instances().to_vec();
-        let mut endpoints = current.endpoints().to_vec();
+        let mut updates: Vec<(usize, Option<usize>, Arc<Instance>)> = Vec::with_capacity(patched);
         for (at, reported, effective) in changes {
             let entry = &mut self.published[at];
             if !Arc::ptr_eq(&entry.effective, &effective) {
-                all[at] = effective.clone();
-                if let Some(e) = current.index_of(&entry.address) {
-                    endpoints[e].instance = effective.clone();
-                }
+                updates.push((at, current.index_of(&entry.address), effective.clone()));
             }
             entry.reported = reported;
             entry.effective = effective;
         }
+        let (all, endpoints) = self.patched_arrays(&current, &updates);
         self.epoch += 1;
         let snap = Arc::new(Snapshot::build(SnapshotParts {
             epoch: self.epoch,
             service: &self.config.service,
-            all: all.into(),
-            endpoints: endpoints.into(),
+            all,
+            endpoints,
             addresses: Vec::new(),
             router: &self.config.router,
             consumer: &self.config.consumer,
@@ -211,8 +206,65 @@ impl State {
             changed: patched,
             reported_changed,
         };
-        self.install(snap.clone(), counts);
+        let mut previous = self.install(snap.clone(), counts);
+        // Kept to be patched into the next snapshot. Its balancer tables go now when nobody
+        // else holds it; a call still in flight on it keeps it whole until it ends, and the
+        // next patch reuses its arrays if it has ended by then (`patched_arrays`). With a
+        // maker too: the spare's endpoints are the current ones, so it keeps no client alive
+        // that the current snapshot does not.
+        if let Some(prev) = Arc::get_mut(&mut previous) {
+            drop(prev.shed_tables());
+        }
+        let stale = updates.into_iter().map(|(at, e, _)| (at, e)).collect();
+        self.spare = Some(Spare {
+            snapshot: previous,
+            stale,
+        });
         Some(Some(snap))
+    }
+
+    /// The arrays of the next snapshot: the current one's with `updates` (position in `all`,
+    /// in `endpoints` if routable, new instance) swapped in. Patched in place into the spare
+    /// snapshot when nobody holds it any more (O(changes)); else copied from the current one
+    /// (O(instances)).
+    fn patched_arrays(
+        &mut self,
+        current: &Snapshot,
+        updates: &[(usize, Option<usize>, Arc<Instance>)],
+    ) -> (Arc<[Arc<Instance>]>, Arc<[Endpoint]>) {
+        if let Some(spare) = self.spare.take()
+            && let Ok(snapshot) = Arc::try_unwrap(spare.snapshot)
+        {
+            let (mut all, mut endpoints) = snapshot.into_arrays();
+            if let (Some(a), Some(e)) = (Arc::get_mut(&mut all), Arc::get_mut(&mut endpoints))
+                && a.len() == current.instances().len()
+                && e.len() == current.endpoints().len()
+            {
+                // Its stale entries first (what the last patch changed), then this one's.
+                let stale = spare
+                    .stale
+                    .iter()
+                    .map(|&(at, ep)| (at, ep, &current.instances()[at]));
+                let fresh = updates.iter().map(|(at, ep, i)| (*at, *ep, i));
+                for (at, ep, instance) in stale.chain(fresh) {
+                    if let Some(ep) = ep {
+                        e[ep].instance = instance.clone();
+                    }
+                    a[at] = instance.clone();
+                }
+                return (all, endpoints);
+            }
+        }
+        // No spare, one a call still holds, or not the current arrays' shape: a copy.
+        let mut all = current.instances().to_vec();
+        let mut endpoints = current.endpoints().to_vec();
+        for (at, ep, instance) in updates {
+            all[*at] = instance.clone();
+            if let Some(ep) = ep {
+                endpoints[*ep].instance = instance.clone();
+            }
+        }
+        (all.into(), endpoints.into())
     }
 
     /// The full path: pairs the registry's list (or, under empty-list protection, the last
@@ -345,14 +397,18 @@ impl State {
         }));
         drop(current);
         if added + removed > 0 {
-            self.published_addresses = next.iter().map(|p| p.address.clone()).collect();
+            self.published_index = next
+                .iter()
+                .enumerate()
+                .map(|(at, p)| (p.address.clone(), at as u32))
+                .collect();
         }
         let previous = std::mem::replace(&mut self.published, next);
         if removed > 0 && self.config.maker.is_some() {
             let due = tokio::time::Instant::now() + self.config.drain_grace;
             for p in &previous {
                 if let Some(service) = &p.service {
-                    if !self.published_addresses.contains(&*p.address) {
+                    if !self.published_index.contains_key(&*p.address) {
                         self.draining.push(p.address.clone(), service.clone(), due);
                     }
                 }
@@ -364,15 +420,18 @@ impl State {
             changed,
             reported_changed,
         };
-        self.install(snap.clone(), counts);
-        // Freed after the new snapshot is visible: not on the push-to-visible path.
-        drop(previous);
+        let replaced = self.install(snap.clone(), counts);
+        // Freed after the new snapshot is visible: not on the push-to-visible path. The spare
+        // no longer matches the current arrays.
+        let spare = self.spare.take();
+        drop((replaced, previous, spare));
         Some(snap)
     }
 
     /// Makes `snap` (built from `self.published`) the current snapshot: metrics, a log line,
     /// the cache file, then one `ArcSwap::swap`.
-    pub(super) fn install(&mut self, snap: Arc<Snapshot>, counts: Counts) {
+    /// Returns the snapshot it replaced.
+    pub(super) fn install(&mut self, snap: Arc<Snapshot>, counts: Counts) -> Arc<Snapshot> {
         let service = &self.config.service;
         let Counts {
             added,
@@ -398,8 +457,8 @@ impl State {
         }
         let previous = self.shared.current.swap(snap);
         let _ = self.epoch_tx.send(self.epoch);
-        // Freed after the new snapshot is visible: not on the push-to-visible path.
-        drop(previous);
+        self.retired_registry = None;
+        previous
     }
 }
 

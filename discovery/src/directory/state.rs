@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::{Control, DirectoryConfig, Shared};
-use crate::snapshot::{AddrMap, AddrSet};
+use crate::snapshot::{AddrMap, Snapshot};
 use crate::{Configurator, UpdateReceiver};
 
 pub(super) struct State {
@@ -22,8 +22,9 @@ pub(super) struct State {
     pub(super) registry: AddrMap<Arc<Instance>>,
     /// What the last snapshot holds, sorted by address.
     pub(super) published: Vec<Published>,
-    /// The addresses in `published`, to find new ones in O(1).
-    pub(super) published_addresses: AddrSet,
+    /// The position of each address in `published`: finds new ones and touched ones in O(1)
+    /// (rebuilt when addresses come or go; a change of weights keeps every position).
+    pub(super) published_index: AddrMap<u32>,
     /// What changed in `registry` since the last snapshot.
     pub(super) pending: Pending,
     /// Override rules by source.
@@ -39,6 +40,22 @@ pub(super) struct State {
     pub(super) cache_tx: Option<watch::Sender<Option<Vec<u8>>>>,
     /// Clients of endpoints that left, kept for the drain grace.
     pub(super) draining: Draining,
+    /// The snapshot before the current one when the current one was patched from it.
+    pub(super) spare: Option<Spare>,
+    /// The registry map a whole-list update replaced, freed once the next snapshot is
+    /// visible.
+    pub(super) retired_registry: Option<AddrMap<Arc<Instance>>>,
+}
+
+/// The snapshot the current one was patched from (weights only: same instances in the same
+/// order; its balancer tables shed when nobody held it at the swap), so that the next patch can bring its arrays up
+/// to date in place (the entries two patches changed) instead of copying every entry of the
+/// current ones, which at 100k instances is a reference-count write per instance.
+pub(super) struct Spare {
+    pub(super) snapshot: Arc<Snapshot>,
+    /// Where its arrays differ from the current snapshot's: a position in `all`, and in
+    /// `endpoints` when the instance is routable.
+    pub(super) stale: Vec<(usize, Option<usize>)>,
 }
 
 /// The clients of endpoints that left (only with a maker), until their drain grace ends: an

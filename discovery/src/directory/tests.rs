@@ -962,3 +962,72 @@ fn concurrent_readers_see_whole_snapshots_in_order() {
         }
     });
 }
+
+/// Consecutive weight patches bring the snapshot before the last one up to date in place
+/// (when nobody holds it) or copy the last one (when a reader still holds the older one):
+/// either way every snapshot holds exactly the weights pushed, in both arrays, and a snapshot
+/// a reader holds never changes under it.
+#[tokio::test]
+async fn consecutive_patches_reuse_the_spare_snapshot_and_stay_exact() {
+    let dir = RegistryDirectory::spawn(cfg(), None);
+    // Port 3 is disabled: in `instances()` only, so the two arrays' positions differ.
+    let node = |port: u16, weight: u32| {
+        Instance::builder("10.0.0.1", port)
+            .weight(weight)
+            .enabled(port != 3)
+            .build()
+    };
+    let mut weights: Vec<u32> = vec![100; 8];
+    dir.apply(Update::Reset((1..=8).map(|p| node(p, 100)).collect()));
+    settle(&dir, 1).await;
+    let mut rng = fastrand::Rng::with_seed(5);
+    let mut held: Option<(Arc<Snapshot>, Vec<u32>)> = None;
+    for round in 0..60u32 {
+        // One to three ports get a new weight (port 3 included: not routable).
+        let changed: Vec<u16> = (0..rng.usize(1..=3)).map(|_| rng.u16(1..=8)).collect();
+        let delta: Vec<Instance> = changed
+            .iter()
+            .map(|&p| {
+                let w = 1 + rng.u32(0..500);
+                weights[p as usize - 1] = w;
+                node(p, w)
+            })
+            .collect();
+        let epoch = dir.load().epoch();
+        dir.apply(Update::Add(delta));
+        let snap = settle(&dir, epoch + 1).await;
+        assert_eq!(snap.epoch(), epoch + 1, "round {round}");
+        let all: Vec<u32> = snap.instances().iter().map(|i| i.weight()).collect();
+        assert_eq!(all, weights, "round {round}: instances()");
+        let routable: Vec<(u16, u32)> = snap
+            .endpoints()
+            .iter()
+            .map(|e| (e.instance.port(), e.instance.weight()))
+            .collect();
+        let want: Vec<(u16, u32)> = (1..=8u16)
+            .filter(|&p| p != 3)
+            .map(|p| (p, weights[p as usize - 1]))
+            .collect();
+        assert_eq!(routable, want, "round {round}: endpoints()");
+        for (e, i) in snap
+            .endpoints()
+            .iter()
+            .zip(snap.instances().iter().filter(|i| i.port() != 3))
+        {
+            assert!(
+                Arc::ptr_eq(&e.instance, i),
+                "round {round}: both arrays share the instance"
+            );
+        }
+        // Every seventh round a reader keeps a snapshot for a few rounds: it must not change.
+        if let Some((old, seen)) = &held {
+            let now: Vec<u32> = old.instances().iter().map(|i| i.weight()).collect();
+            assert_eq!(&now, seen, "round {round}: a held snapshot changed");
+            if round % 7 == 3 {
+                held = None;
+            }
+        } else if round % 7 == 0 {
+            held = Some((snap.clone(), all));
+        }
+    }
+}
