@@ -146,7 +146,9 @@ if len(sys.argv) > 1 and sys.argv[1] == "--dubbo-java":
         print(f"{write}: dubbo-java section updated")
     sys.exit(0)
 
-target = sys.argv[1] if len(sys.argv) > 1 else "target"
+args = [a for a in sys.argv[1:] if not a.startswith("--notes=")]
+notes_file = next((a[len("--notes="):] for a in sys.argv[1:] if a.startswith("--notes=")), None)
+target = args[0] if args else "target"
 root = os.path.join(target, "criterion")
 SIZES = ["10", "100", "1000", "10000", "100000"]
 
@@ -173,9 +175,9 @@ def cell(v, fmt="{:.1f}"):
 tower = {n: mean_ns("tower_p2c", n) for n in SIZES}
 print("| ns per call | " + " | ".join(f"n={int(n):,}" for n in SIZES) + " |")
 print("|---|" + "---:|" * len(SIZES))
-for prefix in ("call_path_", "route_pick_", "call_path_2threads_"):
+for prefix in ("call_path_", "call_path_clock_", "route_pick_", "call_path_2threads_"):
     for g in groups(prefix):
-        if prefix == "call_path_" and g.startswith("call_path_2threads_"):
+        if prefix == "call_path_" and g.startswith(("call_path_2threads_", "call_path_clock_")):
             continue
         name = prefix[:-1] + "/" + g[len(prefix):].replace("_", "/")
         vals = [mean_ns(g, n) for n in SIZES]
@@ -190,7 +192,8 @@ for g in groups("call_path_"):
     if g.startswith("call_path_2threads_") or not g.endswith("_none"):
         continue
     vals = [mean_ns(g, n) for n in SIZES]
-    print(f"| {g[len('call_path_'):].replace('_', '/')} | " + " | ".join(
+    label = g[len('call_path_'):].replace('_', '/').replace("clock/", "(with the clock read) ", 1)
+    print(f"| {label} | " + " | ".join(
         "–" if v is None or tower[n] is None else f"{tower[n] / v:.1f}×" for v, n in zip(vals, SIZES)) + " |")
 print()
 print("| push (ms) | full | 1% changed (whole list) | 1% changed (delta) | one weight override |")
@@ -213,3 +216,73 @@ for g, raw in (("e2e_http", "raw_reqwest"), ("e2e_triple", "raw_triple")):
         s = mean_ns(g, "cluster_shared_transport")
         print(f"| {g}/cluster_shared_transport (3 providers, no per-endpoint clients) | {cell(cps(s), '{:,.0f}')} | {cell(None if s is None or r is None else r / s, '{:.2f}')} |")
     print(f"| {g}/{raw} (1 provider) | {cell(cps(r), '{:,.0f}')} | 1.00 |")
+    if g == "e2e_http":
+        w = mean_ns(g, "raw_reqwest_same_work")
+        print(f"| {g}/raw_reqwest_same_work (the 3 providers in turn, replies decoded as JSON) | {cell(cps(w), '{:,.0f}')} | {cell(None if w is None or r is None else r / w, '{:.2f}')} |")
+
+
+def targets():
+    """Issue #20's rows: each with its target, this run's figure and whether it is met."""
+    rows = []
+
+    def row(measure, figure, target, met):
+        rows.append((measure, figure, target, "–" if met is None else ("met" if met else "missed")))
+
+    tw = lambda n: mean_ns("tower_p2c", n)
+    # call_path/* itself: not the two-thread or the clock-read variants.
+    plain = [g for g in groups("call_path_") if not g.startswith(("call_path_2threads_", "call_path_clock_"))]
+    cp = [g for g in plain if g.endswith("_none")]
+    for n in ("10", "10000"):
+        ratios = [(tw(n) / v, g) for g in cp for v in [mean_ns(g, n)] if v and tw(n)]
+        if ratios:
+            worst, g = min(ratios)
+            row(f"`call_path/*` vs tower p2c, n={int(n):,} (lowest ratio: {g[len('call_path_'):].replace('_', '/')})",
+                f"{worst:.1f}× cheaper", "≥ 5×", worst >= 5)
+        clocked = [(tw(n) / v, g) for g in groups("call_path_clock_") for v in [mean_ns(g, n)] if v and tw(n)]
+        if clocked:
+            worst, g = min(clocked)
+            row(f"  the same with the attempt's clock read (`call_path_clock/{g[len('call_path_clock_'):].replace('_', '/')}`), n={int(n):,}",
+                f"{worst:.1f}× cheaper", "(reported)", None)
+    flat = [(mean_ns(g, "100000") / mean_ns(g, "10"), g) for g in plain
+            if mean_ns(g, "10") and mean_ns(g, "100000")]
+    if flat:
+        worst, g = max(flat)
+        row(f"`call_path/*` at n=100k vs n=10 (worst: {g[len('call_path_'):].replace('_', '/')})", f"{worst:.1f}×", "≤ 2×", worst <= 2)
+    ms = lambda v: v and v / 1e6
+    for measure, group, ident, limit in (("full push, 100k instances", "apply_update_100000", "full", 40),
+                                         ("1% changed as a delta, 100k", "apply_update_100000", "1pct-delta", 2),
+                                         ("1% changed in a whole list, 10k", "apply_update_10000", "1pct", 1)):
+        v = ms(mean_ns(group, ident))
+        if v is not None:
+            row(measure, f"{v:.2f} ms", f"≤ {limit} ms ({v / limit:.2f} of it)", v <= limit)
+    if notes_file and os.path.exists(notes_file):
+        worst = None
+        for line in open(notes_file):
+            if line.startswith("memory:") and ("/100000:" in line or "/100000/patched:" in line):
+                b = int(line.split(":")[2].split()[0])
+                worst = b if worst is None else max(worst, b)
+        if worst is not None:
+            row("memory held per instance at 100k (counting allocator)", f"{worst} B", "≤ 1024 B", worst <= 1024)
+    c, w = mean_ns("e2e_http", "cluster"), mean_ns("e2e_http", "raw_reqwest_same_work")
+    if c and w:
+        row("e2e HTTP through the cluster vs raw reqwest doing the same work", f"{w / c:.2f}", "≥ 0.95", w / c >= 0.95)
+    r = mean_ns("e2e_http", "raw_reqwest")
+    if c and r:
+        row("  the same vs raw reqwest to one provider, reply bytes only", f"{r / c:.2f}", "(reported)", None)
+    v = mean_ns("pick_consistenthash_equal", "10000")
+    if v:
+        md5 = mean_ns("key_md5-only_-", "10")
+        extra = f" (MD5 of the key alone: {md5:.0f} ns)" if md5 else ""
+        row("`consistenthash` pick at 10k", f"{v:.0f} ns{extra}", "≤ 120 ns", v <= 120)
+    if not rows:
+        return
+    print()
+    print("Against issue #20's targets (this run):")
+    print()
+    print("| measure | this run | target | |")
+    print("|---|---:|---|---|")
+    for m, f, t, ok in rows:
+        print(f"| {m} | {f} | {t} | {ok} |")
+
+
+targets()

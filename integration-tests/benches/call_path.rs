@@ -76,10 +76,14 @@ const SIZES: [usize; 5] = [10, 100, 1_000, 10_000, 100_000];
 const BALANCERS: [&str; 4] = ["random", "roundrobin", "leastactive", "p2c"];
 
 fn instances(n: usize, weight_bump: usize) -> Vec<Instance> {
+    instances_on(n, weight_bump, 20880)
+}
+
+fn instances_on(n: usize, weight_bump: usize, port: u16) -> Vec<Instance> {
     (0..n)
         .map(|i| {
             let host = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
-            let mut b = Instance::builder(host, 20880)
+            let mut b = Instance::builder(host, port)
                 .service(ServiceKey::new("com.foo.Bar"))
                 .weight(if weight_bump > 0 && i % 100 == 0 {
                     100 + weight_bump as u32
@@ -101,6 +105,20 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// Applies `update` and waits for the snapshot it makes: the time from the apply until that
+/// snapshot is visible.
+fn publish(rt: &tokio::runtime::Runtime, dir: &RegistryDirectory, update: Update) -> Duration {
+    rt.block_on(async {
+        let e = dir.load().epoch();
+        let t = Instant::now();
+        dir.apply(update);
+        dir.wait_until(Duration::from_secs(60), |s| s.epoch() > e)
+            .await
+            .unwrap();
+        t.elapsed()
+    })
 }
 
 fn directory(rt: &tokio::runtime::Runtime, n: usize, lb: &str, rule: &str) -> RegistryDirectory {
@@ -139,12 +157,53 @@ fn route_pick(dir: &RegistryDirectory, inv: &Invocation, rng: &mut fastrand::Rng
     snap.select(inv, &[], rng).unwrap()
 }
 
+/// The end of an attempt as the attempter has it: it reads the clock once after the call for
+/// the latency, its metrics and the timeout, and hands that instant to the statistics
+/// (`CallGuard::finish_at`). `Fake` advances 100 ns per call without reading the clock, so
+/// that `call_path/*` measures the bookkeeping the balancer adds; `Real` reads it
+/// (`call_path_clock/*`), the attempt's whole cost.
+enum Clock {
+    Fake(Instant),
+    Real,
+}
+
+impl Clock {
+    #[inline]
+    fn ended(&mut self) -> Instant {
+        match self {
+            Clock::Fake(at) => {
+                *at += Duration::from_nanos(100);
+                *at
+            }
+            Clock::Real => Instant::now(),
+        }
+    }
+}
+
 #[inline]
-fn one_call(dir: &RegistryDirectory, inv: &Invocation, rng: &mut fastrand::Rng) -> usize {
+fn one_call(
+    dir: &RegistryDirectory,
+    inv: &Invocation,
+    rng: &mut fastrand::Rng,
+    clock: &mut Clock,
+) -> usize {
+    // Latencies of 200–400 µs: above the estimate now and then (a peak), mostly below.
+    let latency = Duration::from_micros(200 + rng.u64(..200));
+    one_call_taking(dir, inv, rng, clock, latency)
+}
+
+#[inline]
+fn one_call_taking(
+    dir: &RegistryDirectory,
+    inv: &Invocation,
+    rng: &mut fastrand::Rng,
+    clock: &mut Clock,
+    latency: Duration,
+) -> usize {
     let snap = dir.load();
     let i = snap.select(inv, &[], rng).unwrap();
     let guard = snap.endpoints()[i].stats.begin();
-    guard.finish(Duration::from_micros(300), true);
+    guard.finish_at(latency, true, clock.ended());
     i
 }
 
@@ -153,12 +212,13 @@ fn report_allocations(rt: &tokio::runtime::Runtime) {
         let dir = directory(rt, 1000, "random", rule);
         let inv = invocation(rule);
         let mut rng = fastrand::Rng::with_seed(1);
+        let mut clock = Clock::Real;
         for _ in 0..100 {
-            one_call(&dir, &inv, &mut rng);
+            one_call(&dir, &inv, &mut rng, &mut clock);
         }
         let before = ALLOCS.load(Ordering::Relaxed);
         for _ in 0..100_000 {
-            black_box(one_call(&dir, &inv, &mut rng));
+            black_box(one_call(&dir, &inv, &mut rng, &mut clock));
         }
         let per_call = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / 100_000.0;
         println!("alloc: call_path/random/{rule}/1000: {per_call} allocations per call");
@@ -173,18 +233,17 @@ fn report_allocations(rt: &tokio::runtime::Runtime) {
                 .unwrap();
         });
         let push = |dir: &RegistryDirectory, list: Vec<Instance>| {
-            let epoch = dir.load().epoch();
             let before = ALLOCS.load(Ordering::Relaxed);
-            rt.block_on(async {
-                dir.apply(Update::Reset(list));
-                dir.wait_until(Duration::from_secs(60), |s| s.epoch() > epoch)
-                    .await
-                    .unwrap();
-            });
+            publish(rt, dir, Update::Reset(list));
             ALLOCS.load(Ordering::Relaxed) - before
         };
-        let full = push(&dir, instances(n, 0));
+        // New addresses (port 20881): the protected list's instances are not reused.
+        let full = push(&dir, instances_on(n, 0, 20881));
         println!("alloc: apply_update/{n}/full: {full} allocations per push");
+        let again = push(&dir, instances(n, 0));
+        println!(
+            "alloc: apply_update/{n}/replace-all: {again} allocations per push (every address replaced)"
+        );
         let churn = push(&dir, instances(n, 7));
         println!("alloc: apply_update/{n}/1pct: {churn} allocations per push");
     }
@@ -204,12 +263,23 @@ fn report_memory(rt: &tokio::runtime::Runtime) {
         let dir = directory(rt, N, lb, rule);
         // Let the directory free what it built the snapshot from.
         settle();
-        let held = LIVE.load(Ordering::Relaxed).saturating_sub(before);
-        println!(
-            "memory: directory/{lb}/{rule}/{N}: {:.0} bytes per instance ({:.2} MiB in all; target <= 1024)",
-            held as f64 / N as f64,
-            held as f64 / (1024.0 * 1024.0)
-        );
+        let report = |what: &str| {
+            let held = LIVE.load(Ordering::Relaxed).saturating_sub(before);
+            println!(
+                "memory: directory/{lb}/{rule}/{N}{what}: {:.0} bytes per instance ({:.2} MiB in all; target <= 1024)",
+                held as f64 / N as f64,
+                held as f64 / (1024.0 * 1024.0)
+            );
+        };
+        report("");
+        // Steady state under weight edits: two 1% deltas (the directory then also keeps the
+        // snapshot before the current one, to patch it in place at the next edit).
+        for bump in [7, 0] {
+            let delta: Vec<Instance> = instances(N, bump).into_iter().step_by(100).collect();
+            publish(rt, &dir, Update::Add(delta));
+        }
+        settle();
+        report("/patched");
         drop(dir);
     }
 }
@@ -222,9 +292,13 @@ fn report_distribution(rt: &tokio::runtime::Runtime) {
         let dir = directory(rt, n, lb, "none");
         let inv = invocation("none");
         let mut rng = fastrand::Rng::with_seed(3);
+        let mut clock = Clock::Real;
         let mut hits = vec![0u64; n];
+        // Equal instances answering in equal time (300 µs): how evenly the balancer spreads.
+        // (With random latencies p2c follows each instance's last peaks, by design.)
+        let latency = Duration::from_micros(300);
         for _ in 0..n * 100 {
-            hits[one_call(&dir, &inv, &mut rng)] += 1;
+            hits[one_call_taking(&dir, &inv, &mut rng, &mut clock, latency)] += 1;
         }
         // Every 10th instance is tagged: an untagged call never reaches it (Dubbo's tag
         // semantics), so the quality is measured over the 900 instances the call can reach.
@@ -267,11 +341,25 @@ fn bench_call_path(c: &mut Criterion) {
                 let dir = directory(&rt, n, lb, rule);
                 let inv = invocation(rule);
                 let mut rng = fastrand::Rng::with_seed(7);
+                let mut clock = Clock::Fake(Instant::now());
                 group.bench_function(BenchmarkId::from_parameter(n), |b| {
-                    b.iter(|| black_box(one_call(&dir, &inv, &mut rng)))
+                    b.iter(|| black_box(one_call(&dir, &inv, &mut rng, &mut clock)))
                 });
             }
             group.finish();
+            if rule == "none" && (lb == "random" || lb == "p2c") {
+                let mut group = c.benchmark_group(format!("call_path_clock/{lb}/{rule}"));
+                for &n in &SIZES {
+                    let dir = directory(&rt, n, lb, rule);
+                    let inv = invocation(rule);
+                    let mut rng = fastrand::Rng::with_seed(7);
+                    let mut clock = Clock::Real;
+                    group.bench_function(BenchmarkId::from_parameter(n), |b| {
+                        b.iter(|| black_box(one_call(&dir, &inv, &mut rng, &mut clock)))
+                    });
+                }
+                group.finish();
+            }
             let mut group = c.benchmark_group(format!("route_pick/{lb}/{rule}"));
             for &n in &SIZES {
                 let dir = directory(&rt, n, lb, rule);
@@ -296,8 +384,9 @@ fn bench_call_path(c: &mut Criterion) {
                             s.spawn(move || {
                                 let inv = invocation("none");
                                 let mut rng = fastrand::Rng::with_seed(seed);
+                                let mut clock = Clock::Fake(Instant::now());
                                 for _ in 0..half {
-                                    black_box(one_call(&dir, &inv, &mut rng));
+                                    black_box(one_call(&dir, &inv, &mut rng, &mut clock));
                                 }
                             });
                         }
@@ -348,32 +437,41 @@ fn bench_apply_update(c: &mut Criterion) {
         let dir = directory(&rt, n, "random", "method");
         let base = instances(n, 0);
         let changed = instances(n, 7);
-        // Full push: the directory holds nothing of it (reset to empty in between, untimed).
+        // Full push: the directory holds nothing of it. It is emptied in between (untimed;
+        // empty-list protection then keeps the last list, which a push of the same addresses
+        // would reuse), and the lists alternate between two disjoint address sets (ports 20880
+        // and 20881), so every instance of the timed push is new.
+        let other = instances_on(n, 0, 20881);
+        let mut on_other = false;
+        let full_dir = directory(&rt, n, "random", "method");
         group.bench_function("full", |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
+                    on_other = !on_other;
+                    let list = if on_other {
+                        other.clone()
+                    } else {
+                        base.clone()
+                    };
                     rt.block_on(async {
-                        dir.apply(Update::Reset(Vec::new()));
-                        let e = dir.load().epoch();
-                        dir.wait_until(Duration::from_secs(60), |s| {
-                            s.epoch() > e || s.is_protected()
-                        })
-                        .await
-                        .unwrap();
-                        let list = base.clone();
-                        let e = dir.load().epoch();
-                        let t = Instant::now();
-                        dir.apply(Update::Reset(list));
-                        dir.wait_until(Duration::from_secs(60), |s| s.epoch() > e)
+                        full_dir.apply(Update::Reset(Vec::new()));
+                        let e = full_dir.load().epoch();
+                        full_dir
+                            .wait_until(Duration::from_secs(60), |s| {
+                                s.epoch() > e || s.is_protected()
+                            })
                             .await
                             .unwrap();
-                        total += t.elapsed();
                     });
+                    total += publish(&rt, &full_dir, Update::Reset(list));
                 }
                 total
             })
         });
+        // The directory of the full pushes is dropped here: the rows below use one that has
+        // not been through them (freshly built memory, as before this row changed).
+        drop(full_dir);
         // 1% churn: alternate between the base list and one with 1% of the weights changed.
         let mut flip = false;
         group.bench_function("1pct", |b| {
@@ -382,15 +480,7 @@ fn bench_apply_update(c: &mut Criterion) {
                 for _ in 0..iters {
                     flip = !flip;
                     let list = if flip { changed.clone() } else { base.clone() };
-                    rt.block_on(async {
-                        let e = dir.load().epoch();
-                        let t = Instant::now();
-                        dir.apply(Update::Reset(list));
-                        dir.wait_until(Duration::from_secs(60), |s| s.epoch() > e)
-                            .await
-                            .unwrap();
-                        total += t.elapsed();
-                    });
+                    total += publish(&rt, &dir, Update::Reset(list));
                 }
                 total
             })
@@ -405,15 +495,7 @@ fn bench_apply_update(c: &mut Criterion) {
                     let holds_changed = dir.load().instances().iter().any(|i| i.weight() != 100);
                     let source = if holds_changed { &base } else { &changed };
                     let delta: Vec<Instance> = source.iter().step_by(100).cloned().collect();
-                    rt.block_on(async {
-                        let e = dir.load().epoch();
-                        let t = Instant::now();
-                        dir.apply(Update::Add(delta));
-                        dir.wait_until(Duration::from_secs(60), |s| s.epoch() > e)
-                            .await
-                            .unwrap();
-                        total += t.elapsed();
-                    });
+                    total += publish(&rt, &dir, Update::Add(delta));
                 }
                 total
             })
@@ -431,18 +513,11 @@ fn bench_apply_update(c: &mut Criterion) {
                     } else {
                         Vec::new()
                     };
-                    rt.block_on(async {
-                        let e = dir.load().epoch();
-                        let t = Instant::now();
-                        dir.apply(Update::Configurators {
-                            source: "bench".into(),
-                            rules,
-                        });
-                        dir.wait_until(Duration::from_secs(60), |s| s.epoch() > e)
-                            .await
-                            .unwrap();
-                        total += t.elapsed();
-                    });
+                    let update = Update::Configurators {
+                        source: "bench".into(),
+                        rules,
+                    };
+                    total += publish(&rt, &dir, update);
                 }
                 total
             })

@@ -7,9 +7,10 @@
 //!
 //! Each iteration is a batch of 256 calls with 16 in flight on a 2-worker tokio runtime;
 //! criterion reports time per batch, so calls per second = 256 / time. Groups:
-//! `e2e_http/{cluster,raw_reqwest}` and `e2e_triple/{cluster,raw_triple}`.
+//! `e2e_http/{cluster,raw_reqwest,raw_reqwest_same_work}` and `e2e_triple/{cluster,raw_triple}`.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -145,6 +146,38 @@ fn bench_http(c: &mut Criterion) {
                         .await
                     {
                         Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
+                        Err(_) => false,
+                    }
+                }
+            })
+        })
+    });
+    // The same work as the cluster without it: the same 3 providers in turn, the reply decoded
+    // as JSON (the cluster hands back a decoded `Value`), one request timeout. The ratio of
+    // `cluster` to this is what the cluster layer costs; `raw_reqwest` above (one provider,
+    // reply bytes only) is kept for comparison with earlier runs.
+    let urls: Arc<[String]> = providers
+        .iter()
+        .map(|p| format!("http://{}/bench.Echo/echo", p.addr()))
+        .collect();
+    let next = Arc::new(AtomicUsize::new(0));
+    group.bench_function("raw_reqwest_same_work", |b| {
+        b.iter_custom(|iters| {
+            let (raw, urls, next) = (raw.clone(), urls.clone(), next.clone());
+            timed(&rt, iters, move || {
+                let (raw, urls, next) = (raw.clone(), urls.clone(), next.clone());
+                async move {
+                    let url = &urls[next.fetch_add(1, Ordering::Relaxed) % urls.len()];
+                    match raw
+                        .post(url)
+                        .json(&vec![json!("x")])
+                        .timeout(Duration::from_secs(1))
+                        .send()
+                        .await
+                    {
+                        Ok(r) => {
+                            r.status().is_success() && r.json::<serde_json::Value>().await.is_ok()
+                        }
                         Err(_) => false,
                     }
                 }
