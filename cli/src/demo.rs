@@ -147,6 +147,22 @@ async fn start_provider(name: &str, behaviour: Behaviour) -> std::io::Result<Pro
     })
 }
 
+/// The providers' hits once they have stopped moving (unchanged over 50 ms; at most about a
+/// second), so that attempts still on the wire when a run ends are counted for that run.
+async fn settled_hits(providers: &[Provider]) -> u64 {
+    let sum = || providers.iter().map(|p| p.server.hits()).sum::<u64>();
+    let mut last = sum();
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = sum();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    last
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -361,10 +377,13 @@ async fn run_demo(args: &DemoArgs) -> Result<Report, String> {
                 Arc::new(HttpInvoker::new()),
                 config,
             ));
-            let before: u64 = providers.iter().map(|p| p.server.hits()).sum();
+            // Settled before and after: a forking call's losing attempt may reach its
+            // provider after the call ended, and must count for its own row, not the next.
+            let before = settled_hits(&providers).await;
             let (answered, empty, mut lat) =
                 drive(&c, args.compare_calls, args.concurrency, &bar).await;
-            let after: u64 = providers.iter().map(|p| p.server.hits()).sum();
+            drop(c);
+            let after = settled_hits(&providers).await;
             lat.sort();
             report.strategies.push(StrategyRow {
                 cluster: kind.to_string(),
