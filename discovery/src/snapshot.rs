@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use switchman_core::{Error, ErrorKind, Instance, Invocation, ServiceKey};
-use switchman_loadbalance::{Endpoint, LoadBalance, PickContext, Picker, pick_untried};
+use switchman_loadbalance::{Endpoint, LoadBalance, Patch, PickContext, Picker, pick_untried};
 use switchman_router::{ConsumerInfo, Route, RouteTable, RouterChain};
 
 /// One immutable view of a service: its instances, the router chain's precomputed state and
@@ -203,6 +203,10 @@ pub(crate) struct SnapshotParts<'a> {
     /// weights (see `Instance::same_but_weight`), under the same rules: its route table and
     /// address index hold for this one and are shared instead of rebuilt.
     pub(crate) same_routes_as: Option<&'a Snapshot>,
+    /// With `same_routes_as`: the endpoints (indexes, ascending) whose instance or statistics
+    /// differ from that snapshot's; the balancer tables are patched from its tables for them
+    /// ([`LoadBalance::prepare_patched`]).
+    pub(crate) changed: &'a [u32],
 }
 
 impl Snapshot {
@@ -224,10 +228,29 @@ impl Snapshot {
                 )
             }
         };
+        // After a weights-only change under the same balancer, each subset's table is patched
+        // from the previous one (its members are the same: the route table is shared).
+        let previous = p
+            .same_routes_as
+            .filter(|prev| Arc::ptr_eq(&prev.balancer, p.balancer));
         let pickers = routes
             .subsets()
             .iter()
-            .map(|members| p.balancer.prepare(&p.endpoints, members.clone(), p.now))
+            .enumerate()
+            .map(
+                |(k, members)| match previous.and_then(|prev| prev.pickers.get(k)) {
+                    Some(before) => p.balancer.prepare_patched(
+                        &p.endpoints,
+                        members.clone(),
+                        p.now,
+                        Patch {
+                            previous: &**before,
+                            changed: p.changed,
+                        },
+                    ),
+                    None => p.balancer.prepare(&p.endpoints, members.clone(), p.now),
+                },
+            )
             .collect();
         Snapshot {
             epoch: p.epoch,
@@ -241,6 +264,23 @@ impl Snapshot {
             extra: Mutex::new(Vec::new()),
             protected: p.protected,
         }
+    }
+
+    /// Whether every balancer table's weights are those a build from scratch gives now (for
+    /// tests of the patch paths).
+    #[cfg(test)]
+    pub(crate) fn tables_match_full_build(&self) -> bool {
+        self.routes
+            .subsets()
+            .iter()
+            .zip(&self.pickers)
+            .all(|(members, picker)| {
+                let full =
+                    self.balancer
+                        .prepare(&self.endpoints, members.clone(), SystemTime::now());
+                full.settled_weights() == picker.settled_weights()
+            })
+            && self.routes.subsets().len() == self.pickers.len()
     }
 
     /// The arrays of a snapshot nobody else holds any more, to be patched into the next one
@@ -295,6 +335,7 @@ impl Snapshot {
             protected: false,
             now: SystemTime::now(),
             same_routes_as: None,
+            changed: &[],
         })
     }
 
@@ -312,6 +353,7 @@ impl Snapshot {
             protected: false,
             now: SystemTime::now(),
             same_routes_as: None,
+            changed: &[],
         })
     }
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::scored::{DEFAULT_EXACT_SCAN, Score, ScoredPicker};
-use crate::{Endpoint, InstanceStats, LoadBalance, Picker};
+use crate::{Endpoint, InstanceStats, LoadBalance, Patch, Picker};
 
 /// Dubbo's `leastactive`: prefers the member with the fewest in-flight calls
 /// ([`InstanceStats::active`]); among equals, weighted random. Unlike Dubbo, recent failures
@@ -75,12 +75,35 @@ impl LoadBalance for LeastActiveBalance {
         members: Arc<[u32]>,
         now: SystemTime,
     ) -> Box<dyn Picker> {
+        self.picker(endpoints, members, now, None)
+    }
+
+    fn prepare_patched(
+        &self,
+        endpoints: &[Endpoint],
+        members: Arc<[u32]>,
+        now: SystemTime,
+        patch: Patch<'_>,
+    ) -> Box<dyn Picker> {
+        self.picker(endpoints, members, now, Some(&patch))
+    }
+}
+
+impl LeastActiveBalance {
+    fn picker(
+        &self,
+        endpoints: &[Endpoint],
+        members: Arc<[u32]>,
+        now: SystemTime,
+        patch: Option<&Patch<'_>>,
+    ) -> Box<dyn Picker> {
         Box::new(ScoredPicker::new(
             endpoints,
             members,
             now,
             self.exact_scan,
             Active,
+            patch,
         ))
     }
 }

@@ -1,8 +1,8 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::weights::{Sampler, member_weights, weighted_untried};
-use crate::{Endpoint, LoadBalance, PickContext, Picker};
+use crate::weights::{Sampler, member_weights_patched, weighted_untried};
+use crate::{Endpoint, LoadBalance, Patch, PickContext, Picker};
 
 /// Dubbo's `random`: weighted random. The table is an alias table (Vose), so a pick is O(1)
 /// whatever the weights: one uniform column draw and one threshold draw. When all weights are
@@ -22,7 +22,28 @@ impl LoadBalance for RandomBalance {
         members: Arc<[u32]>,
         now: SystemTime,
     ) -> Box<dyn Picker> {
-        let w = member_weights(endpoints, &members, now);
+        RandomPicker::boxed(endpoints, members, now, None)
+    }
+
+    fn prepare_patched(
+        &self,
+        endpoints: &[Endpoint],
+        members: Arc<[u32]>,
+        now: SystemTime,
+        patch: Patch<'_>,
+    ) -> Box<dyn Picker> {
+        RandomPicker::boxed(endpoints, members, now, Some(&patch))
+    }
+}
+
+impl RandomPicker {
+    fn boxed(
+        endpoints: &[Endpoint],
+        members: Arc<[u32]>,
+        now: SystemTime,
+        patch: Option<&Patch<'_>>,
+    ) -> Box<dyn Picker> {
+        let w = member_weights_patched(endpoints, &members, now, patch);
         Box::new(RandomPicker {
             sampler: Sampler::new(&w.weights),
             weights: w.weights.into_boxed_slice(),
@@ -59,6 +80,10 @@ impl Picker for RandomPicker {
 
     fn refresh_after(&self) -> Option<Duration> {
         self.refresh
+    }
+
+    fn settled_weights(&self) -> Option<&[u32]> {
+        self.refresh.is_none().then_some(&*self.weights)
     }
 
     /// Dubbo's reselect runs the balancer over the untried members: a weighted draw among

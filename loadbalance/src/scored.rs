@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::stats::{coarse_now_ns, tick_coarse_clock};
-use crate::weights::{Sampler, member_weights, weighted_untried};
-use crate::{Endpoint, InstanceStats, PickContext, Picker};
+use crate::weights::{Sampler, member_weights_patched, weighted_untried};
+use crate::{Endpoint, InstanceStats, Patch, PickContext, Picker};
 
 /// Largest routed subset that may be scanned exactly on each pick.
 pub const MAX_EXACT_SCAN: usize = 64;
@@ -52,9 +52,10 @@ impl<S: Score> ScoredPicker<S> {
         now: SystemTime,
         scan_limit: usize,
         score: S,
+        patch: Option<&Patch<'_>>,
     ) -> Self {
         tick_coarse_clock();
-        let w = member_weights(endpoints, &members, now);
+        let w = member_weights_patched(endpoints, &members, now, patch);
         let any_positive = w.weights.iter().any(|&w| w > 0);
         ScoredPicker {
             sampler: Sampler::new(&w.weights),
@@ -183,6 +184,10 @@ impl<S: Score> Picker for ScoredPicker<S> {
 
     fn refresh_after(&self) -> Option<Duration> {
         self.refresh
+    }
+
+    fn settled_weights(&self) -> Option<&[u32]> {
+        self.refresh.is_none().then_some(&*self.weights)
     }
 
     /// The balancer over the untried members (Dubbo's reselect): the exact scan skipping the

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::{Endpoint, effective_weight_at_ms};
+use crate::{Endpoint, Patch, effective_weight_at_ms};
 
 /// Shortest refresh period requested while instances warm up.
 const MIN_REFRESH: Duration = Duration::from_millis(100);
@@ -22,8 +22,35 @@ fn millis(t: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
+/// The effective weight of `ep` at `now_ms` and, while it warms up, the time until its
+/// weight steps up next (Dubbo's weight grows by one every `warmup / weight`).
+fn weight_and_step(ep: &Endpoint, now_ms: u64) -> (u32, Option<Duration>) {
+    let w = effective_weight_at_ms(ep, now_ms);
+    let full = ep.instance.weight();
+    if w >= full {
+        return (w, None);
+    }
+    let warmup_ms = ep.instance.warmup().as_millis() as f64;
+    let start = ep
+        .instance
+        .timestamp_ms()
+        .unwrap_or_else(|| ep.stats.first_seen_ms());
+    let uptime = now_ms.saturating_sub(start) as f64;
+    // Next step when uptime / (warmup / full) reaches w + 1.
+    let next = (w as f64 + 1.0) * warmup_ms / full as f64;
+    let wait = Duration::from_millis((next - uptime).max(0.0).ceil() as u64);
+    (w, Some(wait.max(MIN_REFRESH)))
+}
+
+fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Computes the effective weight of every member at `now` and the time until the next
-/// warm-up step (Dubbo's weight grows by one every `warmup / weight`).
+/// warm-up step.
 pub(crate) fn member_weights(
     endpoints: &[Endpoint],
     members: &[u32],
@@ -34,25 +61,46 @@ pub(crate) fn member_weights(
     let weights = members
         .iter()
         .map(|&i| {
-            let ep = &endpoints[i as usize];
-            let w = effective_weight_at_ms(ep, now_ms);
-            let full = ep.instance.weight();
-            if w < full {
-                let warmup_ms = ep.instance.warmup().as_millis() as f64;
-                let start = ep
-                    .instance
-                    .timestamp_ms()
-                    .unwrap_or_else(|| ep.stats.first_seen_ms());
-                let uptime = now_ms.saturating_sub(start) as f64;
-                // Next step when uptime / (warmup / full) reaches w + 1.
-                let next = (w as f64 + 1.0) * warmup_ms / full as f64;
-                let wait = Duration::from_millis((next - uptime).max(0.0).ceil() as u64);
-                let wait = wait.max(MIN_REFRESH);
-                refresh = Some(refresh.map_or(wait, |r| r.min(wait)));
-            }
+            let (w, step) = weight_and_step(&endpoints[i as usize], now_ms);
+            refresh = earliest(refresh, step);
             w
         })
         .collect();
+    MemberWeights { weights, refresh }
+}
+
+/// [`member_weights`], from the previous table's weights when `patch` allows it: those of
+/// the members in `patch.changed` are computed again, the others copied (a settled weight
+/// stays what it is while the instance does not change). Without a patch, or when the
+/// previous table has no settled weights or other members, every member is read.
+pub(crate) fn member_weights_patched(
+    endpoints: &[Endpoint],
+    members: &[u32],
+    now: SystemTime,
+    patch: Option<&Patch<'_>>,
+) -> MemberWeights {
+    let settled = patch.and_then(|p| {
+        let before = p.previous.members();
+        let same = before.len() == members.len()
+            && (std::ptr::eq(before.as_ptr(), members.as_ptr()) || before == members);
+        same.then(|| p.previous.settled_weights()).flatten()
+    });
+    let (Some(patch), Some(settled)) = (patch, settled) else {
+        return member_weights(endpoints, members, now);
+    };
+    if settled.len() != members.len() {
+        return member_weights(endpoints, members, now);
+    }
+    let now_ms = millis(now);
+    let mut weights = settled.to_vec();
+    let mut refresh = None;
+    for &c in patch.changed {
+        if let Ok(pos) = members.binary_search(&c) {
+            let (w, step) = weight_and_step(&endpoints[c as usize], now_ms);
+            weights[pos] = w;
+            refresh = earliest(refresh, step);
+        }
+    }
     MemberWeights { weights, refresh }
 }
 
@@ -81,33 +129,43 @@ impl Sampler {
             return Sampler::Uniform(n);
         }
         // Scaled weights s_i = w_i * n against threshold `total`: exact in u64, as members
-        // are u32 indexes (n <= 2^32, so w_i * n < 2^64 for any u32 weight).
+        // are u32 indexes (n <= 2^32, so w_i * n < 2^64 for any u32 weight). Each column's
+        // threshold holds its scaled weight while the table is built (no second array).
         debug_assert!(n as u64 <= u32::MAX as u64 + 1);
-        let mut scaled: Vec<u64> = weights.iter().map(|&w| w as u64 * n as u64).collect();
         let t = total;
-        let mut columns = vec![
-            Column {
-                threshold: total,
-                alias: 0,
-            };
-            n
-        ];
-        let mut small: Vec<usize> = Vec::new();
-        let mut large: Vec<usize> = Vec::new();
-        for (i, &s) in scaled.iter().enumerate() {
-            columns[i].alias = i as u32;
-            if s < t { small.push(i) } else { large.push(i) }
+        let mut columns: Vec<Column> = weights
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| Column {
+                threshold: w as u64 * n as u64,
+                alias: i as u32,
+            })
+            .collect();
+        // One work array for both stacks: the small ones (s < t) grow from the front, the
+        // large ones from the back; together they never hold more than n.
+        let mut stack = vec![0u32; n];
+        let (mut small, mut large) = (0usize, n);
+        for (i, c) in columns.iter().enumerate() {
+            if c.threshold < t {
+                stack[small] = i as u32;
+                small += 1;
+            } else {
+                large -= 1;
+                stack[large] = i as u32;
+            }
         }
-        while let (Some(&l), Some(&g)) = (small.last(), large.last()) {
-            small.pop();
-            columns[l] = Column {
-                threshold: scaled[l],
-                alias: g as u32,
-            };
-            scaled[g] -= t - scaled[l];
-            if scaled[g] < t {
-                large.pop();
-                small.push(g);
+        while small > 0 && large < n {
+            small -= 1;
+            let l = stack[small] as usize;
+            let g = stack[large];
+            let s_l = columns[l].threshold;
+            columns[l].alias = g;
+            let rest = &mut columns[g as usize].threshold;
+            *rest -= t - s_l;
+            if *rest < t {
+                large += 1;
+                stack[small] = g;
+                small += 1;
             }
         }
         // Exact arithmetic leaves only full columns (threshold == total) behind.
@@ -219,5 +277,92 @@ mod tests {
         }
         assert!(matches!(Sampler::new(&[0, 0]), Sampler::Uniform(2)));
         assert_eq!(Sampler::new(&[]).sample(&mut rng), None);
+    }
+
+    /// A patched table (`prepare_patched`) is the table a full build gives: the changed
+    /// members' weights are read again, the others kept; a previous table that warms, or was
+    /// built for other members, is not patched from.
+    #[test]
+    fn patched_tables_equal_full_builds() {
+        use crate::{
+            LeastActiveBalance, LoadBalance, P2cBalance, RandomBalance, ShortestResponseBalance,
+        };
+        use std::sync::Arc;
+        use switchman_core::Instance;
+
+        let now = SystemTime::now();
+        let now_ms = millis(now);
+        let node = |port: u16, weight: u32, warming: bool| {
+            let b = Instance::builder("10.0.0.1", port).weight(weight);
+            let b = if warming {
+                b.timestamp_ms(now_ms - 1_000)
+                    .warmup(Duration::from_secs(600))
+            } else {
+                b.timestamp_ms(0)
+            };
+            Arc::new(b.build())
+        };
+        let mut rng = fastrand::Rng::with_seed(11);
+        let before: Vec<Endpoint> = (0..60)
+            .map(|p| Endpoint::new(node(p, rng.u32(1..200), false)))
+            .collect();
+        // Every member but a few, so that some changed endpoints are not members.
+        let members: Arc<[u32]> = (0..60u32).filter(|i| i % 7 != 3).collect();
+        let other: Arc<[u32]> = (0..60u32).filter(|i| i % 2 == 0).collect();
+        let balancers: Vec<Arc<dyn LoadBalance>> = vec![
+            Arc::new(RandomBalance),
+            Arc::new(LeastActiveBalance::new()),
+            Arc::new(ShortestResponseBalance::new()),
+            Arc::new(P2cBalance::new()),
+        ];
+        fn patch<'a>(previous: &'a dyn crate::Picker, changed: &'a [u32]) -> crate::Patch<'a> {
+            crate::Patch { previous, changed }
+        }
+        for lb in balancers {
+            let name = lb.name().to_string();
+            let previous = lb.prepare(&before, members.clone(), now);
+            assert!(previous.settled_weights().is_some(), "{name}");
+            // New weights for a few endpoints (3 and 10 are not members); same stats.
+            let changed = [3u32, 4, 10, 32, 58];
+            let mut after = before.clone();
+            for &c in &changed {
+                after[c as usize].instance = node(c as u16, rng.u32(0..300), false);
+            }
+            let full = lb.prepare(&after, members.clone(), now);
+            let patched =
+                lb.prepare_patched(&after, members.clone(), now, patch(&*previous, &changed));
+            assert_eq!(patched.settled_weights(), full.settled_weights(), "{name}");
+            assert_ne!(
+                patched.settled_weights(),
+                previous.settled_weights(),
+                "{name}"
+            );
+            // A previous table for other members: a full build.
+            let stranger = lb.prepare(&before, other.clone(), now);
+            let from_stranger =
+                lb.prepare_patched(&after, members.clone(), now, patch(&*stranger, &changed));
+            assert_eq!(
+                from_stranger.settled_weights(),
+                full.settled_weights(),
+                "{name}"
+            );
+            // One changed member starts warming: the patched table warms too, as a full one.
+            let mut warming = after.clone();
+            warming[32].instance = node(32, 100, true);
+            let full_w = lb.prepare(&warming, members.clone(), now);
+            let patched_w =
+                lb.prepare_patched(&warming, members.clone(), now, patch(&*patched, &[32]));
+            assert!(full_w.refresh_after().is_some(), "{name}");
+            assert_eq!(patched_w.refresh_after(), full_w.refresh_after(), "{name}");
+            assert_eq!(patched_w.settled_weights(), None, "{name}");
+            // Patched from a warming table: every member is read again (32 is settled again).
+            let patched_again =
+                lb.prepare_patched(&after, members.clone(), now, patch(&*patched_w, &[4]));
+            assert_eq!(
+                patched_again.settled_weights(),
+                full.settled_weights(),
+                "{name}"
+            );
+        }
     }
 }

@@ -33,9 +33,8 @@ impl State {
                 let previous = std::mem::replace(&mut self.registry, next);
                 // Its entries are shared (the keys by every later map, the instances by the
                 // snapshots): dropping it is a reference-count write per entry, done after
-                // the next snapshot is visible (`State::install`, or `publish` when nothing
-                // changed).
-                self.retired_registry = Some(previous);
+                // the next snapshot is visible.
+                self.retired.push(Box::new(previous));
             }
             Update::Add(list) => {
                 for inst in list {
@@ -45,7 +44,9 @@ impl State {
                         Change::Replaced => self.pending.touch(&address),
                         Change::New => self.pending = Pending::Full,
                     }
-                    self.registry.insert(address, inst);
+                    if let Some(old) = self.registry.insert(address, inst) {
+                        self.retired.push(Box::new(old));
+                    }
                 }
             }
             Update::Remove(keys) => {

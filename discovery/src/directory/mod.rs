@@ -263,7 +263,7 @@ impl RegistryDirectory {
             cache_tx,
             draining: Default::default(),
             spare: None,
-            retired_registry: None,
+            retired: Vec::new(),
         };
         if let Some(list) = cached {
             info!(service = %state.config.service, instances = list.len(), "starting from the snapshot cache");

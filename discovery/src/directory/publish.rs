@@ -64,7 +64,6 @@ impl State {
             match pending {
                 Pending::Clean => {
                     debug!(service = %self.config.service, epoch = self.epoch, "update changed nothing");
-                    self.retired_registry = None;
                     return None;
                 }
                 Pending::Touched(addresses) => {
@@ -176,15 +175,24 @@ impl State {
             return Some(None);
         }
         let mut updates: Vec<(usize, Option<usize>, Arc<Instance>)> = Vec::with_capacity(patched);
+        let mut replaced: Vec<Arc<Instance>> = Vec::with_capacity(2 * changes.len());
         for (at, reported, effective) in changes {
             let entry = &mut self.published[at];
             if !Arc::ptr_eq(&entry.effective, &effective) {
                 updates.push((at, current.index_of(&entry.address), effective.clone()));
             }
-            entry.reported = reported;
-            entry.effective = effective;
+            replaced.push(std::mem::replace(&mut entry.reported, reported));
+            replaced.push(std::mem::replace(&mut entry.effective, effective));
         }
-        let (all, endpoints) = self.patched_arrays(&current, &updates);
+        let (all, endpoints) = self.patched_arrays(&current, &updates, &mut replaced);
+        self.retired.push(Box::new(replaced));
+        let mut changed: Vec<u32> = updates
+            .iter()
+            .filter_map(|u| u.1)
+            .map(|e| e as u32)
+            .collect();
+        changed.sort_unstable();
+        changed.dedup();
         self.epoch += 1;
         let snap = Arc::new(Snapshot::build(SnapshotParts {
             epoch: self.epoch,
@@ -198,6 +206,7 @@ impl State {
             protected: false,
             now: SystemTime::now(),
             same_routes_as: Some(&current),
+            changed: &changed,
         }));
         drop(current);
         let counts = Counts {
@@ -213,7 +222,7 @@ impl State {
         // maker too: the spare's endpoints are the current ones, so it keeps no client alive
         // that the current snapshot does not.
         if let Some(prev) = Arc::get_mut(&mut previous) {
-            drop(prev.shed_tables());
+            self.retired.push(Box::new(prev.shed_tables()));
         }
         let stale = updates.into_iter().map(|(at, e, _)| (at, e)).collect();
         self.spare = Some(Spare {
@@ -231,6 +240,7 @@ impl State {
         &mut self,
         current: &Snapshot,
         updates: &[(usize, Option<usize>, Arc<Instance>)],
+        replaced: &mut Vec<Arc<Instance>>,
     ) -> (Arc<[Arc<Instance>]>, Arc<[Endpoint]>) {
         if let Some(spare) = self.spare.take()
             && let Ok(snapshot) = Arc::try_unwrap(spare.snapshot)
@@ -248,9 +258,9 @@ impl State {
                 let fresh = updates.iter().map(|(at, ep, i)| (*at, *ep, i));
                 for (at, ep, instance) in stale.chain(fresh) {
                     if let Some(ep) = ep {
-                        e[ep].instance = instance.clone();
+                        replaced.push(std::mem::replace(&mut e[ep].instance, instance.clone()));
                     }
-                    a[at] = instance.clone();
+                    replaced.push(std::mem::replace(&mut a[at], instance.clone()));
                 }
                 return (all, endpoints);
             }
@@ -367,13 +377,27 @@ impl State {
         // Same endpoints in the same order, differing at most in weights, under the same
         // rules (none reading weights): the route table still holds (an operator's weight
         // change rebuilds only the balancer tables).
+        // Those that differ (in weights, or in statistics: an address that left and came back)
+        // are collected for the balancer tables' patch.
+        let mut changed_endpoints: Vec<u32> = Vec::new();
         let same_routes = self.config.router.is_same(&self.routed_with)
             && self.epoch > 0
             && endpoints.len() == current.endpoints().len()
             && !self.config.router.reads_weighting()
-            && endpoints.iter().zip(current.endpoints()).all(|(a, b)| {
-                Arc::ptr_eq(&a.instance, &b.instance) || a.instance.same_but_weight(&b.instance)
-            });
+            && endpoints
+                .iter()
+                .zip(current.endpoints())
+                .enumerate()
+                .all(|(i, (a, b))| {
+                    if Arc::ptr_eq(&a.instance, &b.instance) && Arc::ptr_eq(&a.stats, &b.stats) {
+                        true
+                    } else if a.instance.same_but_weight(&b.instance) {
+                        changed_endpoints.push(i as u32);
+                        true
+                    } else {
+                        false
+                    }
+                });
         self.routed_with = self.config.router.clone();
         // The address index is only rebuilt with the route table.
         let addresses = if same_routes {
@@ -394,6 +418,7 @@ impl State {
             protected,
             now: SystemTime::now(),
             same_routes_as: same_routes.then_some(&**current),
+            changed: &changed_endpoints,
         }));
         drop(current);
         if added + removed > 0 {
@@ -424,7 +449,7 @@ impl State {
         // Freed after the new snapshot is visible: not on the push-to-visible path. The spare
         // no longer matches the current arrays.
         let spare = self.spare.take();
-        drop((replaced, previous, spare));
+        self.retired.push(Box::new((replaced, previous, spare)));
         Some(snap)
     }
 
@@ -457,7 +482,6 @@ impl State {
         }
         let previous = self.shared.current.swap(snap);
         let _ = self.epoch_tx.send(self.epoch);
-        self.retired_registry = None;
         previous
     }
 }

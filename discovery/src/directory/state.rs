@@ -42,9 +42,11 @@ pub(super) struct State {
     pub(super) draining: Draining,
     /// The snapshot before the current one when the current one was patched from it.
     pub(super) spare: Option<Spare>,
-    /// The registry map a whole-list update replaced, freed once the next snapshot is
-    /// visible.
-    pub(super) retired_registry: Option<AddrMap<Arc<Instance>>>,
+    /// What the last update or snapshot replaced (a registry map, a published list, a
+    /// snapshot, instances): freed after the next snapshot is visible and the directory's
+    /// task has yielded once, so that a reader on the same thread sees the snapshot first.
+    /// Freeing 100k entries is a reference-count write (and often a free) each.
+    pub(super) retired: Vec<Box<dyn Send>>,
 }
 
 /// The snapshot the current one was patched from (weights only: same instances in the same
@@ -227,7 +229,14 @@ impl State {
                     }
                     None => false,
                 };
+                drop(snap);
+                if !self.retired.is_empty() {
+                    // Readers on this thread (a current-thread runtime) see the new snapshot
+                    // before what it replaced is freed.
+                    tokio::task::yield_now().await;
+                }
             }
+            self.retired.clear();
             let next_drain = self.draining.next_due();
             if next_drain != drain_at {
                 if let Some(due) = next_drain {

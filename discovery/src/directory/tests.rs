@@ -1009,6 +1009,10 @@ async fn consecutive_patches_reuse_the_spare_snapshot_and_stay_exact() {
             .map(|p| (p, weights[p as usize - 1]))
             .collect();
         assert_eq!(routable, want, "round {round}: endpoints()");
+        assert!(
+            snap.tables_match_full_build(),
+            "round {round}: patched balancer tables"
+        );
         for (e, i) in snap
             .endpoints()
             .iter()
