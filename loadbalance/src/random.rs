@@ -45,7 +45,7 @@ impl RandomPicker {
     ) -> Box<dyn Picker> {
         let w = member_weights_patched(endpoints, &members, now, patch);
         Box::new(RandomPicker {
-            sampler: Sampler::new(&w.weights),
+            sampler: Sampler::new(&w.weights, &members),
             weights: w.weights.into_boxed_slice(),
             members,
             refresh: w.refresh,
@@ -69,9 +69,7 @@ impl Picker for RandomPicker {
         _ctx: &PickContext<'_>,
         rng: &mut fastrand::Rng,
     ) -> Option<usize> {
-        self.sampler
-            .sample(rng)
-            .map(|pos| self.members[pos] as usize)
+        self.sampler.sample(rng)
     }
 
     fn members(&self) -> &[u32] {
@@ -97,7 +95,7 @@ impl Picker for RandomPicker {
         rng: &mut fastrand::Rng,
     ) -> Option<usize> {
         for _ in 0..crate::RESELECT_TRIES {
-            let i = self.members[self.sampler.sample(rng)?] as usize;
+            let i = self.sampler.sample(rng)?;
             if !ctx.tried.contains(&i) {
                 return Some(i);
             }

@@ -58,7 +58,7 @@ impl<S: Score> ScoredPicker<S> {
         let w = member_weights_patched(endpoints, &members, now, patch);
         let any_positive = w.weights.iter().any(|&w| w > 0);
         ScoredPicker {
-            sampler: Sampler::new(&w.weights),
+            sampler: Sampler::new(&w.weights, &members),
             scan: members.len() <= scan_limit.min(MAX_EXACT_SCAN),
             weights: w.weights.into_boxed_slice(),
             any_positive,
@@ -139,7 +139,7 @@ impl<S: Score> ScoredPicker<S> {
         Some(self.members[chosen as usize] as usize)
     }
 
-    /// Two weighted draws, the lower score wins, the first draw on ties.
+    /// Two weighted draws (global indexes), the lower score wins, the first draw on ties.
     fn pick_two(&self, endpoints: &[Endpoint], rng: &mut fastrand::Rng) -> Option<usize> {
         let a = self.sampler.sample(rng)?;
         let mut b = self.sampler.sample(rng)?;
@@ -151,15 +151,14 @@ impl<S: Score> ScoredPicker<S> {
             b = self.sampler.sample(rng)?;
         }
         if b == a {
-            return Some(self.members[a] as usize);
+            return Some(a);
         }
         let now = if S::NEEDS_CLOCK { coarse_now_ns() } else { 0 };
         let (sa, sb) = (
-            self.score_of(endpoints, a, now),
-            self.score_of(endpoints, b, now),
+            self.score.score(&endpoints[a].stats, now),
+            self.score.score(&endpoints[b].stats, now),
         );
-        let pos = if sb < sa { b } else { a };
-        Some(self.members[pos] as usize)
+        Some(if sb < sa { b } else { a })
     }
 }
 

@@ -1,6 +1,7 @@
 //! Shared table-building pieces: effective (warm-up) weights of a routed subset, and an alias
 //! table for O(1) weighted sampling.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::{Endpoint, Patch, effective_weight_at_ms};
@@ -104,40 +105,56 @@ pub(crate) fn member_weights_patched(
     MemberWeights { weights, refresh }
 }
 
-/// O(1) weighted sampling over member positions (Vose's alias method with exact integer
-/// thresholds). Uniform when all weights are equal or all are zero; a zero-weight position is
-/// never returned while another has weight.
+/// O(1) weighted sampling over a subset's members (Vose's alias method with exact integer
+/// thresholds), answering with the member's global endpoint index: a pick reads one column
+/// and no member list (at 100k members, one cache miss less). Uniform when all weights are
+/// equal or all are zero; a zero-weight member is never returned while another has weight.
 #[derive(Debug)]
 pub(crate) enum Sampler {
-    /// Every position equally likely.
-    Uniform(usize),
-    /// Column `i` keeps position `i` when `r < threshold`, else goes to `alias`.
+    /// Every member equally likely, and the members are `0..n`.
+    Identity(usize),
+    /// Every member equally likely.
+    Uniform(Arc<[u32]>),
+    /// Column `i` answers `keep` when `r < threshold`, else `alias`.
     Alias { total: u64, columns: Box<[Column]> },
 }
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Column {
     threshold: u64,
+    /// The global index of member `i`.
+    keep: u32,
+    /// The global index of the member that tops column `i` up.
     alias: u32,
 }
 
 impl Sampler {
-    pub(crate) fn new(weights: &[u32]) -> Sampler {
+    /// The table for `members` (global indexes, in member order) with `weights` (same order).
+    pub(crate) fn new(weights: &[u32], members: &Arc<[u32]>) -> Sampler {
+        debug_assert_eq!(weights.len(), members.len());
         let n = weights.len();
         let total: u64 = weights.iter().map(|&w| w as u64).sum();
         if total == 0 || weights.windows(2).all(|w| w[0] == w[1]) {
-            return Sampler::Uniform(n);
+            let identity = members.iter().enumerate().all(|(i, &m)| m as usize == i);
+            return if identity {
+                Sampler::Identity(n)
+            } else {
+                Sampler::Uniform(members.clone())
+            };
         }
         // Scaled weights s_i = w_i * n against threshold `total`: exact in u64, as members
         // are u32 indexes (n <= 2^32, so w_i * n < 2^64 for any u32 weight). Each column's
-        // threshold holds its scaled weight while the table is built (no second array).
+        // threshold holds its scaled weight while the table is built (no second array), and
+        // `alias` a member position until the end.
         debug_assert!(n as u64 <= u32::MAX as u64 + 1);
         let t = total;
         let mut columns: Vec<Column> = weights
             .iter()
+            .zip(members.iter())
             .enumerate()
-            .map(|(i, &w)| Column {
+            .map(|(i, (&w, &m))| Column {
                 threshold: w as u64 * n as u64,
+                keep: m,
                 alias: i as u32,
             })
             .collect();
@@ -168,27 +185,34 @@ impl Sampler {
                 small += 1;
             }
         }
-        // Exact arithmetic leaves only full columns (threshold == total) behind.
+        // Exact arithmetic leaves only full columns (threshold == total) behind. Aliases
+        // become global indexes.
+        for c in &mut columns {
+            c.alias = members[c.alias as usize];
+        }
         Sampler::Alias {
             total,
             columns: columns.into_boxed_slice(),
         }
     }
 
-    /// A member position, or `None` when there are no members.
+    /// A member's global endpoint index, or `None` when there are no members.
     #[inline]
     pub(crate) fn sample(&self, rng: &mut fastrand::Rng) -> Option<usize> {
         match self {
-            Sampler::Uniform(0) => None,
-            Sampler::Uniform(n) => Some(rng.usize(..*n)),
+            Sampler::Identity(0) => None,
+            Sampler::Identity(n) => Some(rng.usize(..*n)),
+            Sampler::Uniform(members) => match members.len() {
+                0 => None,
+                n => Some(members[rng.usize(..n)] as usize),
+            },
             Sampler::Alias { total, columns } => {
-                let i = rng.usize(..columns.len());
-                let c = columns[i];
+                let c = columns[rng.usize(..columns.len())];
                 Some(if rng.u64(..*total) < c.threshold {
-                    i
+                    c.keep
                 } else {
-                    c.alias as usize
-                })
+                    c.alias
+                } as usize)
             }
         }
     }
@@ -235,20 +259,29 @@ pub(crate) fn weighted_untried(
 mod tests {
     use super::*;
 
-    /// The exact probability the table gives each position, from its columns.
+    /// The exact probability the table gives each global index below `n`, from its columns.
     fn exact_shares(s: &Sampler, n: usize) -> Vec<f64> {
+        let mut p = vec![0.0; n];
         match s {
-            Sampler::Uniform(n) => vec![1.0 / *n as f64; *n],
-            Sampler::Alias { total, columns } => {
-                let mut p = vec![0.0; n];
-                for (i, c) in columns.iter().enumerate() {
-                    let keep = c.threshold as f64 / *total as f64;
-                    p[i] += keep / n as f64;
-                    p[c.alias as usize] += (1.0 - keep) / n as f64;
+            Sampler::Identity(m) => p[..*m].iter_mut().for_each(|x| *x = 1.0 / *m as f64),
+            Sampler::Uniform(members) => {
+                for &m in members.iter() {
+                    p[m as usize] += 1.0 / members.len() as f64;
                 }
-                p
+            }
+            Sampler::Alias { total, columns } => {
+                for c in columns.iter() {
+                    let keep = c.threshold as f64 / *total as f64;
+                    p[c.keep as usize] += keep / columns.len() as f64;
+                    p[c.alias as usize] += (1.0 - keep) / columns.len() as f64;
+                }
             }
         }
+        p
+    }
+
+    fn identity(n: usize) -> Arc<[u32]> {
+        (0..n as u32).collect()
     }
 
     #[test]
@@ -259,24 +292,44 @@ mod tests {
             vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 1000],
             vec![u32::MAX, 1, 7],
         ] {
-            let s = Sampler::new(&weights);
+            let s = Sampler::new(&weights, &identity(weights.len()));
             let total: f64 = weights.iter().map(|&w| w as f64).sum();
             for (i, p) in exact_shares(&s, weights.len()).into_iter().enumerate() {
                 let want = weights[i] as f64 / total;
                 assert!((p - want).abs() < 1e-9, "{weights:?} [{i}]: {p} vs {want}");
+            }
+            // Over a subset: the same shares, at the members' global indexes.
+            let members: Arc<[u32]> = (0..weights.len() as u32).map(|i| 3 * i + 1).collect();
+            let s = Sampler::new(&weights, &members);
+            let shares = exact_shares(&s, 3 * weights.len() + 1);
+            for (g, p) in shares.into_iter().enumerate() {
+                let want = match members.iter().position(|&m| m as usize == g) {
+                    Some(i) => weights[i] as f64 / total,
+                    None => 0.0,
+                };
+                assert!((p - want).abs() < 1e-9, "{weights:?} @{g}: {p} vs {want}");
             }
         }
     }
 
     #[test]
     fn zero_weights_never_sampled_and_all_zero_is_uniform() {
-        let s = Sampler::new(&[0, 0, 9, 0]);
+        let s = Sampler::new(&[0, 0, 9, 0], &identity(4));
         let mut rng = fastrand::Rng::with_seed(3);
         for _ in 0..1000 {
             assert_eq!(s.sample(&mut rng), Some(2));
         }
-        assert!(matches!(Sampler::new(&[0, 0]), Sampler::Uniform(2)));
-        assert_eq!(Sampler::new(&[]).sample(&mut rng), None);
+        assert!(matches!(
+            Sampler::new(&[0, 0], &identity(2)),
+            Sampler::Identity(2)
+        ));
+        assert_eq!(Sampler::new(&[], &identity(0)).sample(&mut rng), None);
+        let subset: Arc<[u32]> = Arc::from([4u32, 9]);
+        assert!(matches!(
+            Sampler::new(&[3, 3], &subset),
+            Sampler::Uniform(_)
+        ));
+        assert_eq!(Sampler::new(&[], &Arc::from([])).sample(&mut rng), None);
     }
 
     /// A patched table (`prepare_patched`) is the table a full build gives: the changed
