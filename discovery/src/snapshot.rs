@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use switchman_core::{Error, ErrorKind, Instance, Invocation, ServiceKey};
-use switchman_loadbalance::{Endpoint, LoadBalance, Patch, PickContext, Picker, pick_untried};
+use switchman_loadbalance::{Endpoint, LoadBalance, PickContext, Picker, pick_untried};
 use switchman_router::{ConsumerInfo, Route, RouteTable, RouterChain};
 
 /// One immutable view of a service: its instances, the router chain's precomputed state and
@@ -205,7 +205,7 @@ pub(crate) struct SnapshotParts<'a> {
     pub(crate) same_routes_as: Option<&'a Snapshot>,
     /// With `same_routes_as`: the endpoints (indexes, ascending) whose instance or statistics
     /// differ from that snapshot's; the balancer tables are patched from its tables for them
-    /// ([`LoadBalance::prepare_patched`]).
+    /// ([`Picker::patched`]).
     pub(crate) changed: &'a [u32],
 }
 
@@ -237,20 +237,12 @@ impl Snapshot {
             .subsets()
             .iter()
             .enumerate()
-            .map(
-                |(k, members)| match previous.and_then(|prev| prev.pickers.get(k)) {
-                    Some(before) => p.balancer.prepare_patched(
-                        &p.endpoints,
-                        members.clone(),
-                        p.now,
-                        Patch {
-                            previous: &**before,
-                            changed: p.changed,
-                        },
-                    ),
-                    None => p.balancer.prepare(&p.endpoints, members.clone(), p.now),
-                },
-            )
+            .map(|(k, members)| {
+                previous
+                    .and_then(|prev| prev.pickers.get(k))
+                    .and_then(|before| before.patched(&p.endpoints, members, p.changed, p.now))
+                    .unwrap_or_else(|| p.balancer.prepare(&p.endpoints, members.clone(), p.now))
+            })
             .collect();
         Snapshot {
             epoch: p.epoch,

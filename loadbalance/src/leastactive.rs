@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::scored::{DEFAULT_EXACT_SCAN, Score, ScoredPicker};
-use crate::{Endpoint, InstanceStats, LoadBalance, Patch, Picker};
+use crate::{Endpoint, InstanceStats, LoadBalance, Picker};
 
 /// Dubbo's `leastactive`: prefers the member with the fewest in-flight calls
 /// ([`InstanceStats::active`]); among equals, weighted random. Unlike Dubbo, recent failures
@@ -49,7 +49,7 @@ impl LeastActiveBalance {
 /// Consecutive failures beyond this no longer raise the score (as in `p2c`).
 const MAX_FAILURE_FACTOR: u32 = 16;
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Active;
 
 impl Score for Active {
@@ -75,35 +75,12 @@ impl LoadBalance for LeastActiveBalance {
         members: Arc<[u32]>,
         now: SystemTime,
     ) -> Box<dyn Picker> {
-        self.picker(endpoints, members, now, None)
-    }
-
-    fn prepare_patched(
-        &self,
-        endpoints: &[Endpoint],
-        members: Arc<[u32]>,
-        now: SystemTime,
-        patch: Patch<'_>,
-    ) -> Box<dyn Picker> {
-        self.picker(endpoints, members, now, Some(&patch))
-    }
-}
-
-impl LeastActiveBalance {
-    fn picker(
-        &self,
-        endpoints: &[Endpoint],
-        members: Arc<[u32]>,
-        now: SystemTime,
-        patch: Option<&Patch<'_>>,
-    ) -> Box<dyn Picker> {
         Box::new(ScoredPicker::new(
             endpoints,
             members,
             now,
             self.exact_scan,
             Active,
-            patch,
         ))
     }
 }

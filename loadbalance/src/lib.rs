@@ -201,34 +201,6 @@ pub trait LoadBalance: Send + Sync + fmt::Debug {
         members: Arc<[u32]>,
         now: SystemTime,
     ) -> Box<dyn Picker>;
-
-    /// Builds the picker for a subset after a change of weights only: `members` are those
-    /// `patch.previous` was built for, in the same positions, and only the endpoints in
-    /// `patch.changed` differ since (in weight, warm-up or start time). The built-in weighted
-    /// balancers start from the previous table's weights ([`Picker::settled_weights`]) and
-    /// read only the changed endpoints, instead of every member's instance and statistics
-    /// (at 100k members, most of a 1% weight change's cost). The default calls
-    /// [`LoadBalance::prepare`].
-    fn prepare_patched(
-        &self,
-        endpoints: &[Endpoint],
-        members: Arc<[u32]>,
-        now: SystemTime,
-        patch: Patch<'_>,
-    ) -> Box<dyn Picker> {
-        let _ = patch;
-        self.prepare(endpoints, members, now)
-    }
-}
-
-/// What changed since a subset's previous picker, for [`LoadBalance::prepare_patched`].
-#[derive(Debug, Clone, Copy)]
-pub struct Patch<'a> {
-    /// The picker built for the same members before the change.
-    pub previous: &'a dyn Picker,
-    /// Global indexes of the endpoints whose weight, warm-up or start time changed,
-    /// ascending (members or not).
-    pub changed: &'a [u32],
 }
 
 /// The per-subset table a balancer built. `pick` must not allocate, lock or scan.
@@ -252,9 +224,28 @@ pub trait Picker: Send + Sync + fmt::Debug {
     }
 
     /// The effective weights the table was built from, in member order, when none of them
-    /// changes by itself (no member warming up): [`LoadBalance::prepare_patched`] starts from
-    /// them. `None` (the default) when the table keeps none or some member warms.
+    /// changes by itself (no member warming up). `None` (the default) when the table keeps
+    /// none or some member warms.
     fn settled_weights(&self) -> Option<&[u32]> {
+        None
+    }
+
+    /// This table after a change of weights only, for `members` (the same list it was built
+    /// for) where only the endpoints in `changed` (global indexes, ascending; members or not)
+    /// differ, in weight, warm-up or start time. The directory asks the previous table of the
+    /// same balancer before calling [`LoadBalance::prepare`]: the built-in weighted tables
+    /// start from their settled weights and read only the changed endpoints instead of every
+    /// member's instance and statistics (at 100k members, most of a 1% weight change's cost).
+    /// `None` (the default) when it cannot: other members, a member warming up, or a table
+    /// that does not keep its weights.
+    fn patched(
+        &self,
+        endpoints: &[Endpoint],
+        members: &Arc<[u32]>,
+        changed: &[u32],
+        now: SystemTime,
+    ) -> Option<Box<dyn Picker>> {
+        let _ = (endpoints, members, changed, now);
         None
     }
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::scored::{Score, ScoredPicker};
-use crate::{Endpoint, InstanceStats, LoadBalance, PEAK_EWMA_DECAY, Patch, Picker};
+use crate::{Endpoint, InstanceStats, LoadBalance, PEAK_EWMA_DECAY, Picker};
 
 /// Default latency assumed for an instance that has no sample yet (tower's default too).
 pub const DEFAULT_RTT: Duration = Duration::from_millis(30);
@@ -54,7 +54,7 @@ impl P2cBalance {
 /// Scores in log form: `ln(decayed peak-EWMA) + ln((active + 1) × (1 + failures))` shifted by
 /// `now / decay`, a shift common to every member. Comparing these orders members exactly as
 /// comparing their decayed costs would, without reading the clock or calling `exp` per member.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct PeakEwmaCost {
     ln_default_rtt_ns: f64,
 }
@@ -87,28 +87,6 @@ impl LoadBalance for P2cBalance {
         members: Arc<[u32]>,
         now: SystemTime,
     ) -> Box<dyn Picker> {
-        self.picker(endpoints, members, now, None)
-    }
-
-    fn prepare_patched(
-        &self,
-        endpoints: &[Endpoint],
-        members: Arc<[u32]>,
-        now: SystemTime,
-        patch: Patch<'_>,
-    ) -> Box<dyn Picker> {
-        self.picker(endpoints, members, now, Some(&patch))
-    }
-}
-
-impl P2cBalance {
-    fn picker(
-        &self,
-        endpoints: &[Endpoint],
-        members: Arc<[u32]>,
-        now: SystemTime,
-        patch: Option<&Patch<'_>>,
-    ) -> Box<dyn Picker> {
         Box::new(ScoredPicker::new(
             endpoints,
             members,
@@ -117,7 +95,6 @@ impl P2cBalance {
             PeakEwmaCost {
                 ln_default_rtt_ns: (self.default_rtt.as_nanos() as f64).max(1.0).ln(),
             },
-            patch,
         ))
     }
 }

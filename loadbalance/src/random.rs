@@ -1,8 +1,10 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::weights::{Sampler, member_weights_patched, weighted_untried};
-use crate::{Endpoint, LoadBalance, Patch, PickContext, Picker};
+use crate::weights::{
+    MemberWeights, Sampler, member_weights, patched_weights, same_members, weighted_untried,
+};
+use crate::{Endpoint, LoadBalance, PickContext, Picker};
 
 /// Dubbo's `random`: weighted random. The table is an alias table (Vose), so a pick is O(1)
 /// whatever the weights: one uniform column draw and one threshold draw. When all weights are
@@ -22,28 +24,13 @@ impl LoadBalance for RandomBalance {
         members: Arc<[u32]>,
         now: SystemTime,
     ) -> Box<dyn Picker> {
-        RandomPicker::boxed(endpoints, members, now, None)
-    }
-
-    fn prepare_patched(
-        &self,
-        endpoints: &[Endpoint],
-        members: Arc<[u32]>,
-        now: SystemTime,
-        patch: Patch<'_>,
-    ) -> Box<dyn Picker> {
-        RandomPicker::boxed(endpoints, members, now, Some(&patch))
+        let w = member_weights(endpoints, &members, now);
+        RandomPicker::boxed(members, w)
     }
 }
 
 impl RandomPicker {
-    fn boxed(
-        endpoints: &[Endpoint],
-        members: Arc<[u32]>,
-        now: SystemTime,
-        patch: Option<&Patch<'_>>,
-    ) -> Box<dyn Picker> {
-        let w = member_weights_patched(endpoints, &members, now, patch);
+    fn boxed(members: Arc<[u32]>, w: MemberWeights) -> Box<dyn Picker> {
         Box::new(RandomPicker {
             sampler: Sampler::new(&w.weights, &members),
             weights: w.weights.into_boxed_slice(),
@@ -82,6 +69,21 @@ impl Picker for RandomPicker {
 
     fn settled_weights(&self) -> Option<&[u32]> {
         self.refresh.is_none().then_some(&*self.weights)
+    }
+
+    fn patched(
+        &self,
+        endpoints: &[Endpoint],
+        members: &Arc<[u32]>,
+        changed: &[u32],
+        now: SystemTime,
+    ) -> Option<Box<dyn Picker>> {
+        let settled = self.settled_weights()?;
+        if !same_members(&self.members, members) {
+            return None;
+        }
+        let w = patched_weights(endpoints, members, settled, changed, now);
+        Some(RandomPicker::boxed(members.clone(), w))
     }
 
     /// Dubbo's reselect runs the balancer over the untried members: a weighted draw among

@@ -15,8 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::stats::{coarse_now_ns, tick_coarse_clock};
-use crate::weights::{Sampler, member_weights_patched, weighted_untried};
-use crate::{Endpoint, InstanceStats, Patch, PickContext, Picker};
+use crate::weights::{
+    MemberWeights, Sampler, member_weights, patched_weights, same_members, weighted_untried,
+};
+use crate::{Endpoint, InstanceStats, PickContext, Picker};
 
 /// Largest routed subset that may be scanned exactly on each pick.
 pub const MAX_EXACT_SCAN: usize = 64;
@@ -25,7 +27,7 @@ pub const MAX_EXACT_SCAN: usize = 64;
 pub const DEFAULT_EXACT_SCAN: usize = 16;
 
 /// How a score-based balancer rates a member at pick time. Lower is better.
-pub(crate) trait Score: Send + Sync + std::fmt::Debug + 'static {
+pub(crate) trait Score: Send + Sync + Clone + std::fmt::Debug + 'static {
     /// Whether [`Score::score`] reads `now_ns` (the picker then reads the coarse clock, an
     /// atomic load, once per pick).
     const NEEDS_CLOCK: bool;
@@ -52,14 +54,18 @@ impl<S: Score> ScoredPicker<S> {
         now: SystemTime,
         scan_limit: usize,
         score: S,
-        patch: Option<&Patch<'_>>,
     ) -> Self {
+        let w = member_weights(endpoints, &members, now);
+        let scan = members.len() <= scan_limit.min(MAX_EXACT_SCAN);
+        Self::from_weights(members, w, scan, score)
+    }
+
+    fn from_weights(members: Arc<[u32]>, w: MemberWeights, scan: bool, score: S) -> Self {
         tick_coarse_clock();
-        let w = member_weights_patched(endpoints, &members, now, patch);
         let any_positive = w.weights.iter().any(|&w| w > 0);
         ScoredPicker {
             sampler: Sampler::new(&w.weights, &members),
-            scan: members.len() <= scan_limit.min(MAX_EXACT_SCAN),
+            scan,
             weights: w.weights.into_boxed_slice(),
             any_positive,
             members,
@@ -187,6 +193,26 @@ impl<S: Score> Picker for ScoredPicker<S> {
 
     fn settled_weights(&self) -> Option<&[u32]> {
         self.refresh.is_none().then_some(&*self.weights)
+    }
+
+    fn patched(
+        &self,
+        endpoints: &[Endpoint],
+        members: &Arc<[u32]>,
+        changed: &[u32],
+        now: SystemTime,
+    ) -> Option<Box<dyn Picker>> {
+        let settled = self.settled_weights()?;
+        if !same_members(&self.members, members) {
+            return None;
+        }
+        let w = patched_weights(endpoints, members, settled, changed, now);
+        Some(Box::new(ScoredPicker::from_weights(
+            members.clone(),
+            w,
+            self.scan,
+            self.score.clone(),
+        )))
     }
 
     /// The balancer over the untried members (Dubbo's reselect): the exact scan skipping the

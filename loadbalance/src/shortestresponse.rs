@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::scored::{DEFAULT_EXACT_SCAN, Score, ScoredPicker};
-use crate::{Endpoint, InstanceStats, LoadBalance, Patch, Picker};
+use crate::{Endpoint, InstanceStats, LoadBalance, Picker};
 
 /// Dubbo's `shortestresponse`: prefers the member with the lowest
 /// `average successful response time × (active + 1)`; among equals, weighted random.
@@ -57,7 +57,7 @@ impl ShortestResponseBalance {
 /// any real expected wait (µs × in-flight), so it is picked only when every member fails.
 const NO_SUCCESS_FAILING: f64 = 1e15;
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct ExpectedWait;
 
 impl Score for ExpectedWait {
@@ -85,35 +85,12 @@ impl LoadBalance for ShortestResponseBalance {
         members: Arc<[u32]>,
         now: SystemTime,
     ) -> Box<dyn Picker> {
-        self.picker(endpoints, members, now, None)
-    }
-
-    fn prepare_patched(
-        &self,
-        endpoints: &[Endpoint],
-        members: Arc<[u32]>,
-        now: SystemTime,
-        patch: Patch<'_>,
-    ) -> Box<dyn Picker> {
-        self.picker(endpoints, members, now, Some(&patch))
-    }
-}
-
-impl ShortestResponseBalance {
-    fn picker(
-        &self,
-        endpoints: &[Endpoint],
-        members: Arc<[u32]>,
-        now: SystemTime,
-        patch: Option<&Patch<'_>>,
-    ) -> Box<dyn Picker> {
         Box::new(ScoredPicker::new(
             endpoints,
             members,
             now,
             self.exact_scan,
             ExpectedWait,
-            patch,
         ))
     }
 }

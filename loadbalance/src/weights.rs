@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::{Endpoint, Patch, effective_weight_at_ms};
+use crate::{Endpoint, effective_weight_at_ms};
 
 /// Shortest refresh period requested while instances warm up.
 const MIN_REFRESH: Duration = Duration::from_millis(100);
@@ -70,32 +70,21 @@ pub(crate) fn member_weights(
     MemberWeights { weights, refresh }
 }
 
-/// [`member_weights`], from the previous table's weights when `patch` allows it: those of
-/// the members in `patch.changed` are computed again, the others copied (a settled weight
-/// stays what it is while the instance does not change). Without a patch, or when the
-/// previous table has no settled weights or other members, every member is read.
-pub(crate) fn member_weights_patched(
+/// [`member_weights`] from a previous table's settled weights (`settled`, in member order):
+/// those of the members in `changed` (global indexes, ascending) are computed again, the others
+/// kept (a settled weight stays what it is while the instance does not change).
+pub(crate) fn patched_weights(
     endpoints: &[Endpoint],
     members: &[u32],
+    settled: &[u32],
+    changed: &[u32],
     now: SystemTime,
-    patch: Option<&Patch<'_>>,
 ) -> MemberWeights {
-    let settled = patch.and_then(|p| {
-        let before = p.previous.members();
-        let same = before.len() == members.len()
-            && (std::ptr::eq(before.as_ptr(), members.as_ptr()) || before == members);
-        same.then(|| p.previous.settled_weights()).flatten()
-    });
-    let (Some(patch), Some(settled)) = (patch, settled) else {
-        return member_weights(endpoints, members, now);
-    };
-    if settled.len() != members.len() {
-        return member_weights(endpoints, members, now);
-    }
+    debug_assert_eq!(settled.len(), members.len());
     let now_ms = millis(now);
     let mut weights = settled.to_vec();
     let mut refresh = None;
-    for &c in patch.changed {
+    for &c in changed {
         if let Ok(pos) = members.binary_search(&c) {
             let (w, step) = weight_and_step(&endpoints[c as usize], now_ms);
             weights[pos] = w;
@@ -103,6 +92,12 @@ pub(crate) fn member_weights_patched(
         }
     }
     MemberWeights { weights, refresh }
+}
+
+/// Whether `members` is the list a table was built for (`built_for`): the same `Arc` as the
+/// directory passes it, or equal.
+pub(crate) fn same_members(built_for: &Arc<[u32]>, members: &Arc<[u32]>) -> bool {
+    Arc::ptr_eq(built_for, members) || built_for == members
 }
 
 /// O(1) weighted sampling over a subset's members (Vose's alias method with exact integer
@@ -332,9 +327,9 @@ mod tests {
         assert_eq!(Sampler::new(&[], &Arc::from([])).sample(&mut rng), None);
     }
 
-    /// A patched table (`prepare_patched`) is the table a full build gives: the changed
-    /// members' weights are read again, the others kept; a previous table that warms, or was
-    /// built for other members, is not patched from.
+    /// A patched table (`Picker::patched`, else `prepare` as the directory does) is the table a
+    /// full build gives: the changed members' weights are read again, the others kept; a
+    /// previous table that warms, or was built for other members, does not patch itself.
     #[test]
     fn patched_tables_equal_full_builds() {
         use crate::{
@@ -368,9 +363,16 @@ mod tests {
             Arc::new(ShortestResponseBalance::new()),
             Arc::new(P2cBalance::new()),
         ];
-        fn patch<'a>(previous: &'a dyn crate::Picker, changed: &'a [u32]) -> crate::Patch<'a> {
-            crate::Patch { previous, changed }
-        }
+        // What the directory does: patch the previous table, else build from scratch.
+        let rebuild = |lb: &dyn LoadBalance,
+                       previous: &dyn crate::Picker,
+                       endpoints: &[Endpoint],
+                       members: &Arc<[u32]>,
+                       changed: &[u32]| {
+            previous
+                .patched(endpoints, members, changed, now)
+                .unwrap_or_else(|| lb.prepare(endpoints, members.clone(), now))
+        };
         for lb in balancers {
             let name = lb.name().to_string();
             let previous = lb.prepare(&before, members.clone(), now);
@@ -382,8 +384,11 @@ mod tests {
                 after[c as usize].instance = node(c as u16, rng.u32(0..300), false);
             }
             let full = lb.prepare(&after, members.clone(), now);
-            let patched =
-                lb.prepare_patched(&after, members.clone(), now, patch(&*previous, &changed));
+            assert!(
+                previous.patched(&after, &members, &changed, now).is_some(),
+                "{name}"
+            );
+            let patched = rebuild(&*lb, &*previous, &after, &members, &changed);
             assert_eq!(patched.settled_weights(), full.settled_weights(), "{name}");
             assert_ne!(
                 patched.settled_weights(),
@@ -392,8 +397,11 @@ mod tests {
             );
             // A previous table for other members: a full build.
             let stranger = lb.prepare(&before, other.clone(), now);
-            let from_stranger =
-                lb.prepare_patched(&after, members.clone(), now, patch(&*stranger, &changed));
+            assert!(
+                stranger.patched(&after, &members, &changed, now).is_none(),
+                "{name}"
+            );
+            let from_stranger = rebuild(&*lb, &*stranger, &after, &members, &changed);
             assert_eq!(
                 from_stranger.settled_weights(),
                 full.settled_weights(),
@@ -403,14 +411,16 @@ mod tests {
             let mut warming = after.clone();
             warming[32].instance = node(32, 100, true);
             let full_w = lb.prepare(&warming, members.clone(), now);
-            let patched_w =
-                lb.prepare_patched(&warming, members.clone(), now, patch(&*patched, &[32]));
+            let patched_w = rebuild(&*lb, &*patched, &warming, &members, &[32]);
             assert!(full_w.refresh_after().is_some(), "{name}");
             assert_eq!(patched_w.refresh_after(), full_w.refresh_after(), "{name}");
             assert_eq!(patched_w.settled_weights(), None, "{name}");
             // Patched from a warming table: every member is read again (32 is settled again).
-            let patched_again =
-                lb.prepare_patched(&after, members.clone(), now, patch(&*patched_w, &[4]));
+            assert!(
+                patched_w.patched(&after, &members, &[4], now).is_none(),
+                "{name}"
+            );
+            let patched_again = rebuild(&*lb, &*patched_w, &after, &members, &[4]);
             assert_eq!(
                 patched_again.settled_weights(),
                 full.settled_weights(),
