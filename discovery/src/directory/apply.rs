@@ -37,6 +37,9 @@ impl State {
                 self.retired.push(Box::new(previous));
             }
             Update::Add(list) => {
+                // The entries replaced, freed with the rest of what the next snapshot replaces
+                // (one box for all of them).
+                let mut replaced = Vec::new();
                 for inst in list {
                     let (address, inst, change) = self.reuse(inst);
                     match change {
@@ -44,9 +47,10 @@ impl State {
                         Change::Replaced => self.pending.touch(&address),
                         Change::New => self.pending = Pending::Full,
                     }
-                    if let Some(old) = self.registry.insert(address, inst) {
-                        self.retired.push(Box::new(old));
-                    }
+                    replaced.extend(self.registry.insert(address, inst));
+                }
+                if !replaced.is_empty() {
+                    self.retired.push(Box::new(replaced));
                 }
             }
             Update::Remove(keys) => {
