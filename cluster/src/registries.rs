@@ -242,11 +242,10 @@ mod tests {
     /// A registry's cluster with the given ports (none: a registry without providers).
     async fn registry(ports: &[u16]) -> ClusterInvoker {
         let dir = RegistryDirectory::spawn(DirectoryConfig::new(ServiceKey::new("a.B")), None);
-        dir.apply(Update::Reset(
+        dir.apply(Update::reset(
             ports
                 .iter()
-                .map(|&p| Instance::builder("10.0.0.1", p).build())
-                .collect(),
+                .map(|&p| Instance::builder("10.0.0.1", p).build()),
         ));
         dir.wait_until(Duration::from_secs(5), |s| s.epoch() >= 1)
             .await

@@ -80,7 +80,7 @@ fn a_named_balancer_adds_no_allocation_per_call() {
                 .param("list.loadbalance", "roundrobin")
                 .build()
         };
-        dir.apply(Update::Reset(vec![at(1), at(2), at(3)]));
+        dir.apply(Update::reset(vec![at(1), at(2), at(3)]));
         dir.wait_until(Duration::from_secs(5), |s| s.epoch() >= 1)
             .await
             .unwrap();

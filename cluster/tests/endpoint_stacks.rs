@@ -134,7 +134,7 @@ async fn one_client_per_endpoint_kept_across_snapshots_and_through_the_grace() {
     let maker = Arc::new(Maker::default());
     const GRACE: Duration = Duration::from_millis(300);
     let dir = Arc::new(RegistryDirectory::spawn(config(maker.clone(), GRACE), None));
-    published(&dir, Update::Reset(vec![at(1, 100), at(2, 100)]), &[1, 2]).await;
+    published(&dir, Update::reset(vec![at(1, 100), at(2, 100)]), &[1, 2]).await;
     let cluster = ClusterInvoker::new(dir.clone(), Arc::new(Unused), ClusterConfig::default());
     for _ in 0..50 {
         cluster.invoke(&Invocation::new("hi")).await.unwrap();
@@ -146,13 +146,13 @@ async fn one_client_per_endpoint_kept_across_snapshots_and_through_the_grace() {
     );
 
     // A weight change (a new snapshot) keeps both clients.
-    published(&dir, Update::Reset(vec![at(1, 100), at(2, 300)]), &[1, 2]).await;
+    published(&dir, Update::reset(vec![at(1, 100), at(2, 300)]), &[1, 2]).await;
     assert_eq!(dir.load().endpoints()[1].instance.weight(), 300);
     assert_eq!(maker.made.load(Ordering::SeqCst), 2);
 
     // 2 leaves: no longer routed; its client is kept for the grace...
     let before = Arc::as_ptr(dir.load().endpoints()[1].service.as_ref().unwrap());
-    published(&dir, Update::Reset(vec![at(1, 100)]), &[1]).await;
+    published(&dir, Update::reset(vec![at(1, 100)]), &[1]).await;
     for _ in 0..20 {
         assert_eq!(
             cluster.invoke(&Invocation::new("hi")).await.unwrap(),
@@ -165,14 +165,14 @@ async fn one_client_per_endpoint_kept_across_snapshots_and_through_the_grace() {
         "not before the grace"
     );
     // ...and it comes back within it: the same client, nothing made.
-    published(&dir, Update::Reset(vec![at(1, 100), at(2, 300)]), &[1, 2]).await;
+    published(&dir, Update::reset(vec![at(1, 100), at(2, 300)]), &[1, 2]).await;
     let again = Arc::as_ptr(dir.load().endpoints()[1].service.as_ref().unwrap());
     assert!(std::ptr::addr_eq(before, again), "the same client");
     assert_eq!(maker.made.load(Ordering::SeqCst), 2);
 
     // It leaves for good: dropped once the grace is over, not before.
     let left = tokio::time::Instant::now();
-    published(&dir, Update::Reset(vec![at(1, 100)]), &[1]).await;
+    published(&dir, Update::reset(vec![at(1, 100)]), &[1]).await;
     tokio::time::sleep(GRACE / 2).await;
     assert_eq!(
         maker.dropped.load(Ordering::SeqCst),
@@ -187,7 +187,7 @@ async fn one_client_per_endpoint_kept_across_snapshots_and_through_the_grace() {
     assert_eq!(maker.dropped.load(Ordering::SeqCst), 1);
 
     // A new arrival after that: a new client.
-    published(&dir, Update::Reset(vec![at(1, 100), at(2, 100)]), &[1, 2]).await;
+    published(&dir, Update::reset(vec![at(1, 100), at(2, 100)]), &[1, 2]).await;
     assert_eq!(maker.made.load(Ordering::SeqCst), 3);
     // The directory dropped: every client goes with it.
     drop(cluster);
@@ -216,7 +216,7 @@ async fn a_tower_layer_through_the_maker_limits_each_endpoint() {
             base.maker(maker.clone())
         };
         let dir = Arc::new(RegistryDirectory::spawn(dc, None));
-        published(&dir, Update::Reset(vec![at(1, 100), at(2, 100)]), &[1, 2]).await;
+        published(&dir, Update::reset(vec![at(1, 100), at(2, 100)]), &[1, 2]).await;
         // No retries: each of the 12 calls is one attempt.
         let cluster = ClusterInvoker::new(
             dir,

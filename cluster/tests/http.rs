@@ -355,7 +355,7 @@ async fn a_removed_provider_drains_and_its_connections_close_after_the_grace() {
         DirectoryConfig::new(ServiceKey::new("com.foo.Greeter")).empty_policy(EmptyPolicy::Publish),
         None,
     ));
-    dir.apply(Update::Reset(vec![ia.clone(), ib.clone()]));
+    dir.apply(Update::reset(vec![ia.clone(), ib.clone()]));
     dir.wait_until(Duration::from_secs(5), |s| s.instances().len() == 2)
         .await
         .unwrap();

@@ -191,7 +191,7 @@ impl Invoker for Scripted {
 
 async fn directory(service: &str, instances: Vec<Instance>) -> Arc<RegistryDirectory> {
     let dir = RegistryDirectory::spawn(DirectoryConfig::new(ServiceKey::new(service)), None);
-    dir.apply(Update::Reset(instances));
+    dir.apply(Update::reset(instances));
     dir.wait_until(Duration::from_secs(5), |s| s.epoch() >= 1)
         .await
         .unwrap();

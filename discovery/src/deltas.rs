@@ -45,9 +45,7 @@ impl Deltas {
         list: Vec<Arc<Instance>>,
     ) -> (Vec<Update>, Option<Vec<Arc<Instance>>>) {
         let updates = match &self.last {
-            None => vec![Update::Reset(
-                list.iter().map(|i| Instance::clone(i)).collect(),
-            )],
+            None => vec![Update::Reset(list.clone())],
             Some(last) => changes(last, &list),
         };
         (updates, self.last.replace(list))
@@ -64,38 +62,60 @@ pub(crate) async fn free_after_yield<T>(retired: T) {
 
 /// By endpoint key ([`Instance::key`]); the later of two entries for one key wins, as in a
 /// `Reset`.
-fn by_key<T: Borrow<Instance>>(list: &[T], warn_twice: bool) -> Keyed<'_> {
+fn by_key<T: Entry>(list: &[T], warn_twice: bool) -> Keyed<'_, T> {
     let mut map = Keyed::with_capacity_and_hasher(list.len(), Default::default());
-    for inst in list {
-        let inst = inst.borrow();
-        if map.insert(inst.key(), inst).is_some() && warn_twice {
+    for entry in list {
+        let inst = entry.borrow();
+        if map.insert(inst.key(), entry).is_some() && warn_twice {
             warn!(endpoint = %inst.key(), "registry listed an endpoint twice; the later entry wins");
         }
     }
     map
 }
 
+/// An entry of a whole list: an [`Instance`] (a static registry's list, copied into an `Arc`
+/// when sent) or an `Arc<Instance>` (an adapter's parsed instances, sent as they are).
+pub(crate) trait Entry: Borrow<Instance> {
+    fn to_shared(&self) -> Arc<Instance>;
+}
+
+impl Entry for Instance {
+    fn to_shared(&self) -> Arc<Instance> {
+        Arc::new(self.clone())
+    }
+}
+
+impl Entry for Arc<Instance> {
+    fn to_shared(&self) -> Arc<Instance> {
+        self.clone()
+    }
+}
+
 /// Endpoint key to instance, borrowed from a list. foldhash, seeded per process (keys come
 /// from the registry).
-type Keyed<'a> = HashMap<&'a str, &'a Instance, foldhash::fast::RandomState>;
+type Keyed<'a, T> = HashMap<&'a str, &'a T, foldhash::fast::RandomState>;
 
 /// What changed from `last` to `next`, both whole lists: an `Add` of the instances that are new
 /// or differ, then a `Remove` of the endpoint keys that left. Adds go first, so a provider that
 /// moves never leaves a moment without it. Empty when nothing changed. Only changed instances
-/// are cloned; an instance that is the same object in both lists is not even compared.
-pub(crate) fn changes<A: Borrow<Instance>, B: Borrow<Instance>>(
-    last: &[A],
-    next: &[B],
-) -> Vec<Update> {
+/// are sent (the `Arc`s of `next`, or copies of its instances); an instance that is the same object in both lists is not
+/// even compared.
+pub(crate) fn changes<A: Entry, B: Entry>(last: &[A], next: &[B]) -> Vec<Update> {
     let before = by_key(last, false);
     let after = by_key(next, true);
-    let added: Vec<Instance> = after
+    let added: Vec<Arc<Instance>> = after
         .iter()
-        .filter(|(address, inst)| match before.get(*address) {
-            Some(old) => !std::ptr::eq(*old, **inst) && *old != **inst,
-            None => true,
+        .filter(|(address, entry)| {
+            let inst: &Instance = (**entry).borrow();
+            match before.get(*address) {
+                Some(old) => {
+                    let old: &Instance = (**old).borrow();
+                    !std::ptr::eq(old, inst) && old != inst
+                }
+                None => true,
+            }
         })
-        .map(|(_, inst)| Instance::clone(inst))
+        .map(|(_, entry)| entry.to_shared())
         .collect();
     let removed: Vec<String> = before
         .keys()
@@ -120,7 +140,7 @@ mod tests {
         Arc::new(Instance::builder("10.0.0.1", port).weight(weight).build())
     }
 
-    fn ports(list: &[Instance]) -> Vec<(u16, u32)> {
+    fn ports(list: &[Arc<Instance>]) -> Vec<(u16, u32)> {
         let mut p: Vec<(u16, u32)> = list.iter().map(|i| (i.port(), i.weight())).collect();
         p.sort();
         p
@@ -172,7 +192,7 @@ mod tests {
     fn applied_updates_reproduce_every_list() {
         let mut rng = fastrand::Rng::with_seed(11);
         let mut d = Deltas::default();
-        let mut model: std::collections::BTreeMap<String, Instance> = Default::default();
+        let mut model: std::collections::BTreeMap<String, Arc<Instance>> = Default::default();
         for round in 0..500 {
             let list: Vec<Arc<Instance>> = (0..rng.usize(0..12))
                 .map(|_| inst(rng.u16(1..10), rng.u32(0..3)))
@@ -195,9 +215,9 @@ mod tests {
                     other => panic!("{other:?}"),
                 }
             }
-            let want: std::collections::BTreeMap<String, Instance> = list
+            let want: std::collections::BTreeMap<String, Arc<Instance>> = list
                 .iter()
-                .map(|i| (i.key().to_string(), Instance::clone(i)))
+                .map(|i| (i.key().to_string(), i.clone()))
                 .collect();
             assert_eq!(model, want, "round {round}");
         }

@@ -1,4 +1,5 @@
 use std::fmt;
+use std::sync::Arc;
 
 use switchman_core::{BoxFuture, Instance, Result, ServiceKey};
 
@@ -12,10 +13,15 @@ use tokio::sync::mpsc;
 #[non_exhaustive]
 pub enum Update {
     /// The complete current list (replaces everything).
-    Reset(Vec<Instance>),
+    ///
+    /// Instances are shared: an adapter that hands the same `Arc` again for an instance that
+    /// did not change (the built-in ones keep what they parsed) lets the directory recognise
+    /// it by pointer, without comparing it field by field, and the directory keeps that `Arc`
+    /// instead of copying. [`Update::reset`] takes instances or `Arc`s.
+    Reset(Vec<Arc<Instance>>),
     /// Instances added or changed (matched by endpoint key, [`Instance::key`]: address,
-    /// protocol and service key).
-    Add(Vec<Instance>),
+    /// protocol and service key). [`Update::add`] takes instances or `Arc`s.
+    Add(Vec<Arc<Instance>>),
     /// Endpoints removed, each named by its [`Instance::key`]; a bare address (`host:port`)
     /// removes every endpoint at that address.
     Remove(Vec<String>),
@@ -38,6 +44,18 @@ pub enum Update {
         /// The rules, already parsed and validated.
         rules: Vec<Configurator>,
     },
+}
+
+impl Update {
+    /// [`Update::Reset`] of `list`: [`Instance`]s or `Arc<Instance>`s.
+    pub fn reset<I: Into<Arc<Instance>>>(list: impl IntoIterator<Item = I>) -> Self {
+        Update::Reset(list.into_iter().map(Into::into).collect())
+    }
+
+    /// [`Update::Add`] of `list`: [`Instance`]s or `Arc<Instance>`s.
+    pub fn add<I: Into<Arc<Instance>>>(list: impl IntoIterator<Item = I>) -> Self {
+        Update::Add(list.into_iter().map(Into::into).collect())
+    }
 }
 
 /// The receiving end of a subscription. Dropping it ends the adapter's watch.

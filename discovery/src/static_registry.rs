@@ -325,7 +325,7 @@ impl Registry for StaticRegistry {
                 }
             };
             let mut last = current(&mut rx);
-            tx.send(Update::Reset(last.to_vec())).await.ok();
+            tx.send(Update::reset(last.iter().cloned())).await.ok();
             tokio::spawn(async move {
                 loop {
                     tokio::select! {

@@ -84,7 +84,7 @@ async fn a_thousand_distinct_tags_and_a_condition_rule_stay_on_the_fast_path() {
         DirectoryConfig::new(ServiceKey::new("com.foo.Bar")).router(chain.clone()),
         None,
     );
-    dir.apply(Update::Reset(list));
+    dir.apply(Update::reset(list));
     let snap = dir
         .wait_until(Duration::from_secs(30), |s| {
             s.endpoints().len() == 3 * TAGS + 100

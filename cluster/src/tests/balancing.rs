@@ -87,7 +87,7 @@ async fn a_providers_loadbalance_applies_and_its_tables_are_built_once() {
         .param("loadbalance", "roundrobin")
         .warmup(Duration::ZERO)
         .build();
-    dir.apply(Update::Add(vec![newcomer]));
+    dir.apply(Update::add(vec![newcomer]));
     let next = dir
         .wait_until(Duration::from_secs(5), |s| s.endpoints().len() == 4)
         .await
@@ -155,7 +155,7 @@ async fn each_routed_subset_uses_its_first_providers_balancer() {
         at(4, &[("zone", "z1")]),
     ];
     let dir = RegistryDirectory::spawn(DirectoryConfig::new(ServiceKey::new("com.foo.Bar")), None);
-    dir.apply(Update::Reset(insts));
+    dir.apply(Update::reset(insts));
     dir.apply(Update::Rule {
         key: "com.foo.Bar::.condition-router".into(),
         text: Some("method = find* => zone = z1".into()),

@@ -109,7 +109,7 @@ impl Invoker for FaultInvoker {
 
 async fn directory(instances: Vec<Instance>) -> Arc<RegistryDirectory> {
     let dir = RegistryDirectory::spawn(DirectoryConfig::new(ServiceKey::new("com.foo.Bar")), None);
-    dir.apply(Update::Reset(instances));
+    dir.apply(Update::reset(instances));
     dir.wait_until(Duration::from_secs(5), |s| s.epoch() >= 1)
         .await
         .unwrap();
@@ -640,7 +640,7 @@ async fn grouped_cluster(
     consumer_group: &str,
     config: ClusterConfig,
 ) -> (ClusterInvoker, Arc<ByGroup>) {
-    let insts = [("a", 10), ("a", 11), ("b", 12), ("c", 13)]
+    let insts: Vec<Instance> = [("a", 10), ("a", 11), ("b", 12), ("c", 13)]
         .iter()
         .map(|(g, port)| {
             Instance::builder("10.0.0.1", *port)
@@ -652,7 +652,7 @@ async fn grouped_cluster(
         DirectoryConfig::new(ServiceKey::with("com.foo.Bar", consumer_group, "")),
         None,
     );
-    dir.apply(Update::Reset(insts));
+    dir.apply(Update::reset(insts));
     dir.wait_until(Duration::from_secs(5), |s| s.epoch() >= 1)
         .await
         .unwrap();
@@ -778,7 +778,7 @@ async fn sticky_keeps_the_selected_instance_until_it_leaves() {
     // The sticky instance disappears: calls move elsewhere and stick there.
     let gone = first.as_u64().unwrap() as u16;
     let rest: Vec<u16> = [1, 2, 3].into_iter().filter(|p| *p != gone).collect();
-    dir.apply(Update::Reset(ports(&rest)));
+    dir.apply(Update::reset(ports(&rest)));
     dir.wait_until(Duration::from_secs(5), |s| s.epoch() >= 2)
         .await
         .unwrap();
@@ -1015,7 +1015,7 @@ async fn retry_sees_instances_added_after_the_first_attempt() {
                     return Result::Ok(Value::from(9));
                 }
                 self.dir
-                    .apply(Update::Add(vec![Instance::builder("10.0.0.1", 9).build()]));
+                    .apply(Update::add(vec![Instance::builder("10.0.0.1", 9).build()]));
                 self.dir
                     .wait_until(Duration::from_secs(5), |s| s.epoch() >= 2)
                     .await
@@ -1453,7 +1453,7 @@ async fn an_all_failing_fleet_under_threads_ejects_exactly_half() {
     // One more (failing) instance: a new epoch; 50% of 21 still allows 10.
     let mut grown = ports(&all);
     grown.push(Instance::builder("10.0.0.1", 21).build());
-    dir.apply(Update::Reset(grown));
+    dir.apply(Update::reset(grown));
     dir.wait_until(Duration::from_secs(5), |s| s.endpoints().len() == 21)
         .await
         .unwrap();

@@ -321,7 +321,7 @@ async fn an_address_that_left_drains_then_its_connection_closes_after_the_grace(
             .drain_grace(GRACE),
         None,
     ));
-    dir.apply(Update::Reset(vec![ia.clone(), ib.clone()]));
+    dir.apply(Update::reset(vec![ia.clone(), ib.clone()]));
     dir.wait_until(T, |s| s.instances().len() == 2)
         .await
         .unwrap();
@@ -387,7 +387,7 @@ async fn an_address_that_left_drains_then_its_connection_closes_after_the_grace(
         .await
         .unwrap();
     tokio::time::sleep(GRACE / 4).await;
-    dir.apply(Update::Add(vec![ib.clone()]));
+    dir.apply(Update::add(vec![ib.clone()]));
     dir.wait_until(T, |s| s.instances().len() == 1)
         .await
         .unwrap();
@@ -752,7 +752,7 @@ async fn endpoint_clients_own_their_connection_and_close_it_after_the_grace() {
             .empty_policy(EmptyPolicy::Publish),
         None,
     ));
-    dir.apply(Update::Reset(vec![
+    dir.apply(Update::reset(vec![
         group(&a, "g1"),
         group(&a, "g2"),
         group(&b, "g1"),

@@ -5,49 +5,91 @@ use std::sync::Arc;
 use switchman_core::Instance;
 use tracing::{info, warn};
 
-use super::state::{Change, Pending, Published, State};
-use crate::snapshot::AddrMap;
+use super::state::{Change, Listed, Pending, Published, State};
 use crate::{Configurator, Update, configurator};
 
 impl State {
     pub(super) fn apply(&mut self, update: Update) {
         match update {
             Update::Reset(list) => {
-                let mut next = AddrMap::with_capacity_and_hasher(list.len(), Default::default());
+                // In place: every listed entry is marked with this list; the unmarked ones
+                // left. An instance the registry hands again as the same `Arc` costs one
+                // lookup and a pointer comparison.
+                self.lists = self.lists.wrapping_add(1);
+                let this = self.lists;
+                // What the list replaces, freed with the rest of what the next snapshot
+                // replaces (one box for all of them).
+                let mut replaced = Vec::new();
+                let mut named = 0usize;
+                self.registry
+                    .reserve(list.len().saturating_sub(self.registry.len()));
                 for inst in list {
-                    let (address, inst, change) = self.reuse(inst);
-                    match change {
-                        Change::Same => {}
-                        Change::Replaced => self.pending.touch(&address),
-                        Change::New => self.pending = Pending::Full,
-                    }
-                    if let Some(dup) = next.insert(address, inst) {
-                        warn!(service = %self.config.service, endpoint = %dup.key(), "registry listed an endpoint twice; the later entry wins");
+                    if let Some(entry) = self.registry.get_mut(inst.key()) {
+                        if entry.list == this {
+                            warn!(service = %self.config.service, endpoint = %inst.key(), "registry listed an endpoint twice; the later entry wins");
+                            self.pending = Pending::Full;
+                        } else {
+                            entry.list = this;
+                            named += 1;
+                        }
+                        if Arc::ptr_eq(&entry.instance, &inst) {
+                            continue;
+                        }
+                        let same = *entry.instance == *inst;
+                        replaced.push(std::mem::replace(&mut entry.instance, inst));
+                        if !same {
+                            // Rare (what changed): a second lookup for the shared key.
+                            let key = replaced.last().map(|old| old.key()).unwrap_or_default();
+                            if let Some((address, _)) = self.registry.get_key_value(key) {
+                                let address = address.clone();
+                                self.pending.touch(&address);
+                            }
+                        }
+                    } else {
+                        let (address, _) = self.reuse(&inst);
                         self.pending = Pending::Full;
+                        named += 1;
+                        self.registry.insert(
+                            address,
+                            Listed {
+                                instance: inst,
+                                list: this,
+                            },
+                        );
                     }
                 }
-                if next.len() != self.registry.len() {
+                if named != self.registry.len() {
                     // Some addresses left.
                     self.pending = Pending::Full;
+                    // (The instances are freed later, with `replaced`.)
+                    self.registry.retain(|_, entry| {
+                        let stays = entry.list == this;
+                        if !stays {
+                            replaced.push(entry.instance.clone());
+                        }
+                        stays
+                    });
                 }
-                let previous = std::mem::replace(&mut self.registry, next);
-                // Its entries are shared (the keys by every later map, the instances by the
-                // snapshots): dropping it is a reference-count write per entry, done after
-                // the next snapshot is visible.
-                self.retired.push(Box::new(previous));
+                if !replaced.is_empty() {
+                    self.retired.push(Box::new(replaced));
+                }
             }
             Update::Add(list) => {
                 // The entries replaced, freed with the rest of what the next snapshot replaces
                 // (one box for all of them).
                 let mut replaced = Vec::new();
                 for inst in list {
-                    let (address, inst, change) = self.reuse(inst);
+                    let (address, change) = self.reuse(&inst);
                     match change {
                         Change::Same => {}
                         Change::Replaced => self.pending.touch(&address),
                         Change::New => self.pending = Pending::Full,
                     }
-                    replaced.extend(self.registry.insert(address, inst));
+                    let entry = Listed {
+                        instance: inst,
+                        list: self.lists,
+                    };
+                    replaced.extend(self.registry.insert(address, entry).map(|e| e.instance));
                 }
                 if !replaced.is_empty() {
                     self.retired.push(Box::new(replaced));
@@ -60,7 +102,7 @@ impl State {
                     } else if !k.contains(' ') {
                         // A bare address: every endpoint there (a rare form; O(n)).
                         let before = self.registry.len();
-                        self.registry.retain(|_, inst| inst.address() != k);
+                        self.registry.retain(|_, e| e.instance.address() != k);
                         if self.registry.len() != before {
                             self.pending = Pending::Full;
                         }
@@ -126,24 +168,22 @@ impl State {
         }
     }
 
-    /// The address key and `Arc` for a reported instance: both reused from the registry's
-    /// current entry when the instance did not change, so unchanged instances are shared
-    /// between snapshots and an address is allocated once. An address the registry no longer
-    /// lists but the last snapshot still holds (empty-list protection, or a departure not yet
-    /// published) shares the snapshot's key, and its instance when equal.
-    pub(super) fn reuse(&self, inst: Instance) -> (Arc<str>, Arc<Instance>, Change) {
+    /// The address key for a reported instance (the registry's or the last snapshot's when
+    /// it holds the address, so an address is allocated once) and how the instance relates
+    /// to the one held there: the same `Arc` (recognised by pointer, without a comparison),
+    /// an equal copy, or a change. The registry's map takes the pushed `Arc` in every case, so
+    /// that an adapter which hands the same `Arc`s again (the built-in ones keep what they
+    /// parsed) is recognised by pointer from its next list on, even when the directory
+    /// started from copies (the snapshot cache). A snapshot keeps the objects it holds until
+    /// it is rebuilt.
+    pub(super) fn reuse(&self, inst: &Arc<Instance>) -> (Arc<str>, Change) {
+        let same = |held: &Arc<Instance>| Arc::ptr_eq(held, inst) || **held == **inst;
         match self.registry.get_key_value(inst.key()) {
-            Some((k, old)) if **old == inst => (k.clone(), old.clone(), Change::Same),
-            Some((k, _)) => (k.clone(), Arc::new(inst), Change::Replaced),
+            Some((k, old)) if same(&old.instance) => (k.clone(), Change::Same),
+            Some((k, _)) => (k.clone(), Change::Replaced),
             None => match self.published_index.get_key_value(inst.key()) {
-                Some((k, &at)) => {
-                    let held = self.published.get(at as usize).map(|p| &p.reported);
-                    match held {
-                        Some(held) if **held == inst => (k.clone(), held.clone(), Change::New),
-                        _ => (k.clone(), Arc::new(inst), Change::New),
-                    }
-                }
-                None => (Arc::from(inst.key()), Arc::new(inst), Change::New),
+                Some((k, _)) => (k.clone(), Change::New),
+                None => (Arc::from(inst.key()), Change::New),
             },
         }
     }

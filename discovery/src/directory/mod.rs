@@ -251,6 +251,7 @@ impl RegistryDirectory {
         let mut state = State {
             config,
             registry: AddrMap::default(),
+            lists: 0,
             published: Vec::new(),
             published_index: AddrMap::default(),
             pending: Pending::Full,
@@ -267,7 +268,7 @@ impl RegistryDirectory {
         };
         if let Some(list) = cached {
             info!(service = %state.config.service, instances = list.len(), "starting from the snapshot cache");
-            state.apply(Update::Reset(list));
+            state.apply(Update::reset(list));
             state.publish(false);
         }
         let task = tokio::spawn(state.run(updates, control_rx));

@@ -26,7 +26,7 @@ impl State {
         let mut kept: Vec<(Arc<str>, Arc<Instance>)> = Vec::with_capacity(self.registry.len());
         for p in &self.published {
             if let Some((k, v)) = self.registry.get_key_value(&*p.address) {
-                kept.push((k.clone(), v.clone()));
+                kept.push((k.clone(), v.instance.clone()));
             }
         }
         if kept.len() == self.registry.len() {
@@ -36,7 +36,7 @@ impl State {
             .registry
             .iter()
             .filter(|(k, _)| !self.published_index.contains_key(&***k))
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, v)| (k.clone(), v.instance.clone()))
             .collect();
         fresh.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         if kept.is_empty() {
@@ -124,7 +124,7 @@ impl State {
                 positions.dedup();
                 for at in positions {
                     let prev = &self.published[at];
-                    let reported = self.registry.get(&*prev.address)?;
+                    let reported = &self.registry.get(&*prev.address)?.instance;
                     let effective = self.effective(reported, Some(prev));
                     if !Arc::ptr_eq(&prev.reported, reported)
                         || !Arc::ptr_eq(&prev.effective, &effective)

@@ -18,8 +18,11 @@ use crate::{Configurator, UpdateReceiver};
 pub(super) struct State {
     pub(super) config: DirectoryConfig,
     /// What the registry currently says, by address (an address key is allocated once and
-    /// shared by every later map and snapshot).
-    pub(super) registry: AddrMap<Arc<Instance>>,
+    /// shared by every later map and snapshot). Updated in place, also by a whole list.
+    pub(super) registry: AddrMap<Listed>,
+    /// Counts whole lists (`Update::Reset`): an entry a list names is marked with it, the
+    /// others have left.
+    pub(super) lists: u32,
     /// What the last snapshot holds, sorted by address.
     pub(super) published: Vec<Published>,
     /// The position of each address in `published`: finds new ones and touched ones in O(1)
@@ -136,6 +139,13 @@ impl Pending {
             Pending::Touched(_) | Pending::Full => *self = Pending::Full,
         }
     }
+}
+
+/// One entry of the registry's list.
+pub(super) struct Listed {
+    pub(super) instance: Arc<Instance>,
+    /// The last whole list that named it (see `State::lists`).
+    pub(super) list: u32,
 }
 
 /// How a reported instance relates to the registry's current entry at its address.

@@ -26,10 +26,10 @@ async fn settle(dir: &RegistryDirectory, epoch: u64) -> Arc<Snapshot> {
 async fn reset_add_remove_publish_new_epochs() {
     let dir = RegistryDirectory::spawn(cfg(), None);
     assert_eq!(dir.load().epoch(), 0);
-    dir.apply(Update::Reset(vec![inst(1, 100), inst(2, 100)]));
+    dir.apply(Update::reset(vec![inst(1, 100), inst(2, 100)]));
     let s1 = settle(&dir, 1).await;
     assert_eq!(s1.instances().len(), 2);
-    dir.apply(Update::Add(vec![inst(3, 100)]));
+    dir.apply(Update::add(vec![inst(3, 100)]));
     let s2 = settle(&dir, 2).await;
     assert_eq!(s2.instances().len(), 3);
     // Unchanged instances are shared between snapshots, and so is their live state.
@@ -49,6 +49,47 @@ async fn reset_add_remove_publish_new_epochs() {
     );
 }
 
+/// The directory keeps the `Arc`s a registry hands it: a whole list that repeats them (an
+/// adapter's list after a reconnect) keeps every unchanged instance as the same object, and
+/// the one changed instance is the pushed `Arc`. Equal copies publish nothing; the registry's
+/// map takes them, and the next rebuilt snapshot holds them.
+#[tokio::test]
+async fn pushed_arcs_are_kept_and_recognised_by_pointer() {
+    let dir = RegistryDirectory::spawn(cfg(), None);
+    let list: Vec<Arc<Instance>> = (1..=3).map(|p| Arc::new(inst(p, 100))).collect();
+    dir.apply(Update::Reset(list.clone()));
+    let s1 = settle(&dir, 1).await;
+    for (held, pushed) in s1.instances().iter().zip(&list) {
+        assert!(Arc::ptr_eq(held, pushed), "{held:?}");
+    }
+    let edited = Arc::new(inst(2, 7));
+    dir.apply(Update::Reset(vec![
+        list[0].clone(),
+        edited.clone(),
+        list[2].clone(),
+    ]));
+    let s2 = settle(&dir, 2).await;
+    let held = s2.instances();
+    assert!(Arc::ptr_eq(&held[0], &list[0]) && Arc::ptr_eq(&held[2], &list[2]));
+    assert!(Arc::ptr_eq(&held[1], &edited), "{:?}", held[1]);
+    // Copies equal to what is held: no new snapshot.
+    let copies: Vec<Arc<Instance>> = [inst(1, 100), inst(2, 7), inst(3, 100)]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    dir.apply(Update::Reset(copies.clone()));
+    dir.apply(Update::add([inst(3, 100)]));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(dir.load().epoch(), 2, "equal copies published a snapshot");
+    // An arrival rebuilds: the snapshot holds the copies the registry sent last.
+    dir.apply(Update::add([inst(4, 100)]));
+    let s3 = settle(&dir, 3).await;
+    assert_eq!(s3.instances().len(), 4);
+    assert!(Arc::ptr_eq(&s3.instances()[0], &copies[0]));
+    assert!(Arc::ptr_eq(&s3.instances()[1], &copies[1]));
+    assert_eq!(s3.instances()[2], s2.instances()[2]);
+}
+
 /// One process exporting com.foo.Bar under two groups on one port: two endpoints, each
 /// with its own live statistics; removed one by one by key, or together by address.
 #[tokio::test]
@@ -60,7 +101,7 @@ async fn two_groups_on_one_address_are_two_endpoints() {
             .build()
     };
     let dir = RegistryDirectory::spawn(cfg(), None);
-    dir.apply(Update::Reset(vec![
+    dir.apply(Update::reset(vec![
         grouped("g1"),
         grouped("g2"),
         inst(1, 100),
@@ -85,7 +126,7 @@ async fn two_groups_on_one_address_are_two_endpoints() {
         "a bare address: the first there"
     );
     // A changed weight of one group touches that endpoint only.
-    dir.apply(Update::Add(vec![
+    dir.apply(Update::add(vec![
         Instance::from_url(&grouped("g2").to_url().with_param("weight", "7")).unwrap(),
     ]));
     let s2 = settle(&dir, 2).await;
@@ -101,7 +142,7 @@ async fn two_groups_on_one_address_are_two_endpoints() {
     let s3 = settle(&dir, 3).await;
     assert_eq!(s3.endpoints().len(), 2);
     assert_eq!(s3.endpoints()[1].instance.service().group.as_ref(), "g2");
-    dir.apply(Update::Add(vec![grouped("g1")]));
+    dir.apply(Update::add(vec![grouped("g1")]));
     settle(&dir, 4).await;
     dir.apply(Update::Remove(vec!["10.0.0.1:20880".into()]));
     let s5 = settle(&dir, 5).await;
@@ -127,7 +168,7 @@ async fn overrides_of_tag_zone_and_warmup_take_effect_everywhere() {
         .build();
     let b = Instance::builder("10.0.0.1", 2).zone("z1").build();
     let dir = RegistryDirectory::spawn(cfg(), None);
-    dir.apply(Update::Reset(vec![a, b]));
+    dir.apply(Update::reset(vec![a, b]));
     let s = settle(&dir, 1).await;
     let mut rng = fastrand::Rng::with_seed(7);
     let share_of_a = |s: &Snapshot, inv: &Invocation, rng: &mut fastrand::Rng| {
@@ -192,14 +233,14 @@ async fn warm_up_advances_under_a_flood_of_no_op_messages() {
         .warmup(Duration::from_secs(2))
         .build();
     let dir = Arc::new(RegistryDirectory::spawn(cfg(), None));
-    dir.apply(Update::Reset(vec![warming.clone(), inst(2, 100)]));
+    dir.apply(Update::reset(vec![warming.clone(), inst(2, 100)]));
     let first = settle(&dir, 1).await.epoch();
     // Identical lists every 10 ms (more often than the refresh period) for 1 s.
     let flood = {
         let (dir, warming) = (dir.clone(), warming.clone());
         tokio::spawn(async move {
             for _ in 0..100 {
-                dir.apply(Update::Reset(vec![warming.clone(), inst(2, 100)]));
+                dir.apply(Update::reset(vec![warming.clone(), inst(2, 100)]));
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         })
@@ -217,10 +258,10 @@ async fn warm_up_advances_under_a_flood_of_no_op_messages() {
 #[tokio::test]
 async fn identical_reset_publishes_nothing() {
     let dir = RegistryDirectory::spawn(cfg(), None);
-    dir.apply(Update::Reset(vec![inst(1, 100)]));
+    dir.apply(Update::reset(vec![inst(1, 100)]));
     settle(&dir, 1).await;
-    dir.apply(Update::Reset(vec![inst(1, 100)]));
-    dir.apply(Update::Reset(vec![inst(1, 7)]));
+    dir.apply(Update::reset(vec![inst(1, 100)]));
+    dir.apply(Update::reset(vec![inst(1, 7)]));
     let s = settle(&dir, 2).await;
     assert_eq!(s.epoch(), 2, "the identical reset must not bump the epoch");
     assert_eq!(s.instances()[0].weight(), 7);
@@ -229,7 +270,7 @@ async fn identical_reset_publishes_nothing() {
 #[tokio::test]
 async fn empty_policy_keep_last_and_publish() {
     let dir = RegistryDirectory::spawn(cfg(), None);
-    dir.apply(Update::Reset(vec![inst(1, 100)]));
+    dir.apply(Update::reset(vec![inst(1, 100)]));
     settle(&dir, 1).await;
     dir.apply(Update::Reset(vec![]));
     let s = settle(&dir, 2).await;
@@ -238,13 +279,13 @@ async fn empty_policy_keep_last_and_publish() {
     let mut rng = fastrand::Rng::with_seed(1);
     assert!(s.select(&Invocation::new("m"), &[], &mut rng).is_ok());
     // Instances coming back end the protection.
-    dir.apply(Update::Reset(vec![inst(2, 100)]));
+    dir.apply(Update::reset(vec![inst(2, 100)]));
     let s = settle(&dir, 3).await;
     assert!(!s.is_protected());
     assert_eq!(s.instances()[0].port(), 2);
 
     let dir = RegistryDirectory::spawn(cfg().empty_policy(EmptyPolicy::Publish), None);
-    dir.apply(Update::Reset(vec![inst(1, 100)]));
+    dir.apply(Update::reset(vec![inst(1, 100)]));
     settle(&dir, 1).await;
     dir.apply(Update::Reset(vec![]));
     let s = settle(&dir, 2).await;
@@ -256,7 +297,7 @@ async fn empty_policy_keep_last_and_publish() {
 #[tokio::test]
 async fn overrides_change_typed_values_and_survive_registry_resets() {
     let dir = RegistryDirectory::spawn(cfg(), None);
-    dir.apply(Update::Reset(vec![inst(1, 100), inst(2, 100)]));
+    dir.apply(Update::reset(vec![inst(1, 100), inst(2, 100)]));
     settle(&dir, 1).await;
     dir.apply(Update::Configurators {
         source: "zk".into(),
@@ -274,8 +315,8 @@ async fn overrides_change_typed_values_and_survive_registry_resets() {
         "the disabled instance is not routable"
     );
     // A registry push re-applies the overrides; an identical push publishes nothing.
-    dir.apply(Update::Reset(vec![inst(1, 100), inst(2, 100)]));
-    dir.apply(Update::Add(vec![inst(3, 100)]));
+    dir.apply(Update::reset(vec![inst(1, 100), inst(2, 100)]));
+    dir.apply(Update::add(vec![inst(3, 100)]));
     let s = settle(&dir, 3).await;
     assert_eq!(s.epoch(), 3);
     assert_eq!(s.instances()[0].weight(), 5);
@@ -296,7 +337,7 @@ async fn overrides_change_typed_values_and_survive_registry_resets() {
 #[tokio::test]
 async fn override_priority_orders_the_rules_of_one_host() {
     let dir = RegistryDirectory::spawn(cfg(), None);
-    dir.apply(Update::Reset(vec![inst(1, 100), inst(2, 100)]));
+    dir.apply(Update::reset(vec![inst(1, 100), inst(2, 100)]));
     settle(&dir, 1).await;
     dir.apply(Update::Configurators {
         source: "zk".into(),
@@ -345,7 +386,7 @@ async fn snapshot_cache_serves_a_restart_without_registry() {
     std::fs::remove_file(&path).ok();
     {
         let dir = RegistryDirectory::spawn(cfg().cache_file(&path), None);
-        dir.apply(Update::Reset(vec![inst(1, 30), inst(2, 70)]));
+        dir.apply(Update::reset(vec![inst(1, 30), inst(2, 70)]));
         settle(&dir, 1).await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while !path.exists() && tokio::time::Instant::now() < deadline {
@@ -368,7 +409,7 @@ async fn snapshot_cache_serves_a_restart_without_registry() {
 #[tokio::test]
 async fn rules_from_the_registry_apply_and_bad_ones_keep_the_previous_rules() {
     let dir = RegistryDirectory::spawn(cfg(), None);
-    dir.apply(Update::Reset(vec![inst(1, 100), inst(2, 100)]));
+    dir.apply(Update::reset(vec![inst(1, 100), inst(2, 100)]));
     settle(&dir, 1).await;
     let key = "com.foo.Bar::.condition-router".to_string();
     dir.apply(Update::Rule {
@@ -386,7 +427,7 @@ async fn rules_from_the_registry_apply_and_bad_ones_keep_the_previous_rules() {
         key: key.clone(),
         text: Some("method = m && host = 1.1.1.1 => port = 1".into()),
     });
-    dir.apply(Update::Add(vec![inst(3, 100)]));
+    dir.apply(Update::add(vec![inst(3, 100)]));
     let s = settle(&dir, 3).await;
     for _ in 0..50 {
         let i = s.select(&Invocation::new("m"), &[], &mut rng).unwrap();
@@ -413,13 +454,13 @@ async fn unsupported_protocols_are_listed_but_not_routed() {
     let tri = Instance::builder("10.0.0.1", 2)
         .protocol(Protocol::Tri)
         .build();
-    dir.apply(Update::Reset(vec![grpc, tri]));
+    dir.apply(Update::reset(vec![grpc, tri]));
     let s = settle(&dir, 1).await;
     assert_eq!(s.instances().len(), 2);
     assert_eq!(s.endpoints().len(), 1);
     assert_eq!(s.endpoints()[0].instance.port(), 2);
     let all = RegistryDirectory::spawn(cfg().protocols(vec![]), None);
-    all.apply(Update::Reset(vec![
+    all.apply(Update::reset(vec![
         Instance::builder("h", 1)
             .protocol(Protocol::Other("grpc".into()))
             .build(),
@@ -432,7 +473,7 @@ async fn a_watched_rules_file_routes_and_a_broken_edit_keeps_the_rules() {
     let path = std::env::temp_dir().join(format!("switchman-rules-{}.yaml", std::process::id()));
     std::fs::write(&path, "method = m => port = 2\n").unwrap();
     let dir = RegistryDirectory::spawn(cfg(), None);
-    dir.apply(Update::Reset(vec![inst(1, 100), inst(2, 100)]));
+    dir.apply(Update::reset(vec![inst(1, 100), inst(2, 100)]));
     let watch = crate::watch_rules_file(dir.updater(), &path, Duration::from_millis(20)).unwrap();
     let mut rng = fastrand::Rng::with_seed(2);
     let only = |s: &Snapshot, rng: &mut fastrand::Rng| -> std::collections::BTreeSet<u16> {
@@ -484,9 +525,9 @@ async fn a_watched_rules_file_routes_and_a_broken_edit_keeps_the_rules() {
 #[tokio::test]
 async fn the_first_list_is_warm_and_later_arrivals_warm_up() {
     let dir = RegistryDirectory::spawn(cfg(), None);
-    dir.apply(Update::Reset(vec![inst(1, 100)]));
+    dir.apply(Update::reset(vec![inst(1, 100)]));
     settle(&dir, 1).await;
-    dir.apply(Update::Add(vec![inst(2, 100)]));
+    dir.apply(Update::add(vec![inst(2, 100)]));
     let s = settle(&dir, 2).await;
     let now = std::time::SystemTime::now();
     let w: Vec<u32> = s
@@ -506,7 +547,7 @@ async fn unavailable_instances_are_listed_but_never_selected() {
     let dir = RegistryDirectory::spawn(cfg(), None);
     let off = Instance::builder("10.0.0.1", 1).enabled(false).build();
     let sick = Instance::builder("10.0.0.1", 2).healthy(false).build();
-    dir.apply(Update::Reset(vec![off, sick, inst(3, 100)]));
+    dir.apply(Update::reset(vec![off, sick, inst(3, 100)]));
     let s = settle(&dir, 1).await;
     assert_eq!(s.instances().len(), 3);
     assert_eq!(s.endpoints().len(), 1);
@@ -533,9 +574,9 @@ async fn weight_changes_reuse_the_route_table_and_routing_stays_right() {
         .unwrap();
     let dir = RegistryDirectory::spawn(cfg().router(chain), None);
     let list = |w: u32| vec![zoned(1, "z1", 100), zoned(2, "z1", w), zoned(3, "z2", 100)];
-    dir.apply(Update::Reset(list(100)));
+    dir.apply(Update::reset(list(100)));
     let s1 = settle(&dir, 1).await;
-    dir.apply(Update::Reset(list(0)));
+    dir.apply(Update::reset(list(0)));
     let s2 = settle(&dir, 2).await;
     assert!(
         Arc::ptr_eq(&s1.routes, &s2.routes),
@@ -551,7 +592,7 @@ async fn weight_changes_reuse_the_route_table_and_routing_stays_right() {
         assert_eq!(s2.endpoints()[i].instance.port(), 1);
     }
     // A zone change is a routing change: rebuilt, and routed by the new zone.
-    dir.apply(Update::Add(vec![zoned(3, "z1", 100)]));
+    dir.apply(Update::add(vec![zoned(3, "z1", 100)]));
     let s3 = settle(&dir, 3).await;
     assert!(!Arc::ptr_eq(&s2.routes, &s3.routes));
     let picked: std::collections::BTreeSet<u16> = (0..200)
@@ -570,7 +611,7 @@ async fn weight_changes_reuse_the_route_table_and_routing_stays_right() {
             .unwrap(),
     );
     let s4 = settle(&dir, 4).await;
-    dir.apply(Update::Add(vec![zoned(2, "z1", 50)]));
+    dir.apply(Update::add(vec![zoned(2, "z1", 50)]));
     let s5 = settle(&dir, 5).await;
     assert!(!Arc::ptr_eq(&s4.routes, &s5.routes));
 }
@@ -596,16 +637,14 @@ async fn weight_only_deltas_patch_the_last_snapshot() {
             .build()
     };
     // Port 2 is disabled: listed in `instances()`, absent from `endpoints()`.
-    dir.apply(Update::Reset(
-        (1..=6).map(|p| node(p, 100, p != 2)).collect(),
-    ));
+    dir.apply(Update::reset((1..=6).map(|p| node(p, 100, p != 2))));
     let s1 = settle(&dir, 1).await;
     assert_eq!((s1.instances().len(), s1.endpoints().len()), (6, 5));
     s1.endpoints()[3]
         .stats
         .begin()
         .finish(Duration::from_millis(1), true);
-    dir.apply(Update::Add(vec![node(4, 0, true), node(5, 30, true)]));
+    dir.apply(Update::add(vec![node(4, 0, true), node(5, 30, true)]));
     let s2 = settle(&dir, 2).await;
     assert!(Arc::ptr_eq(&s1.routes, &s2.routes) && Arc::ptr_eq(&s1.index, &s2.index));
     let weights: Vec<(u16, u32)> = s2
@@ -642,13 +681,13 @@ async fn weight_only_deltas_patch_the_last_snapshot() {
     assert_eq!(saved.len(), 6);
     std::fs::remove_file(&cache).ok();
     // Enabling port 2 is not a weight change: rebuilt, now routable.
-    dir.apply(Update::Add(vec![node(2, 100, true)]));
+    dir.apply(Update::add(vec![node(2, 100, true)]));
     let s3 = settle(&dir, 3).await;
     assert!(!Arc::ptr_eq(&s2.routes, &s3.routes));
     assert_eq!(s3.endpoints().len(), 6);
     // The same address twice in one batch: the later entry counts.
     let epoch = dir.load().epoch();
-    dir.apply(Update::Add(vec![node(1, 7, true), node(1, 8, true)]));
+    dir.apply(Update::add(vec![node(1, 7, true), node(1, 8, true)]));
     let s4 = settle(&dir, epoch + 1).await;
     assert_eq!(s4.endpoints()[0].instance.weight(), 8);
     // An override rule that changes a weight is patched in too; clearing it restores it.
@@ -682,10 +721,8 @@ async fn weight_only_deltas_patch_the_last_snapshot() {
     });
     let s4 = settle(&dir, epoch + 4).await;
     // Re-sending what the directory holds publishes nothing.
-    dir.apply(Update::Add(vec![node(1, 8, true)]));
-    dir.apply(Update::Reset(
-        s4.instances().iter().map(|i| (**i).clone()).collect(),
-    ));
+    dir.apply(Update::add(vec![node(1, 8, true)]));
+    dir.apply(Update::reset(s4.instances().iter().map(|i| (**i).clone())));
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(dir.load().epoch(), s4.epoch());
 }
@@ -698,7 +735,7 @@ async fn a_change_hidden_by_an_override_updates_only_the_cache_file() {
         std::env::temp_dir().join(format!("switchman-dir-hidden-{}.json", std::process::id()));
     std::fs::remove_file(&cache).ok();
     let dir = RegistryDirectory::spawn(cfg().cache_file(&cache), None);
-    dir.apply(Update::Reset(vec![inst(1, 100), inst(2, 100)]));
+    dir.apply(Update::reset(vec![inst(1, 100), inst(2, 100)]));
     settle(&dir, 1).await;
     dir.apply(Update::Configurators {
         source: "zk".into(),
@@ -719,9 +756,9 @@ async fn a_change_hidden_by_an_override_updates_only_the_cache_file() {
         }
     };
     // Patch path (a delta), then rebuild path (a whole list).
-    dir.apply(Update::Add(vec![inst(1, 50)]));
+    dir.apply(Update::add(vec![inst(1, 50)]));
     assert!(cached_weight(50).await);
-    dir.apply(Update::Reset(vec![inst(1, 60), inst(2, 100)]));
+    dir.apply(Update::reset(vec![inst(1, 60), inst(2, 100)]));
     assert!(cached_weight(60).await);
     assert_eq!(dir.load().epoch(), 2, "nothing visible changed");
     assert_eq!(dir.load().instances()[0].weight(), 5);
@@ -755,7 +792,7 @@ async fn random_pushes_match_a_model_of_the_registry() {
     // when a step that changed nothing has been processed.
     let marker = |weight: u32| Instance::builder("10.0.0.2", 1).weight(weight).build();
     let mut marker_weight = 1;
-    dir.apply(Update::Reset(vec![marker(marker_weight)]));
+    dir.apply(Update::reset(vec![marker(marker_weight)]));
     settle(&dir, 1).await;
     let expected = |model: &BTreeMap<u16, Instance>, overrides: Option<(u16, u32)>| {
         model
@@ -784,7 +821,7 @@ async fn random_pushes_match_a_model_of_the_registry() {
                 model = list.iter().map(|i| (i.port(), i.clone())).collect();
                 let mut list = list;
                 list.push(marker(marker_weight));
-                dir.apply(Update::Reset(list));
+                dir.apply(Update::reset(list));
             }
             1 if !model.is_empty() => {
                 let ports: Vec<u16> = model.keys().copied().collect();
@@ -829,13 +866,13 @@ async fn random_pushes_match_a_model_of_the_registry() {
                     model.insert(port, changed.clone());
                     delta.push(changed);
                 }
-                dir.apply(Update::Add(delta));
+                dir.apply(Update::add(delta));
             }
             _ => {
                 let port = rng.u16(1000..1040);
                 let inst = make(&mut rng, port);
                 model.insert(port, inst.clone());
-                dir.apply(Update::Add(vec![inst]));
+                dir.apply(Update::add(vec![inst]));
             }
         }
         let state = expected(&model, overrides);
@@ -844,7 +881,7 @@ async fn random_pushes_match_a_model_of_the_registry() {
             settle(&dir, epoch + 1).await
         } else {
             marker_weight += 1;
-            dir.apply(Update::Add(vec![marker(marker_weight)]));
+            dir.apply(Update::add(vec![marker(marker_weight)]));
             let w = marker_weight;
             dir.wait_until(Duration::from_secs(5), |s| {
                 s.instances()
@@ -949,9 +986,7 @@ fn concurrent_readers_see_whole_snapshots_in_order() {
             }));
         }
         for k in 1..=200u32 {
-            dir.apply(Update::Reset(
-                (0..k).map(|p| inst(p as u16 + 1, k)).collect(),
-            ));
+            dir.apply(Update::reset((0..k).map(|p| inst(p as u16 + 1, k))));
             dir.wait_until(Duration::from_secs(5), |s| s.epoch() == k as u64)
                 .await
                 .unwrap();
@@ -978,7 +1013,7 @@ async fn consecutive_patches_reuse_the_spare_snapshot_and_stay_exact() {
             .build()
     };
     let mut weights: Vec<u32> = vec![100; 8];
-    dir.apply(Update::Reset((1..=8).map(|p| node(p, 100)).collect()));
+    dir.apply(Update::reset((1..=8).map(|p| node(p, 100))));
     settle(&dir, 1).await;
     let mut rng = fastrand::Rng::with_seed(5);
     let mut held: Option<(Arc<Snapshot>, Vec<u32>)> = None;
@@ -994,7 +1029,7 @@ async fn consecutive_patches_reuse_the_spare_snapshot_and_stay_exact() {
             })
             .collect();
         let epoch = dir.load().epoch();
-        dir.apply(Update::Add(delta));
+        dir.apply(Update::add(delta));
         let snap = settle(&dir, epoch + 1).await;
         assert_eq!(snap.epoch(), epoch + 1, "round {round}");
         let all: Vec<u32> = snap.instances().iter().map(|i| i.weight()).collect();
