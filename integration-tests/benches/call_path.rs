@@ -100,6 +100,27 @@ fn instances_on(n: usize, weight_bump: usize, port: u16) -> Vec<Instance> {
         .collect()
 }
 
+/// Each instance in an `Arc` of its own, as a registry adapter hands them to the directory.
+fn shared(list: Vec<Instance>) -> Vec<Arc<Instance>> {
+    list.into_iter().map(Arc::new).collect()
+}
+
+/// `base` with every 100th instance's weight raised by `bump`, the others the same `Arc`s: a
+/// whole list as the built-in adapters send it after a reconnect (what did not change is what
+/// they parsed before, shared), with 1% edited meanwhile.
+fn one_in_100_changed(base: &[Arc<Instance>], bump: u32) -> Vec<Arc<Instance>> {
+    base.iter()
+        .enumerate()
+        .map(|(i, inst)| {
+            if i % 100 == 0 {
+                Arc::new(inst.with_weight(inst.weight() + bump))
+            } else {
+                inst.clone()
+            }
+        })
+        .collect()
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -144,7 +165,7 @@ fn directory(rt: &tokio::runtime::Runtime, n: usize, lb: &str, rule: &str) -> Re
             .balancer(balancer_by_name(lb).unwrap())
             .router(chain);
         let dir = RegistryDirectory::spawn(cfg, None);
-        dir.apply(Update::Reset(instances(n, 0)));
+        dir.apply(Update::reset(instances(n, 0)));
         dir.wait_until(Duration::from_secs(60), |s| s.endpoints().len() == n)
             .await
             .unwrap();
@@ -240,20 +261,27 @@ fn report_allocations(rt: &tokio::runtime::Runtime) {
                 .await
                 .unwrap();
         });
-        let push = |dir: &RegistryDirectory, list: Vec<Instance>| {
+        // The list as the registry hands it (in `Arc`s, not counted) to what the snapshot is
+        // published.
+        let push = |dir: &RegistryDirectory, list: Vec<Arc<Instance>>| {
             let before = ALLOCS.load(Ordering::Relaxed);
             publish(rt, dir, Update::Reset(list));
             ALLOCS.load(Ordering::Relaxed) - before
         };
         // New addresses (port 20881): the protected list's instances are not reused.
-        let full = push(&dir, instances_on(n, 0, 20881));
+        let full = push(&dir, shared(instances_on(n, 0, 20881)));
         println!("alloc: apply_update/{n}/full: {full} allocations per push");
-        let again = push(&dir, instances(n, 0));
+        let base = shared(instances(n, 0));
+        let again = push(&dir, base.clone());
         println!(
             "alloc: apply_update/{n}/replace-all: {again} allocations per push (every address replaced)"
         );
-        let churn = push(&dir, instances(n, 7));
+        let churn = push(&dir, one_in_100_changed(&base, 7));
         println!("alloc: apply_update/{n}/1pct: {churn} allocations per push");
+        let copies = push(&dir, shared(instances(n, 0)));
+        println!(
+            "alloc: apply_update/{n}/1pct-copies: {copies} allocations per push (every instance a new copy)"
+        );
     }
 }
 
@@ -284,7 +312,7 @@ fn report_memory(rt: &tokio::runtime::Runtime) {
         // snapshot before the current one, to patch it in place at the next edit).
         for bump in [7, 0] {
             let delta: Vec<Instance> = instances(N, bump).into_iter().step_by(100).collect();
-            publish(rt, &dir, Update::Add(delta));
+            publish(rt, &dir, Update::add(delta));
         }
         settle();
         report("/patched");
@@ -443,13 +471,13 @@ fn bench_apply_update(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("apply_update/{n}"));
         group.sample_size(10);
         let dir = directory(&rt, n, "random", "method");
-        let base = instances(n, 0);
-        let changed = instances(n, 7);
+        // The registry's lists, each instance in an `Arc` (as adapters hand them over).
+        let base = shared(instances(n, 0));
         // Full push: the directory holds nothing of it. It is emptied in between (untimed;
         // empty-list protection then keeps the last list, which a push of the same addresses
         // would reuse), and the lists alternate between two disjoint address sets (ports 20880
         // and 20881), so every instance of the timed push is new.
-        let other = instances_on(n, 0, 20881);
+        let other = shared(instances_on(n, 0, 20881));
         let mut on_other = false;
         let full_dir = directory(&rt, n, "random", "method");
         group.bench_function("full", |b| {
@@ -480,7 +508,11 @@ fn bench_apply_update(c: &mut Criterion) {
         // The directory of the full pushes is dropped here: the rows below use one that has
         // not been through them (freshly built memory, as before this row changed).
         drop(full_dir);
-        // 1% churn: alternate between the base list and one with 1% of the weights changed.
+        // 1% churn in a whole list, as the built-in adapters send it after a reconnect: the
+        // instances that did not change are the `Arc`s sent before (they keep what they
+        // parsed), so the directory recognises them by pointer. Alternates between the base
+        // list and one with 1% of the weights changed.
+        let changed = one_in_100_changed(&base, 7);
         let mut flip = false;
         group.bench_function("1pct", |b| {
             b.iter_custom(|iters| {
@@ -488,6 +520,23 @@ fn bench_apply_update(c: &mut Criterion) {
                 for _ in 0..iters {
                     flip = !flip;
                     let list = if flip { changed.clone() } else { base.clone() };
+                    total += publish(&rt, &dir, Update::Reset(list));
+                }
+                total
+            })
+        });
+        // The same with every instance a new copy (copied untimed), as a registry that builds
+        // new instances for every list would send it: each is compared with the one held.
+        group.bench_function("1pct-copies", |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    flip = !flip;
+                    let source = if flip { &changed } else { &base };
+                    let list: Vec<Arc<Instance>> = source
+                        .iter()
+                        .map(|i| Arc::new(Instance::clone(i)))
+                        .collect();
                     total += publish(&rt, &dir, Update::Reset(list));
                 }
                 total
@@ -502,7 +551,7 @@ fn bench_apply_update(c: &mut Criterion) {
                     // Send the 1% that differs from what the directory holds now (untimed).
                     let holds_changed = dir.load().instances().iter().any(|i| i.weight() != 100);
                     let source = if holds_changed { &base } else { &changed };
-                    let delta: Vec<Instance> = source.iter().step_by(100).cloned().collect();
+                    let delta: Vec<Arc<Instance>> = source.iter().step_by(100).cloned().collect();
                     total += publish(&rt, &dir, Update::Add(delta));
                 }
                 total

@@ -75,7 +75,7 @@ async fn directory(
         DirectoryConfig::new(ServiceKey::new("bench.Echo")).maker(maker),
         None,
     );
-    dir.apply(Update::Reset(instances));
+    dir.apply(Update::reset(instances));
     dir.wait_until(Duration::from_secs(10), |s| s.endpoints().len() == n)
         .await
         .unwrap();
@@ -210,7 +210,7 @@ fn bench_triple(c: &mut Criterion) {
         // address, for comparison.
         let plain =
             RegistryDirectory::spawn(DirectoryConfig::new(ServiceKey::new("bench.Echo")), None);
-        plain.apply(Update::Reset(instances));
+        plain.apply(Update::reset(instances));
         plain
             .wait_until(Duration::from_secs(10), |s| s.endpoints().len() == 3)
             .await
