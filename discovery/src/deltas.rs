@@ -98,8 +98,8 @@ type Keyed<'a, T> = HashMap<&'a str, &'a T, foldhash::fast::RandomState>;
 /// What changed from `last` to `next`, both whole lists: an `Add` of the instances that are new
 /// or differ, then a `Remove` of the endpoint keys that left. Adds go first, so a provider that
 /// moves never leaves a moment without it. Empty when nothing changed. Only changed instances
-/// are sent (the `Arc`s of `next`, or copies of its instances); an instance that is the same object in both lists is not
-/// even compared.
+/// are sent (the `Arc`s of `next`, or copies of its instances); an instance that is the same
+/// object in both lists is not even compared.
 pub(crate) fn changes<A: Entry, B: Entry>(last: &[A], next: &[B]) -> Vec<Update> {
     let before = by_key(last, false);
     let after = by_key(next, true);

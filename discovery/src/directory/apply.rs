@@ -24,39 +24,37 @@ impl State {
                 self.registry
                     .reserve(list.len().saturating_sub(self.registry.len()));
                 for inst in list {
-                    if let Some(entry) = self.registry.get_mut(inst.key()) {
-                        if entry.list == this {
-                            warn!(service = %self.config.service, endpoint = %inst.key(), "registry listed an endpoint twice; the later entry wins");
-                            self.pending = Pending::Full;
-                        } else {
-                            entry.list = this;
-                            named += 1;
-                        }
-                        if Arc::ptr_eq(&entry.instance, &inst) {
-                            continue;
-                        }
-                        let same = *entry.instance == *inst;
-                        replaced.push(std::mem::replace(&mut entry.instance, inst));
-                        if !same {
-                            // Rare (what changed): a second lookup for the shared key.
-                            let key = replaced.last().map(|old| old.key()).unwrap_or_default();
-                            if let Some((address, _)) = self.registry.get_key_value(key) {
-                                let address = address.clone();
-                                self.pending.touch(&address);
-                            }
-                        }
-                    } else {
-                        let (address, _) = self.reuse(&inst);
+                    let Some(entry) = self.registry.get_mut(inst.key()) else {
+                        let address = self.address_key(inst.key());
                         self.pending = Pending::Full;
                         named += 1;
-                        self.registry.insert(
-                            address,
-                            Listed {
-                                instance: inst,
-                                list: this,
-                            },
-                        );
+                        let entry = Listed {
+                            instance: inst,
+                            list: this,
+                        };
+                        self.registry.insert(address, entry);
+                        continue;
+                    };
+                    if entry.list == this {
+                        warn!(service = %self.config.service, endpoint = %inst.key(), "registry listed an endpoint twice; the later entry wins");
+                        self.pending = Pending::Full;
+                    } else {
+                        entry.list = this;
+                        named += 1;
                     }
+                    if Arc::ptr_eq(&entry.instance, &inst) {
+                        continue;
+                    }
+                    let changed = *entry.instance != *inst;
+                    let old = std::mem::replace(&mut entry.instance, inst);
+                    if changed {
+                        // Rare (what changed): a second lookup for the shared key.
+                        if let Some((address, _)) = self.registry.get_key_value(old.key()) {
+                            let address = address.clone();
+                            self.pending.touch(&address);
+                        }
+                    }
+                    replaced.push(old);
                 }
                 if named != self.registry.len() {
                     // Some addresses left.
@@ -168,23 +166,29 @@ impl State {
         }
     }
 
-    /// The address key for a reported instance (the registry's or the last snapshot's when
-    /// it holds the address, so an address is allocated once) and how the instance relates
-    /// to the one held there: the same `Arc` (recognised by pointer, without a comparison),
-    /// an equal copy, or a change. The registry's map takes the pushed `Arc` in every case, so
-    /// that an adapter which hands the same `Arc`s again (the built-in ones keep what they
-    /// parsed) is recognised by pointer from its next list on, even when the directory
-    /// started from copies (the snapshot cache). A snapshot keeps the objects it holds until
-    /// it is rebuilt.
+    /// The address key for a reported instance (the registry's, else [`State::address_key`])
+    /// and how the instance relates to the one held there: the same `Arc` (recognised by
+    /// pointer, without a comparison), an equal copy, or a change. The registry's map takes
+    /// the pushed `Arc` in every case (here and in a whole list), so that an adapter which
+    /// hands the same `Arc`s again (the built-in ones keep what they parsed) is recognised by
+    /// pointer from its next list on, even when the directory started from copies (the
+    /// snapshot cache). A snapshot keeps the objects it holds until it is rebuilt.
     pub(super) fn reuse(&self, inst: &Arc<Instance>) -> (Arc<str>, Change) {
         let same = |held: &Arc<Instance>| Arc::ptr_eq(held, inst) || **held == **inst;
         match self.registry.get_key_value(inst.key()) {
             Some((k, old)) if same(&old.instance) => (k.clone(), Change::Same),
             Some((k, _)) => (k.clone(), Change::Replaced),
-            None => match self.published_index.get_key_value(inst.key()) {
-                Some((k, _)) => (k.clone(), Change::New),
-                None => (Arc::from(inst.key()), Change::New),
-            },
+            None => (self.address_key(inst.key()), Change::New),
+        }
+    }
+
+    /// The key for an address the registry's map does not hold: the last snapshot's when it
+    /// still holds the address (empty-list protection, or a departure not yet published), so
+    /// an address is allocated once; else a new one.
+    fn address_key(&self, key: &str) -> Arc<str> {
+        match self.published_index.get_key_value(key) {
+            Some((k, _)) => k.clone(),
+            None => Arc::from(key),
         }
     }
 }
