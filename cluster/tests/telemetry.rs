@@ -122,6 +122,13 @@ fn recorder() -> &'static TestRecorder {
     })
 }
 
+/// Held by every test of this binary for its whole run. Tracing caches per callsite whether
+/// anything listens, process-wide: a test calling the cluster on another thread while the
+/// span test installs its subscriber could leave the `call` and `attempt` callsites cached as
+/// unheard (the span test then saw no span, about one run in 15 here). One at a time, the
+/// subscriber's installation recomputes those caches before the span test calls.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn labels(key: &Key) -> BTreeMap<String, String> {
     key.labels()
         .map(|l| (l.key().to_string(), l.value().to_string()))
@@ -209,6 +216,7 @@ fn at(port: u16, protocol: Protocol, service: &str) -> Instance {
 /// budget counters; buckets in seconds.
 #[tokio::test]
 async fn calls_and_attempts_are_recorded_by_the_rpc_conventions() {
+    let _serial = SERIAL.lock().await;
     recorder();
     let svc = "test.Conventions";
     // Port 1 answers over Triple, port 150 refuses over dubbo://, port 250 fails with a
@@ -296,6 +304,7 @@ async fn calls_and_attempts_are_recorded_by_the_rpc_conventions() {
 /// service; the slow instance's samples land in the 5 ms bucket, not the first one.
 #[tokio::test]
 async fn budget_refusals_are_counted_and_durations_land_in_their_buckets() {
+    let _serial = SERIAL.lock().await;
     recorder();
     let svc = "test.Budget";
     let dir = directory(svc, vec![at(150, Protocol::Http, svc)]).await;
@@ -330,6 +339,7 @@ async fn budget_refusals_are_counted_and_durations_land_in_their_buckets() {
 /// Per-instance labels only when asked for.
 #[tokio::test]
 async fn instance_labels_are_opt_in() {
+    let _serial = SERIAL.lock().await;
     recorder();
     let svc = "test.PerInstance";
     let dir = directory(
@@ -366,6 +376,7 @@ async fn instance_labels_are_opt_in() {
 /// failures either.
 #[test]
 fn recording_metrics_adds_no_allocation_per_call() {
+    let _serial = SERIAL.blocking_lock();
     recorder();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -489,6 +500,7 @@ mod spans {
 /// outcome).
 #[test]
 fn calls_and_attempts_are_traced_at_info_with_their_fields() {
+    let _serial = SERIAL.blocking_lock();
     use tracing_subscriber::layer::SubscriberExt;
     recorder();
     let layer = spans::Spans::default();
