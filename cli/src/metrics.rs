@@ -21,10 +21,10 @@ pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, String> {
     if let Ok(addr) = s.parse::<SocketAddr>() {
         return Ok(addr);
     }
-    if let Some(port) = s.strip_prefix("localhost:") {
-        if let Ok(port) = port.parse::<u16>() {
-            return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
-        }
+    if let Some(port) = s.strip_prefix("localhost:")
+        && let Ok(port) = port.parse::<u16>()
+    {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
     }
     Err(format!(
         "{s:?} is not an address to serve metrics on: expected PORT, IP:PORT or localhost:PORT (e.g. 127.0.0.1:9464)"

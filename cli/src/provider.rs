@@ -144,10 +144,10 @@ async fn run_provider(args: ProviderArgs) -> Result<(), String> {
         switchman_discovery::metadata::RegisterMode::parse(m)
             .map_err(|e| format!("--register-mode: {e}"))?;
     }
-    if let Some(t) = &args.metadata_type {
-        if !matches!(t.trim().to_ascii_lowercase().as_str(), "local" | "remote") {
-            return Err(format!("--metadata-type {t:?} is not local or remote"));
-        }
+    if let Some(t) = &args.metadata_type
+        && !matches!(t.trim().to_ascii_lowercase().as_str(), "local" | "remote")
+    {
+        return Err(format!("--metadata-type {t:?} is not local or remote"));
     }
     let registry_urls: Vec<String> = args
         .registry

@@ -120,10 +120,10 @@ fn exit_code(dir: &Path, name: &str, limit: Duration) -> i32 {
     let file = dir.join(format!("{name}.code"));
     let started = Instant::now();
     loop {
-        if let Ok(s) = std::fs::read_to_string(&file) {
-            if let Ok(c) = s.trim().parse() {
-                return c;
-            }
+        if let Ok(s) = std::fs::read_to_string(&file)
+            && let Ok(c) = s.trim().parse()
+        {
+            return c;
         }
         assert!(
             started.elapsed() < limit,
