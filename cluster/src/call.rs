@@ -74,7 +74,7 @@ impl Tried {
 
     fn remap(&mut self, snap: &Snapshot) {
         if let Some(old) = &self.snapshot {
-            if old.epoch() == snap.epoch() {
+            if old.id() == snap.id() {
                 return;
             }
             let mut n = 0;
@@ -576,10 +576,10 @@ impl<'c> Call<'c> {
         let routed = snap.route(self.invocation, &mut self.rng)?;
         let fresh = self.fresh_settings(snap);
         let resolved = fresh.as_deref().unwrap_or(self.settings);
-        let balancing = resolved.balancing_at(snap.epoch()).flatten();
+        let balancing = resolved.balancing_at(snap.id()).flatten();
         let sticky = match routed.first() {
             Some(f) => resolved
-                .limits_at(snap.epoch(), f)
+                .limits_at(snap.id(), f)
                 .map_or(self.settings.sticky, |l| l.sticky),
             None => false,
         };
@@ -599,7 +599,7 @@ impl<'c> Call<'c> {
     /// The settings resolved for `snap` when this call's were resolved for another (the
     /// strategy re-listed and got a newer snapshot): a map lookup once per snapshot.
     fn fresh_settings(&self, snap: &Snapshot) -> Option<Arc<Effective>> {
-        (!self.settings.is_for(snap.epoch()))
+        (!self.settings.is_for(snap.id()))
             .then(|| self.inner.effective(snap, &self.invocation.method))
     }
 
@@ -680,7 +680,7 @@ impl<'c> Call<'c> {
         let routed = snap.route(self.invocation, &mut self.rng)?;
         let fresh = self.fresh_settings(snap);
         let resolved = fresh.as_deref().unwrap_or(self.settings);
-        let balancing = resolved.balancing_at(snap.epoch()).flatten();
+        let balancing = resolved.balancing_at(snap.id()).flatten();
         let i = snap.pick(
             &routed,
             balancing,

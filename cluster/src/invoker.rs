@@ -84,7 +84,8 @@ impl Latency {
 }
 
 struct Resolved {
-    epoch: u64,
+    /// The [`Snapshot::id`] resolved for.
+    snapshot: u64,
     default: Arc<Effective>,
     methods: HashMap<String, Arc<Effective>>,
 }
@@ -131,7 +132,7 @@ impl Inner {
         }
         let snap = self.directory.snapshot();
         let settings = self.effective(&snap, "");
-        match settings.capacity_at(snap.epoch()).flatten() {
+        match settings.capacity_at(snap.id()).flatten() {
             Some(cap) => in_flight < cap,
             None => true,
         }
@@ -187,13 +188,13 @@ impl Inner {
             Verdict::Stay => {}
             Verdict::ShouldEject(reason) => {
                 let routable = snap.endpoints().len();
-                let epoch = snap.epoch();
+                let snapshot = snap.id();
                 // One compare-and-swap on the service's ejection count (a scan only at the
-                // first decision of a snapshot epoch): no lock and no scan per strike, even
+                // first decision of a snapshot): no lock and no scan per strike, even
                 // when the whole fleet fails.
                 let ejected = match self
                     .ejected
-                    .try_reserve(epoch, routable, cfg, || ejected_count(snap))
+                    .try_reserve(snapshot, routable, cfg, || ejected_count(snap))
                 {
                     Ok(before) => before,
                     Err(ejected) => {
@@ -205,7 +206,7 @@ impl Inner {
                 };
                 let Some(penalty) = state.eject(now, cfg) else {
                     // Another caller ejected it first (and counted it).
-                    self.ejected.release(epoch);
+                    self.ejected.release(snapshot);
                     return;
                 };
                 self.metrics.outlier_ejections.increment(1);
@@ -219,8 +220,8 @@ impl Inner {
                     ejections = state.ejections(), "outlier ejected again");
             }
             Verdict::Readmitted => {
-                self.ejected.release(snap.epoch());
-                if let Some(n) = self.ejected.get(snap.epoch()) {
+                self.ejected.release(snap.id());
+                if let Some(n) = self.ejected.get(snap.id()) {
                     self.metrics.outlier_ejected.set(n as f64);
                 }
                 info!(service = %snap.service(), address, "outlier readmitted after a successful call");
@@ -234,12 +235,12 @@ impl Inner {
     pub(crate) fn effective(&self, snap: &Snapshot, method: &str) -> Arc<Effective> {
         let cached = self.resolved.load();
         let resolved = match cached.as_ref() {
-            Some(r) if r.epoch == snap.epoch() => r.clone(),
+            Some(r) if r.snapshot == snap.id() => r.clone(),
             _ => {
                 let r = Arc::new(self.resolve(snap));
                 // An older snapshot (a call that started before a change) does not replace
                 // the newer resolution.
-                if cached.as_ref().is_none_or(|c| c.epoch < r.epoch) {
+                if cached.as_ref().is_none_or(|c| c.snapshot < r.snapshot) {
                     self.resolved.store(Some(r.clone()));
                 }
                 r
@@ -253,7 +254,7 @@ impl Inner {
     }
 
     fn resolve(&self, snap: &Snapshot) -> Resolved {
-        let epoch = snap.epoch();
+        let snapshot = snap.id();
         let providers: Vec<ProviderKeys> = snap
             .endpoints()
             .iter()
@@ -263,7 +264,9 @@ impl Inner {
         // and methods mostly share one or two specs).
         let mut memo: Vec<(BalancerSpec, Option<Arc<dyn LoadBalance>>)> = Vec::new();
         let mut with_tables = |method: Option<&str>| {
-            let mut e = self.config.resolve_for_snapshot(method, epoch, &providers);
+            let mut e = self
+                .config
+                .resolve_for_snapshot(method, snapshot, &providers);
             if let Some(r) = e.resolved_for.as_mut() {
                 if let Some(specs) = r.specs.clone() {
                     r.balancing = snap.balancing(|i| {
@@ -292,7 +295,7 @@ impl Inner {
             .collect();
         let default = with_tables(None);
         Resolved {
-            epoch,
+            snapshot,
             default,
             methods,
         }
@@ -338,11 +341,11 @@ impl Inner {
         snap: &Snapshot,
         i: usize,
     ) -> Limits {
-        let mut l = match settings.limits_at(snap.epoch(), i) {
+        let mut l = match settings.limits_at(snap.id(), i) {
             Some(l) => l,
             None => {
                 let fresh = self.effective(snap, method);
-                fresh.limits_at(snap.epoch(), i).unwrap_or(Limits {
+                fresh.limits_at(snap.id(), i).unwrap_or(Limits {
                     timeout: fresh.timeout,
                     actives: fresh.actives,
                     sticky: fresh.sticky,

@@ -252,3 +252,67 @@ async fn provider_registered_caps_count_and_an_uncapped_endpoint_keeps_it_ready(
         .expect("room again")
         .unwrap();
 }
+
+/// A directory of one's own builds every snapshot with [`Snapshot::fixed`]; the cluster's
+/// per-snapshot caches (the balancer chosen per method, per-endpoint limits) must follow each
+/// new snapshot, whatever its epoch says. With round robin, and providers registering their own
+/// `timeout`, a fleet shrinking from five endpoints to two is called only at the two, without
+/// a panic (an index into the old fleet's tables).
+#[tokio::test]
+async fn per_snapshot_caches_follow_a_directory_of_ones_own_through_a_shrinking_fleet() {
+    let with_timeout = |ports: &[u16]| -> Vec<Arc<Instance>> {
+        ports
+            .iter()
+            .map(|&p| {
+                Arc::new(
+                    Instance::builder("10.0.0.1", p)
+                        .param("timeout", "700")
+                        .build(),
+                )
+            })
+            .collect()
+    };
+    let dir = Arc::new(Swapping {
+        current: ArcSwap::from_pointee(Snapshot::fixed(&config(), with_timeout(&[1, 2, 3, 4, 5]))),
+    });
+    let cluster = ClusterInvoker::new(
+        dir.clone(),
+        Arc::new(Port::default()),
+        ClusterConfig::default().service_settings(
+            Settings::new().loadbalance(switchman_cluster::BalancerKind::RoundRobin),
+        ),
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..50 {
+        seen.insert(
+            cluster
+                .invoke(&Invocation::new("hi"))
+                .await
+                .unwrap()
+                .as_u64()
+                .unwrap(),
+        );
+    }
+    assert_eq!(seen.len(), 5, "round robin over five: {seen:?}");
+    assert_eq!(dir.snapshot().epoch(), 1);
+
+    dir.current
+        .store(Arc::new(Snapshot::fixed(&config(), with_timeout(&[6, 7]))));
+    assert_eq!(
+        dir.snapshot().epoch(),
+        1,
+        "the same epoch as the first fleet"
+    );
+    let mut after = std::collections::BTreeSet::new();
+    for _ in 0..50 {
+        after.insert(
+            cluster
+                .invoke(&Invocation::new("hi"))
+                .await
+                .unwrap()
+                .as_u64()
+                .unwrap(),
+        );
+    }
+    assert_eq!(after, [6, 7].into_iter().collect());
+}

@@ -15,6 +15,8 @@ use switchman_router::{ConsumerInfo, Route, RouteTable, RouterChain};
 /// balancers (per method, or a provider's registered `loadbalance`): their tables are built
 /// on first use, once per snapshot and balancer ([`Snapshot::balancing`]), never per call.
 pub struct Snapshot {
+    /// Process-unique ([`Snapshot::id`]): what every per-snapshot cache keys on.
+    id: u64,
     epoch: u64,
     service: ServiceKey,
     /// Every instance the registry reported (after overrides), sorted by address.
@@ -60,7 +62,8 @@ impl PickerSet {
 /// use two balancers. Made by [`Snapshot::balancing`] once per snapshot and method; a call
 /// reads two array slots.
 pub struct Balancing {
-    epoch: u64,
+    /// The [`Snapshot::id`] of the snapshot these tables belong to.
+    snapshot: u64,
     /// The tables in use; `None` is the snapshot's own.
     sets: Vec<Option<Arc<PickerSet>>>,
     /// Per routed subset: index into `sets`.
@@ -77,16 +80,16 @@ impl fmt::Debug for Balancing {
             .map(|s| s.as_ref().map_or("(directory's)", |s| s.balancer.name()))
             .collect();
         f.debug_struct("Balancing")
-            .field("epoch", &self.epoch)
+            .field("snapshot", &self.snapshot)
             .field("balancers", &names)
             .finish()
     }
 }
 
 impl Balancing {
-    /// The epoch of the snapshot these tables belong to.
-    pub fn epoch(&self) -> u64 {
-        self.epoch
+    /// The [`Snapshot::id`] of the snapshot these tables belong to.
+    pub fn snapshot_id(&self) -> u64 {
+        self.snapshot
     }
 
     /// The balancer routed subset `k` uses; `None`: the snapshot's own.
@@ -186,6 +189,9 @@ impl fmt::Debug for Snapshot {
 /// collide.
 pub(crate) type AddrMap<V> = HashMap<Arc<str>, V, foldhash::fast::RandomState>;
 
+/// The next [`Snapshot::id`]; starts at 1, so 0 is never a snapshot's.
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 pub(crate) struct SnapshotParts<'a> {
     pub(crate) epoch: u64,
     pub(crate) service: &'a ServiceKey,
@@ -245,6 +251,7 @@ impl Snapshot {
             })
             .collect();
         Snapshot {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             epoch: p.epoch,
             service: p.service.clone(),
             all: p.all,
@@ -349,9 +356,18 @@ impl Snapshot {
         })
     }
 
-    /// Monotonically increasing version; 0 before the first registry update.
+    /// Monotonically increasing version of one directory's view; 0 before the first registry
+    /// update. For people and logs: a directory of one's own may repeat it (every
+    /// [`Snapshot::fixed`] is epoch 1), so nothing may cache by it; use [`Snapshot::id`].
     pub fn epoch(&self) -> u64 {
         self.epoch
+    }
+
+    /// Unique among the snapshots of this process, and larger for a snapshot built later: the
+    /// key of every cache of what a snapshot implies (balancer tables per method, per-endpoint
+    /// limits, resolved settings). Two snapshots never share one, whoever built them.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// The service this snapshot describes.
@@ -542,7 +558,7 @@ impl Snapshot {
         ctx: &PickContext<'_>,
         rng: &mut fastrand::Rng,
     ) -> Option<usize> {
-        let balancing = balancing.filter(|b| b.epoch == self.epoch);
+        let balancing = balancing.filter(|b| b.snapshot == self.id);
         match routed.subset {
             Some(k) => {
                 let picker = match balancing.and_then(|b| b.set_of_subset(k)) {
@@ -621,7 +637,7 @@ impl Snapshot {
             .map(|b| b.map(|b| self.picker_set(&b)))
             .collect();
         Some(Arc::new(Balancing {
-            epoch: self.epoch,
+            snapshot: self.id,
             sets,
             by_subset,
             by_endpoint: by_endpoint.into_boxed_slice(),

@@ -109,9 +109,10 @@ impl OutlierConfig {
 /// How many of a service's endpoints are out of rotation, as one atomic word: the guard of
 /// [`OutlierConfig::max_ejection_percent`] without a lock or a scan per strike.
 ///
-/// The count belongs to one snapshot epoch. The first decision in a new epoch (endpoints
-/// came or went, some possibly while ejected) counts the snapshot's ejected endpoints once;
-/// every later one in that epoch is a compare-and-swap on the word.
+/// The count belongs to one snapshot, named by the `epoch` the caller passes (the cluster
+/// passes the snapshot's process-unique id). The first decision for a new snapshot (endpoints
+/// came or went, some possibly while ejected) counts its ejected endpoints once; every later
+/// one for that snapshot is a compare-and-swap on the word.
 #[derive(Debug, Default)]
 pub struct EjectionCount {
     /// `(epoch & EPOCH_MASK) << COUNT_BITS | count`.

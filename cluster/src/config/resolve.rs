@@ -62,7 +62,7 @@ pub struct Effective {
 /// The snapshot a method's settings were resolved for, and what differs per endpoint.
 #[derive(Debug, Clone)]
 pub(crate) struct ResolvedFor {
-    pub(crate) epoch: u64,
+    pub(crate) snapshot: u64,
     /// Every endpoint's limits, when some endpoint's registration changes them.
     pub(crate) limits: Option<Arc<[Limits]>>,
     /// The balancer of each endpoint when it is the first routed one, when some is not the
@@ -122,18 +122,20 @@ impl Effective {
         }
     }
 
-    /// Whether these settings were resolved for the snapshot at `epoch`.
+    /// Whether these settings were resolved for the snapshot with id `snapshot`.
     #[inline]
-    pub(crate) fn is_for(&self, epoch: u64) -> bool {
-        self.resolved_for.as_ref().is_some_and(|r| r.epoch == epoch)
+    pub(crate) fn is_for(&self, snapshot: u64) -> bool {
+        self.resolved_for
+            .as_ref()
+            .is_some_and(|r| r.snapshot == snapshot)
     }
 
-    /// The limits of endpoint `i` of the snapshot at `epoch`; `None` when these settings were
+    /// The limits of endpoint `i` of the snapshot with id `snapshot`; `None` when these settings were
     /// resolved for another snapshot. A forced (attachment) timeout is not applied here.
     #[inline]
-    pub(crate) fn limits_at(&self, epoch: u64, i: usize) -> Option<Limits> {
+    pub(crate) fn limits_at(&self, snapshot: u64, i: usize) -> Option<Limits> {
         match &self.resolved_for {
-            Some(r) if r.epoch == epoch => Some(
+            Some(r) if r.snapshot == snapshot => Some(
                 r.limits
                     .as_ref()
                     .and_then(|p| p.get(i).copied())
@@ -143,22 +145,22 @@ impl Effective {
         }
     }
 
-    /// The sum of the endpoints' `actives` caps for the snapshot at `epoch` (`Some(None)`: some
+    /// The sum of the endpoints' `actives` caps for the snapshot with id `snapshot` (`Some(None)`: some
     /// endpoint is uncapped); `None` when these settings were resolved for another snapshot.
     #[inline]
-    pub(crate) fn capacity_at(&self, epoch: u64) -> Option<Option<u64>> {
+    pub(crate) fn capacity_at(&self, snapshot: u64) -> Option<Option<u64>> {
         match &self.resolved_for {
-            Some(r) if r.epoch == epoch => Some(r.capacity),
+            Some(r) if r.snapshot == snapshot => Some(r.capacity),
             _ => None,
         }
     }
 
-    /// The balancer tables for the snapshot at `epoch`: `Some(None)` when every subset uses
+    /// The balancer tables for the snapshot with id `snapshot`: `Some(None)` when every subset uses
     /// the directory's own, `None` when these settings were resolved for another snapshot.
     #[inline]
-    pub(crate) fn balancing_at(&self, epoch: u64) -> Option<Option<&Balancing>> {
+    pub(crate) fn balancing_at(&self, snapshot: u64) -> Option<Option<&Balancing>> {
         match &self.resolved_for {
-            Some(r) if r.epoch == epoch => Some(r.balancing.as_deref()),
+            Some(r) if r.snapshot == snapshot => Some(r.balancing.as_deref()),
             _ => None,
         }
     }
@@ -287,13 +289,13 @@ impl ClusterConfig {
         e
     }
 
-    /// The settings for `method` over the endpoints of the snapshot at `epoch`, whose
+    /// The settings for `method` over the endpoints of the snapshot with id `snapshot`, whose
     /// registrations are `providers` (in endpoint order). The balancer tables are left for
     /// the invoker to fill in (`ResolvedFor::balancing`).
     pub(crate) fn resolve_for_snapshot(
         &self,
         method: Option<&str>,
-        epoch: u64,
+        snapshot: u64,
         providers: &[ProviderKeys],
     ) -> Effective {
         let mut e = self.consumer_side(method);
@@ -326,7 +328,7 @@ impl ClusterConfig {
                 .try_fold(0u64, |sum, l| l.actives.map(|a| sum + u64::from(a)))
         };
         e.resolved_for = Some(ResolvedFor {
-            epoch,
+            snapshot,
             limits: limits_differ.then(|| Arc::from(limits)),
             specs: spec_named.then(|| Arc::from(specs)),
             balancing: None,

@@ -282,7 +282,7 @@ fn snapshot_resolution_is_per_endpoint() {
     // No endpoint registers anything: no per-endpoint arrays.
     let plain = cfg.resolve_for_snapshot(None, 7, &providers[2..]);
     let r = plain.resolved_for.unwrap();
-    assert_eq!(r.epoch, 7);
+    assert_eq!(r.snapshot, 7);
     assert!(r.limits.is_none() && r.specs.is_none());
 }
 
