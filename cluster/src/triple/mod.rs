@@ -71,7 +71,7 @@ use tracing::trace;
 pub use codec::ProstCodec;
 pub use codec::{JsonCodec, MessageCodec, Payload, RawCodec, ReplyContext};
 pub use echo::{EchoOptions, java_instance, serve_echo};
-pub use server::{TripleReply, TripleRequest, TripleServer};
+pub use server::{ServerLimits, TripleReply, TripleRequest, TripleServer};
 pub use status::{Code, Status};
 /// The rustls crate Switchman's Triple TLS is built on (for `ClientConfig`/`ServerConfig`).
 pub use tokio_rustls::rustls;

@@ -14,10 +14,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Empty, StreamBody};
+use http_body_util::{BodyExt, Empty, LengthLimitError, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use switchman_core::{BoxFuture, Instance, Protocol, ServiceKey};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -45,6 +45,43 @@ pub struct TripleRequest {
     pub timeout: Option<Duration>,
 }
 
+/// What one connection and one request may cost a [`TripleServer`]: anyone who reaches its port
+/// can send, so every size and wait is bounded. A request over a limit is answered with a
+/// status naming it (`RESOURCE_EXHAUSTED` for size, `DEADLINE_EXCEEDED` for time), never held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// The largest request body (the framed message), in bytes. Default 8 MiB, Dubbo's default
+    /// `payload`.
+    pub max_body: usize,
+    /// The largest header list of a request (HTTP/2 `SETTINGS_MAX_HEADER_LIST_SIZE`), in bytes.
+    /// Default 16 KiB.
+    pub max_header_list: u32,
+    /// Requests in flight on one connection (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`).
+    /// Default 256.
+    pub max_concurrent_streams: u32,
+    /// How long a request body may take to arrive in full (a sender trickling bytes is cut
+    /// off); a shorter `grpc-timeout` of the caller's applies instead. Default 30 s.
+    pub body_timeout: Duration,
+    /// How long a TLS handshake may take. Default 10 s.
+    pub handshake_timeout: Duration,
+    /// An HTTP/2 PING is sent after this long without a frame from the peer, and the
+    /// connection is closed when it is not answered within as long again. Default 30 s.
+    pub keep_alive: Duration,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_body: 8 * 1024 * 1024,
+            max_header_list: 16 * 1024,
+            max_concurrent_streams: 256,
+            body_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(10),
+            keep_alive: Duration::from_secs(30),
+        }
+    }
+}
+
 /// What the handler answers: the reply message, or a status sent trailers-only.
 pub type TripleReply = std::result::Result<Bytes, Status>;
 
@@ -68,7 +105,19 @@ impl TripleServer {
     where
         F: Fn(TripleRequest) -> BoxFuture<'static, TripleReply> + Send + Sync + 'static,
     {
-        Self::serve_with(bind, None, handler).await
+        Self::serve_with(bind, None, ServerLimits::default(), handler).await
+    }
+
+    /// [`TripleServer::serve`] under other [`ServerLimits`] than the defaults.
+    pub async fn serve_with_limits<F>(
+        bind: SocketAddr,
+        limits: ServerLimits,
+        handler: F,
+    ) -> std::io::Result<TripleServer>
+    where
+        F: Fn(TripleRequest) -> BoxFuture<'static, TripleReply> + Send + Sync + 'static,
+    {
+        Self::serve_with(bind, None, limits, handler).await
     }
 
     /// Serves `handler` on `bind` over TLS with `config` (ALPN `h2` is set on it).
@@ -85,6 +134,7 @@ impl TripleServer {
         Self::serve_with(
             bind,
             Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))),
+            ServerLimits::default(),
             handler,
         )
         .await
@@ -93,6 +143,7 @@ impl TripleServer {
     async fn serve_with<F>(
         bind: SocketAddr,
         tls: Option<tokio_rustls::TlsAcceptor>,
+        limits: ServerLimits,
         handler: F,
     ) -> std::io::Result<TripleServer>
     where
@@ -132,19 +183,38 @@ impl TripleServer {
                 tokio::spawn(async move {
                     let svc = service_fn(move |req| {
                         let (handler, hits) = (handler.clone(), hits.clone());
-                        async move { Ok::<_, Infallible>(handle(req, &handler, &hits).await) }
+                        async move { Ok::<_, Infallible>(handle(req, &handler, &hits, &limits).await) }
                     });
-                    let builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+                    let mut builder =
+                        hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+                    builder
+                        .max_header_list_size(limits.max_header_list)
+                        .max_concurrent_streams(limits.max_concurrent_streams)
+                        .timer(TokioTimer::new())
+                        .keep_alive_interval(Some(limits.keep_alive))
+                        .keep_alive_timeout(limits.keep_alive);
                     let served = async {
                         match tls {
                             None => builder.serve_connection(TokioIo::new(stream), svc).await,
-                            Some(acceptor) => match acceptor.accept(stream).await {
-                                Ok(s) => builder.serve_connection(TokioIo::new(s), svc).await,
-                                Err(e) => {
-                                    debug!(error = %e, "Triple server: TLS handshake failed");
-                                    Ok(())
+                            Some(acceptor) => {
+                                let handshake = tokio::time::timeout(
+                                    limits.handshake_timeout,
+                                    acceptor.accept(stream),
+                                );
+                                match handshake.await {
+                                    Ok(Ok(s)) => {
+                                        builder.serve_connection(TokioIo::new(s), svc).await
+                                    }
+                                    Ok(Err(e)) => {
+                                        debug!(error = %e, "Triple server: TLS handshake failed");
+                                        Ok(())
+                                    }
+                                    Err(_) => {
+                                        debug!("Triple server: TLS handshake timed out");
+                                        Ok(())
+                                    }
                                 }
-                            },
+                            }
                         }
                     };
                     tokio::select! {
@@ -307,7 +377,12 @@ fn trailers_only(content_type: &HeaderValue, status: &Status) -> Response<ResBod
     r
 }
 
-async fn handle(req: Request<Incoming>, handler: &Handler, hits: &AtomicU64) -> Response<ResBody> {
+async fn handle(
+    req: Request<Incoming>,
+    handler: &Handler,
+    hits: &AtomicU64,
+    limits: &ServerLimits,
+) -> Response<ResBody> {
     if req.method() != Method::POST {
         return empty(StatusCode::METHOD_NOT_ALLOWED);
     }
@@ -334,11 +409,27 @@ async fn handle(req: Request<Incoming>, handler: &Handler, hits: &AtomicU64) -> 
         .and_then(|v| v.to_str().ok())
         .and_then(decode_timeout);
     let (parts, body) = req.into_parts();
-    let body = match body.collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
+    let wait = timeout.map_or(limits.body_timeout, |t| t.min(limits.body_timeout));
+    let collected = tokio::time::timeout(wait, Limited::new(body, limits.max_body).collect());
+    let body = match collected.await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => {
+            let st = Status::new(
+                Code::ResourceExhausted,
+                format!("request body over {} bytes", limits.max_body),
+            );
+            return trailers_only(&ct, &st);
+        }
+        Ok(Err(e)) => {
             debug!(error = %e, "Triple server: request body broke off");
             return trailers_only(&ct, &Status::new(Code::Cancelled, "request body broke off"));
+        }
+        Err(_) => {
+            let st = Status::new(
+                Code::DeadlineExceeded,
+                format!("request body not complete within {wait:?}"),
+            );
+            return trailers_only(&ct, &st);
         }
     };
     let mut decoder = FrameDecoder::default();
@@ -378,5 +469,107 @@ async fn handle(req: Request<Incoming>, handler: &Handler, hits: &AtomicU64) -> 
             r.headers_mut().insert(header::CONTENT_TYPE, ct);
             r
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+    use tokio::sync::mpsc;
+
+    /// A server whose handler answers every request with an empty message, counting them.
+    async fn server(limits: ServerLimits) -> TripleServer {
+        TripleServer::serve_with_limits("127.0.0.1:0".parse().unwrap(), limits, |_req| {
+            Box::pin(async { Ok(Bytes::new()) })
+        })
+        .await
+        .unwrap()
+    }
+
+    /// Sends one request whose body frames come from `frames` (the body ends when the sender
+    /// is dropped) and returns the `grpc-status` and `grpc-message` the server answered.
+    async fn send(server: &TripleServer, frames: mpsc::Receiver<Bytes>) -> (String, String) {
+        let tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+        let (mut client, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+                .await
+                .unwrap();
+        tokio::spawn(conn);
+        let body =
+            StreamBody::new(tokio_stream_from(frames).map(|b| Ok::<_, Infallible>(Frame::data(b))));
+        let req = Request::post("/demo.Greeter/sayHello")
+            .header(header::CONTENT_TYPE, "application/grpc+proto")
+            .body(body)
+            .unwrap();
+        let res = client.send_request(req).await.unwrap();
+        let h = res.headers().clone();
+        let get = |k: &str| {
+            h.get(k)
+                .map(|v| v.to_str().unwrap().to_string())
+                .unwrap_or_default()
+        };
+        (get("grpc-status"), get("grpc-message"))
+    }
+
+    fn tokio_stream_from(mut rx: mpsc::Receiver<Bytes>) -> impl futures::Stream<Item = Bytes> {
+        futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+    }
+
+    #[tokio::test]
+    async fn a_request_body_over_the_limit_is_refused_without_reaching_the_handler() {
+        let s = server(ServerLimits {
+            max_body: 64 * 1024,
+            ..ServerLimits::default()
+        })
+        .await;
+        let (tx, rx) = mpsc::channel(4);
+        let sender = tokio::spawn(async move {
+            // 16 chunks of 8 KiB: 128 KiB in all, twice the limit.
+            for _ in 0..16 {
+                if tx.send(Bytes::from(vec![0u8; 8 * 1024])).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let (status, message) = send(&s, rx).await;
+        assert_eq!(status, "8", "RESOURCE_EXHAUSTED: {message}");
+        assert!(message.contains("65536"), "{message}");
+        assert_eq!(s.hits(), 0);
+        sender.abort();
+    }
+
+    #[tokio::test]
+    async fn a_request_body_that_never_ends_is_cut_off_after_the_body_timeout() {
+        let s = server(ServerLimits {
+            body_timeout: Duration::from_millis(200),
+            ..ServerLimits::default()
+        })
+        .await;
+        let (tx, rx) = mpsc::channel(4);
+        // Two bytes of the length prefix, then nothing more: the sender is held open.
+        tx.send(Bytes::from_static(&[0, 0])).await.unwrap();
+        let (status, message) = send(&s, rx).await;
+        assert_eq!(status, "4", "DEADLINE_EXCEEDED: {message}");
+        assert!(message.contains("not complete"), "{message}");
+        assert_eq!(s.hits(), 0);
+        drop(tx);
+    }
+
+    #[tokio::test]
+    async fn a_request_within_the_limits_reaches_the_handler() {
+        let s = server(ServerLimits {
+            max_body: 64 * 1024,
+            ..ServerLimits::default()
+        })
+        .await;
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(framing::encode_message(&Bytes::from(vec![1u8; 1000])))
+            .await
+            .unwrap();
+        drop(tx);
+        let (status, message) = send(&s, rx).await;
+        assert_eq!(status, "", "a reply, not a trailers-only status: {message}");
+        assert_eq!(s.hits(), 1);
     }
 }
