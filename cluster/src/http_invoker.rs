@@ -99,6 +99,9 @@ impl HttpInvoker {
             .tcp_nodelay(true)
             .pool_idle_timeout(grace)
             .no_proxy()
+            // A redirect would replay the call's body and attachments to wherever a provider
+            // points: a provider answers, it does not send the call elsewhere.
+            .redirect(reqwest::redirect::Policy::none())
             .use_preconfigured_tls(config)
             .build()
             .expect("a reqwest client with a preconfigured rustls config builds")
@@ -457,5 +460,53 @@ mod refusal_tests {
         // The words alone do not count.
         let text = Wrapped("GOAWAY REFUSED_STREAM".into());
         assert_eq!(h2_refusal(&text), None);
+    }
+
+    /// A provider answering `307` with a `Location` elsewhere: the call is not replayed there
+    /// (its body and attachments stay with the provider that was picked) and fails.
+    #[tokio::test]
+    async fn a_redirect_is_not_followed() {
+        use serde_json::json;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let elsewhere_addr = elsewhere.local_addr().unwrap();
+        let reached = Arc::new(AtomicUsize::new(0));
+        let r = reached.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = elsewhere.accept().await {
+                r.fetch_add(1, Ordering::SeqCst);
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\ntrue")
+                    .await;
+            }
+        });
+        let provider = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = provider.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = provider.accept().await {
+                let mut buf = vec![0u8; 64 * 1024];
+                let _ = s.read(&mut buf).await;
+                let answer = format!(
+                    "HTTP/1.1 307 Temporary Redirect\r\nlocation: http://{elsewhere_addr}/x\r\ncontent-length: 0\r\n\r\n"
+                );
+                let _ = s.write_all(answer.as_bytes()).await;
+            }
+        });
+        let target = Instance::builder("127.0.0.1", port).build();
+        let got = HttpInvoker::new()
+            .invoke(
+                &target,
+                &switchman_core::Invocation::new("hi").with_args(vec![json!(1)]),
+                std::time::Duration::from_secs(5),
+            )
+            .await;
+        assert!(got.is_err(), "a 307 is an answer, not a success: {got:?}");
+        assert_eq!(
+            reached.load(Ordering::SeqCst),
+            0,
+            "the redirect was followed"
+        );
     }
 }

@@ -37,6 +37,10 @@ pub fn encode_timeout(timeout: Duration) -> String {
 /// Decodes a `grpc-timeout` value; `None` when malformed.
 pub fn decode_timeout(value: &str) -> Option<Duration> {
     let value = value.trim();
+    // ASCII only: the unit is then one byte, and the split below is on a character boundary.
+    if !value.is_ascii() {
+        return None;
+    }
     let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
     if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -129,7 +133,17 @@ mod tests {
         assert_eq!(decode_timeout("2H"), Some(Duration::from_secs(7200)));
         assert_eq!(decode_timeout("1M"), Some(Duration::from_secs(60)));
         assert_eq!(decode_timeout("7u"), Some(Duration::from_micros(7)));
-        for bad in ["", "m", "123456789m", "12x", "-1S", "1.5S"] {
+        for bad in [
+            "",
+            "m",
+            "123456789m",
+            "12x",
+            "-1S",
+            "1.5S",
+            "1é",
+            "é",
+            "5\u{1F600}",
+        ] {
             assert_eq!(decode_timeout(bad), None, "{bad:?}");
         }
     }
