@@ -60,6 +60,14 @@ pub struct ConsistentHashBalance {
     arguments: Arc<[usize]>,
 }
 
+/// The most virtual nodes per instance `hash.nodes` may ask for (Dubbo sets no bound; its
+/// default is 160): a registry-supplied value cannot make one ring table unbounded.
+pub const MAX_HASH_NODES: u32 = 4096;
+
+/// The most points on one ring (8 bytes each while it is built): with more instances than
+/// `MAX_RING_POINTS / hash.nodes`, each instance gets fewer virtual nodes.
+pub const MAX_RING_POINTS: usize = 4 << 20;
+
 impl Default for ConsistentHashBalance {
     fn default() -> Self {
         ConsistentHashBalance {
@@ -77,6 +85,11 @@ impl ConsistentHashBalance {
         if nodes < 4 {
             return Err(Error::bad_config(format!(
                 "consistenthash: hash.nodes={nodes} is too small (at least 4: each MD5 digest gives 4 points)"
+            )));
+        }
+        if nodes > MAX_HASH_NODES {
+            return Err(Error::bad_config(format!(
+                "consistenthash: hash.nodes={nodes} is too large (at most {MAX_HASH_NODES}; Dubbo's default is {DEFAULT_HASH_NODES})"
             )));
         }
         Ok(ConsistentHashBalance {
@@ -167,13 +180,25 @@ impl LoadBalance for ConsistentHashBalance {
             .copied()
             .filter(|&i| !any_positive || endpoints[i as usize].instance.weight() > 0)
             .collect();
-        let per = (self.replicas / 4 * 4) as u64;
+        // A ring of at most MAX_RING_POINTS: past it (only with very many instances), each
+        // instance gets fewer virtual nodes than configured, so the table stays bounded.
+        let fit = (MAX_RING_POINTS / on_ring.len().max(1)) as u32 / 4 * 4;
+        let replicas = self.replicas.min(fit.max(4));
+        if replicas < self.replicas {
+            tracing::warn!(
+                instances = on_ring.len(),
+                configured = self.replicas,
+                used = replicas,
+                "consistenthash: fewer virtual nodes per instance, to keep the ring under {MAX_RING_POINTS} points"
+            );
+        }
+        let per = (replicas / 4 * 4) as u64;
         // (point << 32 | insertion number): sorting puts equal points in insertion order, so
         // the last of a run is the owner Dubbo's TreeMap keeps.
         let mut keyed: Vec<u64> = Vec::with_capacity(on_ring.len() * per as usize);
         for (n, &i) in on_ring.iter().enumerate() {
             let address = endpoints[i as usize].instance.address();
-            for (k, p) in ring_points(address, self.replicas).into_iter().enumerate() {
+            for (k, p) in ring_points(address, replicas).into_iter().enumerate() {
                 keyed.push((p as u64) << 32 | (n as u64 * per + k as u64));
             }
         }
@@ -414,6 +439,14 @@ pub fn key_point(invocation: &Invocation, argument_indexes: &[usize]) -> u32 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn hash_nodes_past_the_bound_are_refused() {
+        let e = ConsistentHashBalance::from_params(Some("2000000000"), None).unwrap_err();
+        assert!(e.to_string().contains("at most 4096"), "{e}");
+        assert!(ConsistentHashBalance::new(MAX_HASH_NODES, &[0]).is_ok());
+        assert!(ConsistentHashBalance::new(MAX_HASH_NODES + 1, &[0]).is_err());
+    }
     use super::*;
     use serde_json::json;
 

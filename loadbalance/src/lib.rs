@@ -51,7 +51,10 @@ use std::time::SystemTime;
 
 use switchman_core::{Error, Instance, Invocation, Invoker};
 
-pub use consistenthash::{ConsistentHashBalance, DEFAULT_HASH_NODES, key_point, ring_points};
+pub use consistenthash::{
+    ConsistentHashBalance, DEFAULT_HASH_NODES, MAX_HASH_NODES, MAX_RING_POINTS, key_point,
+    ring_points,
+};
 pub use leastactive::LeastActiveBalance;
 pub use outlier::{EjectionCount, OutlierConfig, OutlierState};
 pub use p2c::{DEFAULT_RTT, P2cBalance};

@@ -9,7 +9,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use switchman_core::Error;
-use switchman_loadbalance::{BalancerKind, ConsistentHashBalance, DEFAULT_HASH_NODES, LoadBalance};
+use switchman_loadbalance::{
+    BalancerKind, ConsistentHashBalance, DEFAULT_HASH_NODES, LoadBalance, MAX_HASH_NODES,
+};
 
 /// `retries`: how many times a failed call is tried again (failover: extra attempts on other
 /// instances; failback: background retries).
@@ -172,7 +174,8 @@ impl FromStr for Percent {
 }
 
 /// `hash.nodes`: virtual nodes per instance on a consistent-hash ring (at least 4: each MD5
-/// digest gives 4 points; rounded down to a multiple of 4 as Dubbo does).
+/// digest gives 4 points; rounded down to a multiple of 4 as Dubbo does; at most
+/// [`MAX_HASH_NODES`], 4096, so a registry-supplied value cannot make a ring unbounded).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct HashNodes(u32);
 
@@ -180,11 +183,16 @@ impl HashNodes {
     /// Dubbo's default, 160.
     pub const DEFAULT: HashNodes = HashNodes(DEFAULT_HASH_NODES);
 
-    /// `nodes` when it is at least 4.
+    /// `nodes` when it is at least 4 and at most [`MAX_HASH_NODES`].
     pub fn new(nodes: u32) -> Result<HashNodes, Error> {
         if nodes < 4 {
             return Err(Error::bad_config(format!(
                 "{nodes} is too small (at least 4: each MD5 digest gives 4 ring points)"
+            )));
+        }
+        if nodes > MAX_HASH_NODES {
+            return Err(Error::bad_config(format!(
+                "{nodes} is too large (at most {MAX_HASH_NODES}; Dubbo's default is {DEFAULT_HASH_NODES})"
             )));
         }
         Ok(HashNodes(nodes))

@@ -197,6 +197,29 @@ fn hash_parameters_follow_the_same_layers() {
     );
 }
 
+/// A provider registering `m.hash.nodes=2000000000` (method level beats the consumer's
+/// service value) cannot make the ring unbounded: the value is out of range and ignored, the
+/// layer below applies.
+#[test]
+fn an_out_of_range_hash_nodes_from_a_provider_is_ignored() {
+    let provider = params(&[
+        ("loadbalance", "consistenthash"),
+        ("hash.nodes", "320"),
+        ("find.hash.nodes", "2000000000"),
+    ]);
+    let providers = [ProviderKeys::parse(&provider)];
+    let e = ClusterConfig::default().resolve_for_snapshot(Some("find"), 1, &providers);
+    assert_eq!(
+        e.resolved_for.unwrap().specs.unwrap()[0],
+        BalancerSpec::Named(
+            BalancerKind::ConsistentHash,
+            HashNodes::new(320).unwrap(),
+            HashArguments::first()
+        )
+    );
+    assert!(HashNodes::new(4097).is_err() && HashNodes::new(4096).is_ok());
+}
+
 /// A balancer object set in code is a consumer layer like a name.
 #[test]
 fn a_custom_balancer_is_a_consumer_setting() {
