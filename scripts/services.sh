@@ -11,13 +11,17 @@ RNACOS_BIN="${RNACOS_BIN:-$SWITCHMAN_CACHE/rnacos-0.8.8/bin/rnacos}"
 
 _svc_log() { printf '[services] %s\n' "$*" >&2; }
 
-# A TCP port that is free now on 127.0.0.1 (and, with an offset list, ports p+k free too).
+# A TCP port that is free now on 127.0.0.1 (and, with an offset list, ports p+k free too), in
+# 11000..17999 with its offsets: below the kernel's ephemeral range (32768-60999, where every
+# connect() and bind(0) takes its port, so none can take this one before the server binds it),
+# and apart from the bands the tests use (integration-tests/src/ports.rs: fake addresses in
+# 18000..19999, the servers the tests start in 21000..32767).
 _free_port() {
   python3 - "$@" <<'PY'
 import random, socket, sys
 offsets = [0] + [int(a) for a in sys.argv[1:]]
 for _ in range(200):
-    p = random.randint(20000, 40000)
+    p = random.randint(11000, 17999 - max(offsets))
     ok = True
     for off in offsets:
         s = socket.socket()

@@ -16,13 +16,11 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_switchman"))
 }
 
-/// A port nothing listens on right now (the exporter binds it a moment later).
+/// A port for the exporter, which binds it a moment later: below the kernel's ephemeral range,
+/// so no `connect()` or `bind(0)` of another process can take it in between
+/// (`switchman_integration_tests::ports`).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    switchman_integration_tests::ports::allocate()
 }
 
 /// One `GET /metrics`; `None` while nothing listens.

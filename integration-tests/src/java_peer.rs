@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
@@ -100,13 +99,6 @@ fn java(program: &str) -> Command {
     java_with(program, JVM_FLAGS)
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port on 127.0.0.1")
-}
-
 /// Collects a child's stderr into a shared, capped buffer.
 fn collect_stderr<R: Read + Send + 'static>(
     mut from: R,
@@ -155,7 +147,9 @@ pub struct ProviderOptions {
     pub protocol: Option<String>,
     /// `zookeeper://127.0.0.1:PORT` or `nacos://127.0.0.1:PORT`.
     pub registry: String,
-    /// 0 picks a free port.
+    /// 0 takes one from [`crate::ports::allocate`], and the JVM is told it: Dubbo 3.3 takes no
+    /// port the OS chooses (a protocol port of 0 is its default, 20880 for dubbo and 50051 for
+    /// tri; -1 a scan up from that default, which races between JVMs that start at once).
     pub port: u16,
     /// The service's weight parameter.
     pub weight: Option<u32>,
@@ -183,7 +177,7 @@ pub struct ProviderOptions {
 }
 
 impl ProviderOptions {
-    /// A dubbo:// provider registered at `registry`, on a free port.
+    /// A dubbo:// provider registered at `registry`, on a port from [`crate::ports::allocate`].
     pub fn new(registry: impl Into<String>) -> Self {
         ProviderOptions {
             registry: registry.into(),
@@ -207,7 +201,7 @@ impl ProviderOptions {
         self
     }
 
-    /// A fixed port (0 = a free one).
+    /// A fixed port (0 = one from [`crate::ports::allocate`]).
     pub fn port(mut self, port: u16) -> Self {
         self.port = port;
         self
@@ -626,7 +620,7 @@ impl JavaProvider {
     /// read line by line, so a call's `CALL` line is counted as soon as it is printed.
     fn launch(opts: &ProviderOptions, jvm_flags: &[&str], batch_reads: bool) -> JavaProvider {
         let port = if opts.port == 0 {
-            free_port()
+            crate::ports::allocate()
         } else {
             opts.port
         };

@@ -14,6 +14,7 @@ pub mod logs;
 pub mod nacos_api;
 pub mod nacos_server;
 pub mod oracle;
+pub mod ports;
 pub mod python_peer;
 pub mod zk_server;
 

@@ -1,12 +1,13 @@
 //! A private rnacos server for tests that stop and restart Nacos (never the shared one).
 //!
-//! Started the way `scripts/services.sh` starts the shared server: HTTP on a free port `p`,
-//! gRPC on `p + 1000`, console on `p + 2000`, everything on 127.0.0.1, its own data directory,
+//! Started the way `scripts/services.sh` starts the shared server: HTTP on a port `p`, gRPC on
+//! `p + 1000`, console on `p + 2000` (all three from [`crate::ports::allocate_with`]),
+//! everything on 127.0.0.1, its own data directory,
 //! `-e <empty file>` so no `.env` is read, and its working directory in its temp dir. The
 //! binary is `$RNACOS_BIN` (exported by `scripts/services.sh`), else the default cache path.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -40,30 +41,6 @@ fn rnacos_bin() -> PathBuf {
             PathBuf::from(home).join(".cache/switchman/rnacos-0.8.8/bin/rnacos")
         }
     }
-}
-
-fn port_free(port: u32) -> bool {
-    port <= u16::MAX as u32 && TcpListener::bind(("127.0.0.1", port as u16)).is_ok()
-}
-
-/// A port `p` in 20000..40000 with `p`, `p + 1000` and `p + 2000` free now.
-fn free_ports() -> u16 {
-    for _ in 0..500 {
-        let p = 20000 + fastrand_u32() % 20000;
-        if port_free(p) && port_free(p + 1000) && port_free(p + 2000) {
-            return p as u16;
-        }
-    }
-    panic!("no free port triple for rnacos");
-}
-
-/// A cheap pseudo-random number without a dependency: time and PID mixed.
-fn fastrand_u32() -> u32 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(7))
-        .unwrap_or(0);
-    nanos.wrapping_mul(2_654_435_761) ^ std::process::id().wrapping_mul(40503)
 }
 
 fn http_ok(port: u16) -> bool {
@@ -100,7 +77,7 @@ impl NacosServer {
         std::fs::write(dir.join("empty.env"), b"").expect("empty env file");
         let mut s = NacosServer {
             dir,
-            http_port: free_ports(),
+            http_port: crate::ports::allocate_with(&[1000, 2000]),
             env: env
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -130,7 +107,11 @@ impl NacosServer {
             eprintln!("rnacos start {attempt} hit its start-up panic; starting it again");
             self.stop();
         }
-        panic!("rnacos kept panicking at start; log: {}", self.log_tail());
+        panic!(
+            "rnacos on 127.0.0.1:{} kept panicking at start; log: {}",
+            self.http_port,
+            self.log_tail()
+        );
     }
 
     fn spawn_once(&mut self) {
@@ -169,12 +150,18 @@ impl NacosServer {
                 return;
             }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
-                panic!("rnacos exited with {status}; log: {}", self.log_tail());
+                panic!(
+                    "rnacos (127.0.0.1:{p}, gRPC {}, console {}) exited with {status}; log: {}",
+                    p + 1000,
+                    p + 2000,
+                    self.log_tail()
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
         panic!(
-            "rnacos did not come up on 127.0.0.1:{p} within 20 s; log: {}",
+            "rnacos did not come up on 127.0.0.1:{p} (gRPC {}) within 20 s; log: {}",
+            p + 1000,
             self.log_tail()
         );
     }

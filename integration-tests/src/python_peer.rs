@@ -1,5 +1,6 @@
 //! Providers on the official Dubbo Python implementation (PyPI `apache-dubbo` 3.0.0b1), for the
-//! Triple tests: `peers/dubbo_hello_provider.py` started on a free 127.0.0.1 port, registered in
+//! Triple tests: `peers/dubbo_hello_provider.py` started on a 127.0.0.1 port from
+//! [`crate::ports::allocate`] (the script needs its port up front), registered in
 //! the ZooKeeper at `SWITCHMAN_ZK`, killed (SIGKILL) when the [`PythonPeer`] is dropped.
 //!
 //! The interpreter is `$SWITCHMAN_DUBBO_PYTHON`, else
@@ -7,7 +8,6 @@
 //! `scripts/install-python-peers` creates.
 
 use std::io::{BufRead, BufReader, Read};
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -45,13 +45,6 @@ pub fn python() -> PathBuf {
     path
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port on 127.0.0.1")
-}
-
 /// One running apache-dubbo provider. `sayHello(bytes)` answers
 /// `b"hello, {request} from {label}"`; `fail(bytes)` raises.
 #[derive(Debug)]
@@ -69,7 +62,7 @@ impl PythonPeer {
     /// # Panics
     /// When it does not start in time; the message carries its output.
     pub fn start(zk: &str, service: &str, label: &str) -> PythonPeer {
-        let port = free_port();
+        let port = crate::ports::allocate();
         let mut child = Command::new(python())
             .arg(script())
             .args(["--zk", zk, "--port", &port.to_string(), "--label", label])

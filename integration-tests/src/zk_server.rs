@@ -1,13 +1,16 @@
 //! Private ZooKeeper servers for tests that stop, pause, kill or restart them (never the shared
-//! server of `SWITCHMAN_ZK`): a standalone server or an ensemble on free 127.0.0.1 ports,
+//! server of `SWITCHMAN_ZK`): a standalone server or an ensemble on 127.0.0.1 ports from
+//! [`crate::ports::allocate`] (client, quorum and election ports of every member),
 //! started with `java -cp $SWITCHMAN_ZK_CLASSPATH org.apache.zookeeper.server.quorum.QuorumPeerMain`.
 //! Every process is killed and every file removed when the [`ZkServer`] is dropped.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::ports::allocate;
 
 /// A plain ZooKeeper client (10 s session) for a test to read or write nodes itself; panics
 /// if it is not connected within `within`.
@@ -37,13 +40,6 @@ struct Node {
 pub struct ZkServer {
     dir: PathBuf,
     nodes: Vec<Node>,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port on 127.0.0.1")
 }
 
 fn classpath() -> String {
@@ -87,7 +83,7 @@ impl ZkServer {
         let dir = std::env::temp_dir().join(crate::unique("switchman-zk"));
         std::fs::create_dir_all(&dir).expect("create the server directory");
         let ports: Vec<(u16, u16, u16)> = (0..n)
-            .map(|_| (free_port(), free_port(), free_port()))
+            .map(|_| (allocate(), allocate(), allocate()))
             .collect();
         let mut nodes = Vec::new();
         for (i, (client, quorum, election)) in ports.iter().enumerate() {

@@ -21,6 +21,7 @@ use switchman_discovery::metadata::{
 use switchman_discovery::zookeeper::ZookeeperRegistry;
 use switchman_discovery::{DirectoryConfig, RegistryDirectory, Snapshot};
 use switchman_integration_tests::java_peer::{self, DEMO_SERVICE, JavaProvider, ProviderOptions};
+use switchman_integration_tests::ports::FAKE_PORTS;
 use switchman_integration_tests::zk_server::raw_client;
 use switchman_integration_tests::{unique, zookeeper};
 use zookeeper_client as zk;
@@ -226,7 +227,9 @@ async fn node_json(client: &zk::Client, path: &str) -> Value {
 /// 49 more instances of a real provider's application with its revision (nodes written to
 /// ZooKeeper, each at its own port, all advertising the real provider's MetadataService):
 /// one fetch for the 50, and calls work. The real `MetadataInfo` names the service's port, so
-/// (as in Dubbo) every instance maps to that one endpoint.
+/// (as in Dubbo) every instance maps to that one endpoint. The fake instances are on 127.0.0.1
+/// (the real provider's host, whose MetadataService they share) at ports of [`FAKE_PORTS`],
+/// which no real process binds, so none can be the real provider's own node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_instances_of_one_revision_one_real_fetch() {
     if java_peer::skipped("fifty_instances_of_one_revision_one_real_fetch") {
@@ -242,19 +245,26 @@ async fn fifty_instances_of_one_revision_one_real_fetch() {
         .as_str()
         .unwrap()
         .to_string();
+    assert!(
+        !FAKE_PORTS.contains(&real.port()),
+        "the real provider's port {} is among the fake ones {FAKE_PORTS:?}",
+        real.port()
+    );
     for k in 1..50u16 {
         let mut copy = node.clone();
-        let port = 40000 + k;
+        let port = FAKE_PORTS.start + k;
         copy["port"] = json!(port);
         copy["id"] = json!(format!("127.0.0.1:{port}"));
+        let path = format!("{dir_path}/127.0.0.1:{port}");
         client
-            .create(
-                &format!("{dir_path}/127.0.0.1:{port}"),
-                copy.to_string().as_bytes(),
-                &ephemeral(),
-            )
+            .create(&path, copy.to_string().as_bytes(), &ephemeral())
             .await
-            .unwrap();
+            .unwrap_or_else(|e| {
+                panic!(
+                    "create fake instance {path} (real provider on port {}): {e}",
+                    real.port()
+                )
+            });
     }
     let (children, _) = client.get_children(&dir_path).await.unwrap();
     assert_eq!(children.len(), 50);
@@ -299,7 +309,8 @@ impl MetadataFetcher for Counting {
 
 /// 50 instance nodes of one revision in a real ZooKeeper, each at its own address: one
 /// fetch (counted by the fetcher itself), 50 endpoints, each on its instance's port. Then one
-/// instance changes revision (its node's data only): one more fetch, not 51.
+/// instance changes revision (its node's data only): one more fetch, not 51. The instances are
+/// fake (never dialled): on [`FAKE_HOST`], at ports of [`FAKE_PORTS`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_instances_one_fetch_and_a_revision_change_is_one_more() {
     fifty_synthetic("").await;
@@ -310,6 +321,9 @@ async fn fifty_instances_one_fetch_and_a_revision_change_is_one_more() {
 async fn fifty_instances_one_fetch_with_oneshot_watches() {
     fifty_synthetic("&watch=oneshot").await;
 }
+
+/// A loopback host nothing in the suite listens on (every real server binds 127.0.0.1).
+const FAKE_HOST: &str = "127.0.0.2";
 
 async fn fifty_synthetic(extra: &str) {
     let app = unique("app-level-synthetic");
@@ -325,7 +339,7 @@ async fn fifty_synthetic(extra: &str) {
     client.mkdir(&dir_path, &persistent()).await.unwrap();
     let node = |port: u16, revision: &str| {
         json!({
-            "name": app, "id": format!("127.0.0.1:{port}"), "address": "127.0.0.1", "port": port,
+            "name": app, "id": format!("{FAKE_HOST}:{port}"), "address": FAKE_HOST, "port": port,
             "payload": {"@class": "org.apache.dubbo.registry.zookeeper.ZookeeperInstance",
                 "metadata": {
                     "dubbo.metadata.revision": revision,
@@ -337,15 +351,13 @@ async fn fifty_synthetic(extra: &str) {
         })
         .to_string()
     };
+    let port = |k: u16| FAKE_PORTS.start + k;
     for k in 0..50u16 {
+        let path = format!("{dir_path}/{FAKE_HOST}:{}", port(k));
         client
-            .create(
-                &format!("{dir_path}/127.0.0.1:{}", 30000 + k),
-                node(30000 + k, "rev-a").as_bytes(),
-                &ephemeral(),
-            )
+            .create(&path, node(port(k), "rev-a").as_bytes(), &ephemeral())
             .await
-            .unwrap();
+            .unwrap_or_else(|e| panic!("create fake instance {path}: {e}"));
     }
     // No mapping names this application: the registry URL's provided-by does.
     let zk_reg = ZookeeperRegistry::from_url(
@@ -368,8 +380,8 @@ async fn fifty_synthetic(extra: &str) {
     // One instance is upgraded in place: its node gets a new revision.
     client
         .set_data(
-            &format!("{dir_path}/127.0.0.1:30007"),
-            node(30007, "rev-b").as_bytes(),
+            &format!("{dir_path}/{FAKE_HOST}:{}", port(7)),
+            node(port(7), "rev-b").as_bytes(),
             None,
         )
         .await
@@ -386,12 +398,12 @@ async fn fifty_synthetic(extra: &str) {
     assert_eq!(snap.endpoints().len(), 50);
     let moved = routable(&snap)
         .into_iter()
-        .find(|i| i.port() == 30007)
+        .find(|i| i.port() == port(7))
         .unwrap();
     assert_eq!(moved.param("dubbo.metadata.revision"), Some("rev-b"));
     for k in 0..50u16 {
         let _ = client
-            .delete(&format!("{dir_path}/127.0.0.1:{}", 30000 + k), None)
+            .delete(&format!("{dir_path}/{FAKE_HOST}:{}", port(k)), None)
             .await;
     }
     let _ = client.delete(&dir_path, None).await;

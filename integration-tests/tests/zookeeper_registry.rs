@@ -423,12 +423,10 @@ async fn consumer_started_while_zookeeper_is_down_serves_from_its_cache_file() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    // ZooKeeper "down": nothing listens on this port.
-    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // ZooKeeper "down": nothing listens on this port. Not one bound and released (a port of the
+    // kernel's ephemeral range, which another test's provider on 127.0.0.1:0 may get next): one
+    // of the ports no real process of the suite binds.
+    let dead_port = switchman_integration_tests::ports::FAKE_PORTS.start;
     let down = ZookeeperRegistry::from_url(
         &Url::parse(&format!("zookeeper://127.0.0.1:{dead_port}?timeout=500")).unwrap(),
     )
