@@ -221,11 +221,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_refused_connection_is_a_transport_error_naming_the_address() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        // Bound but not listening: connecting is refused, and no one else can take the port
+        // while the socket is held (a listener dropped at once would leave it to anyone).
+        let held = tokio::net::TcpSocket::new_v4().unwrap();
+        held.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let port = held.local_addr().unwrap().port();
         let mut t = target("dubbo");
         t.port = port;
         let e = MetadataServiceClient::new()
