@@ -521,3 +521,114 @@ async fn a_dubbo_admin_weight_override_moves_the_split_between_java_providers() 
         .expect("deleting the override restores the weight");
     drop((a, b));
 }
+
+/// [`java_peer::JVM_FLAGS`] and Dubbo's `dubbo.provider.token=true`: the provider's default
+/// `ProviderConfig` asks for a token, so the export registers a random UUID as its `token`
+/// (what `<dubbo:provider token="true"/>` or `@DubboService(token = "true")` do).
+fn token_true_jvm_flags() -> Vec<&'static str> {
+    let mut flags = java_peer::JVM_FLAGS.to_vec();
+    flags.push("-Ddubbo.provider.token=true");
+    flags
+}
+
+/// Whether `s` reads as a random UUID (`8-4-4-4-12` hex digits).
+fn is_uuid(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.iter().map(|p| p.len()).eq([8, 4, 4, 4, 12])
+        && parts
+            .iter()
+            .all(|p| p.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// `add(i, 1)` for i in 0..n through `cluster`, typed, and one generic call: n + 1 calls of
+/// `add`, each answered.
+async fn adds(cluster: &ClusterInvoker, n: i64) {
+    for i in 0..n {
+        let sum = cluster
+            .invoke(&typed("add", &["int", "int"], vec![i.into(), 1.into()]))
+            .await
+            .unwrap_or_else(|e| panic!("add({i}, 1): {e}"));
+        assert_eq!(sum, json!(i + 1));
+    }
+    let generic = cluster
+        .invoke(&Invocation::new("add").with_args(vec![20.into(), 22.into()]))
+        .await
+        .unwrap();
+    assert_eq!(generic, json!(42), "a generic call carries the token too");
+}
+
+/// A Java dubbo:// provider exported with `token=true` (its `TokenFilter` refuses any call
+/// without its UUID) is called through the cluster: the endpoint sends the UUID it registered.
+/// A call carrying a wrong `token` of its own (sent instead, as Java sends a caller's own) is
+/// refused with Dubbo's "Invalid token!", so the provider does check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_java_provider_exported_with_token_true_is_called_with_its_uuid() {
+    if java_peer::skipped("a_java_provider_exported_with_token_true_is_called_with_its_uuid") {
+        return;
+    }
+    let zk = zookeeper();
+    let g = group("token-true");
+    let provider = JavaProvider::start_with_jvm_flags(
+        &ProviderOptions::zookeeper(&zk).group(&g),
+        &token_true_jvm_flags(),
+    );
+    let dir = directory(&format!("zookeeper://{zk}"), &g, 1).await;
+    let target = dir.load().endpoints()[0].instance.clone();
+    let token = target.param("token").unwrap_or_default();
+    assert!(
+        is_uuid(token),
+        "token=true registers a random UUID, got {token:?}"
+    );
+    let cluster = cluster(&dir, DubboInvoker::new());
+    adds(&cluster, 20).await;
+
+    let wrong =
+        typed("add", &["int", "int"], vec![1.into(), 1.into()]).with_attachment("token", "wrong");
+    let e = cluster.invoke(&wrong).await.unwrap_err();
+    assert!(
+        e.message()
+            .contains("Invalid token! Forbid invoke remote service"),
+        "the provider refuses a wrong token: {e}"
+    );
+    assert_eq!(e.kind(), ErrorKind::Business, "{e}");
+
+    // The invoker alone (no endpoint client): the token is read from the instance.
+    let sum = DubboInvoker::new()
+        .invoke(
+            &target,
+            &typed("add", &["int", "int"], vec![2.into(), 3.into()]),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sum, json!(5));
+    // 20 typed, 1 generic, 1 alone: the refused call never reached the service (the count
+    // would be past 22 once the last call's line is read, as lines come in order).
+    assert_eq!(provider.calls_of_settled("add", 22, WAIT), 22);
+}
+
+/// A Java dubbo:// provider exported with a fixed `token=s3cret` registers that string and is
+/// called with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_java_provider_with_a_fixed_token_is_called_with_it() {
+    if java_peer::skipped("a_java_provider_with_a_fixed_token_is_called_with_it") {
+        return;
+    }
+    let zk = zookeeper();
+    let g = group("token-fixed");
+    let provider = JavaProvider::start(
+        &ProviderOptions::zookeeper(&zk)
+            .group(&g)
+            .param("token", "s3cret"),
+    );
+    let dir = directory(&format!("zookeeper://{zk}"), &g, 1).await;
+    let target = dir.load().endpoints()[0].instance.clone();
+    assert_eq!(target.param("token"), Some("s3cret"));
+    let cluster = cluster(&dir, DubboInvoker::new());
+    adds(&cluster, 5).await;
+    let wrong = typed("add", &["int", "int"], vec![1.into(), 1.into()])
+        .with_attachment("token", "s3cret-not");
+    let e = cluster.invoke(&wrong).await.unwrap_err();
+    assert!(e.message().contains("Invalid token!"), "{e}");
+    assert_eq!(provider.calls_of_settled("add", 6, WAIT), 6);
+}

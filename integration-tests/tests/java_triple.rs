@@ -10,9 +10,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use switchman_cluster::metadata_service::MetadataServiceClient;
 use switchman_cluster::triple::{EchoOptions, java_instance, serve_echo};
 use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker};
-use switchman_core::{ErrorKind, Invocation, ServiceKey};
+use switchman_core::{ErrorKind, Invocation, ServiceKey, Url};
+use switchman_discovery::metadata::MetadataCache;
+use switchman_discovery::zookeeper::ZookeeperRegistry;
 use switchman_discovery::{
     DirectoryConfig, RegistryDirectory, registrar_from_url, registry_from_url,
 };
@@ -404,4 +407,135 @@ async fn the_java_consumer_calls_switchman_triple_in_nacos() {
         json!([{"id": 7, "name": "Ann", "tags": ["a", "b"], "attributes": {"vip": true}}]),
     )
     .await;
+}
+
+/// [`java_peer::JVM_FLAGS`] and Dubbo's `dubbo.provider.token=true`: the provider's default
+/// `ProviderConfig` asks for a token, so the export registers a random UUID as its `token`
+/// (what `<dubbo:provider token="true"/>` or `@DubboService(token = "true")` do).
+fn token_true_jvm_flags() -> Vec<&'static str> {
+    let mut flags = java_peer::JVM_FLAGS.to_vec();
+    flags.push("-Ddubbo.provider.token=true");
+    flags
+}
+
+/// `add(i, 1)` for i in 0..n through `cluster`, typed, and one generic call: n + 1 calls of
+/// `add`, each answered.
+async fn adds(cluster: &ClusterInvoker, n: i64) {
+    for i in 0..n {
+        let sum = cluster
+            .invoke(&typed("add", &["int", "int"], vec![i.into(), 1.into()]))
+            .await
+            .unwrap_or_else(|e| panic!("add({i}, 1): {e}"));
+        assert_eq!(sum, json!(i + 1));
+    }
+    let generic = cluster
+        .invoke(&Invocation::new("add").with_args(vec![20.into(), 22.into()]))
+        .await
+        .unwrap();
+    assert_eq!(generic, json!(42), "a generic call carries the token too");
+}
+
+/// A call of `add` with a `token` attachment of its own, `wrong` (sent instead of the
+/// provider's, as Java sends a caller's own): refused by the provider's `TokenHeaderFilter`.
+async fn refused_with(cluster: &ClusterInvoker, wrong: &str) {
+    let inv =
+        typed("add", &["int", "int"], vec![1.into(), 1.into()]).with_attachment("token", wrong);
+    let e = cluster.invoke(&inv).await.unwrap_err();
+    assert!(
+        e.message().contains("Forbid invoke remote service"),
+        "the provider refuses a wrong token: {e}"
+    );
+}
+
+/// A Java tri:// provider exported with `token=true` (its `TokenHeaderFilter` refuses any
+/// call without its UUID) is called through the cluster: the endpoint sends the UUID it
+/// registered as the `token` header. A wrong `token` of the call's own is refused, so the
+/// provider does check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_java_triple_provider_exported_with_token_true_is_called_with_its_uuid() {
+    if java_peer::skipped("a_java_triple_provider_exported_with_token_true_is_called_with_its_uuid")
+    {
+        return;
+    }
+    let zk = zookeeper();
+    let g = group("token-true");
+    let provider = JavaProvider::start_with_jvm_flags(
+        &ProviderOptions::zookeeper(&zk).protocol("tri").group(&g),
+        &token_true_jvm_flags(),
+    );
+    let dir = directory(&format!("zookeeper://{zk}"), &g, 1).await;
+    let target = dir.load().endpoints()[0].instance.clone();
+    assert_eq!(target.protocol().as_str(), "tri");
+    let token = target.param("token").unwrap_or_default();
+    let parts: Vec<usize> = token.split('-').map(str::len).collect();
+    assert_eq!(
+        parts,
+        [8, 4, 4, 4, 12],
+        "token=true registers a random UUID, got {token:?}"
+    );
+    let cluster = cluster(&dir);
+    adds(&cluster, 20).await;
+    refused_with(&cluster, "wrong").await;
+    // The invoker alone (no endpoint client): the token is read from the instance.
+    let alone = switchman_cluster::triple::TripleInvoker::new();
+    let sum = switchman_core::Invoker::invoke(
+        &alone,
+        &target,
+        &typed("add", &["int", "int"], vec![2.into(), 3.into()]),
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    assert_eq!(sum, json!(5));
+    // 20 typed, 1 generic, 1 alone: the refused call never reached the service.
+    assert_eq!(provider.calls_of_settled("add", 22, WAIT), 22);
+}
+
+/// A Java tri:// provider registered at the application level only (`register-mode=instance`:
+/// its parameters come from its `MetadataInfo`) with a fixed `token=s3cret` is called with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_java_triple_provider_with_a_fixed_token_at_the_application_level_is_called_with_it() {
+    if java_peer::skipped(
+        "a_java_triple_provider_with_a_fixed_token_at_the_application_level_is_called_with_it",
+    ) {
+        return;
+    }
+    let zk = zookeeper();
+    let g = group("token-app");
+    let app = unique("tri-token-app");
+    let provider = JavaProvider::start(
+        &ProviderOptions::zookeeper(&zk)
+            .protocol("tri")
+            .application(&app)
+            .group(&g)
+            .register_mode("instance")
+            .metadata_type("local")
+            .param("token", "s3cret"),
+    );
+    let reg = ZookeeperRegistry::from_url(&Url::parse(&format!("zookeeper://{zk}")).unwrap())
+        .unwrap()
+        .metadata_cache(Arc::new(MetadataCache::new(Arc::new(
+            MetadataServiceClient::new(),
+        ))));
+    let dir = RegistryDirectory::subscribe(
+        &reg,
+        DirectoryConfig::new(ServiceKey::with(DEMO_SERVICE, &g, "")),
+    )
+    .await
+    .unwrap();
+    let snap = dir
+        .wait_until(WAIT, |s| s.endpoints().len() == 1)
+        .await
+        .expect("the application-level instance");
+    let target = snap.endpoints()[0].instance.clone();
+    assert!(
+        target.param("dubbo.metadata.revision").is_some(),
+        "found at the application level: {:?}",
+        target.params().keys().collect::<Vec<_>>()
+    );
+    assert_eq!(target.param("token"), Some("s3cret"));
+    let cluster = cluster(&Arc::new(dir));
+    adds(&cluster, 5).await;
+    refused_with(&cluster, "s3cret-not").await;
+    assert_eq!(provider.calls_of_settled("add", 6, WAIT), 6);
 }

@@ -20,6 +20,7 @@ use switchman_hessian::{
     Decoder, Encoder, List, Map, Value, from_json, generic_from_json, java_exception, to_json,
 };
 
+use super::token::{TOKEN_KEY, Token};
 use super::{Response, status};
 
 /// The Dubbo protocol version Java 3.3 consumers send; 2.0.2 also asks the provider to send
@@ -120,12 +121,14 @@ const RESERVED: &[&str] = &[
     "retries",
 ];
 
-/// The request body of `inv` to `target`.
+/// The request body of `inv` to `target`; `token`: the provider's, to add to the attachments
+/// (see [`super::token::to_add`]).
 pub(crate) fn encode_request(
     target: &Instance,
     inv: &Invocation,
     timeout: Duration,
     form: Form,
+    token: Option<&Token>,
 ) -> Result<Vec<u8>> {
     let key = target.service();
     let path: &str = if target.path().is_empty() {
@@ -206,6 +209,9 @@ pub(crate) fn encode_request(
     put("timeout", &timeout.as_millis().max(1).to_string());
     if form == Form::Generic {
         put("generic", "true");
+    }
+    if let Some(token) = token {
+        put(TOKEN_KEY, token.as_str());
     }
     for (k, v) in &inv.attachments {
         if !RESERVED.contains(&k.as_str()) {
@@ -342,7 +348,9 @@ pub(crate) fn check_serialization(target: &Instance) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::token::{EndpointToken, to_add};
     use super::*;
+    use std::sync::Arc;
     use switchman_core::ServiceKey;
 
     #[test]
@@ -395,8 +403,14 @@ mod tests {
             .with_types(["int", "int"])
             .with_attachment("dubbo.tag", "gray")
             .with_attachment("retries", "5");
-        let body =
-            encode_request(&target(), &inv, Duration::from_millis(800), Form::Typed).unwrap();
+        let body = encode_request(
+            &target(),
+            &inv,
+            Duration::from_millis(800),
+            Form::Typed,
+            None,
+        )
+        .unwrap();
         let mut d = Decoder::new(&body);
         assert_eq!(
             strings(&mut d, 5),
@@ -422,12 +436,84 @@ mod tests {
         assert!(d.is_at_end());
     }
 
+    /// The attachments map of a request body.
+    fn attachments_of(body: &[u8]) -> Vec<(String, String)> {
+        let mut d = Decoder::new(body);
+        loop {
+            match d.read().unwrap() {
+                Value::Map(m) if d.is_at_end() => {
+                    return m
+                        .entries
+                        .into_iter()
+                        .map(|(k, v)| match (k, v) {
+                            (Value::String(k), Value::String(v)) => (k, v),
+                            other => panic!("a string attachment, got {other:?}"),
+                        })
+                        .collect();
+                }
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn the_providers_token_travels_in_the_attachments_unless_the_call_has_its_own() {
+        let target = Arc::new(
+            Instance::builder("127.0.0.1", 20880)
+                .service(ServiceKey::with("com.foo.Greeter", "", ""))
+                .param("token", "3f1d5c8e-2b7a-4c3e-9f1a-0d2b4c6e8a1f")
+                .build(),
+        );
+        let endpoint = EndpointToken::new(&target);
+        let tokens = |inv: &Invocation| {
+            let token = to_add(Some(&endpoint), &target, &inv.attachments, false);
+            let body = encode_request(
+                &target,
+                inv,
+                Duration::from_secs(1),
+                form_of(inv, false),
+                token.as_ref(),
+            )
+            .unwrap();
+            attachments_of(&body)
+                .into_iter()
+                .filter(|(k, _)| k == "token")
+                .map(|(_, v)| v)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            tokens(&Invocation::new("ping")),
+            ["3f1d5c8e-2b7a-4c3e-9f1a-0d2b4c6e8a1f"]
+        );
+        assert_eq!(
+            tokens(&Invocation::new("add").with_args(vec![1.into()])),
+            ["3f1d5c8e-2b7a-4c3e-9f1a-0d2b4c6e8a1f"],
+            "generic calls too"
+        );
+        assert_eq!(
+            tokens(&Invocation::new("ping").with_attachment("token", "mine")),
+            ["mine"],
+            "the call's own token is sent instead, once"
+        );
+        let none = Instance::builder("127.0.0.1", 20880).build();
+        let body = encode_request(
+            &none,
+            &Invocation::new("ping"),
+            Duration::from_secs(1),
+            Form::Typed,
+            to_add(None, &none, &[], false).as_ref(),
+        )
+        .unwrap();
+        assert!(attachments_of(&body).iter().all(|(k, _)| k != "token"));
+    }
+
     #[test]
     fn a_call_without_types_goes_generic_with_null_types() {
         let inv = Invocation::new("save").with_args(vec![serde_json::json!({"name": "Ann"})]);
         assert_eq!(form_of(&inv, false), Form::Generic);
         assert_eq!(form_of(&Invocation::new("ping"), false), Form::Typed);
-        let body = encode_request(&target(), &inv, Duration::from_secs(1), Form::Generic).unwrap();
+        let body =
+            encode_request(&target(), &inv, Duration::from_secs(1), Form::Generic, None).unwrap();
         let mut d = Decoder::new(&body);
         assert_eq!(
             strings(&mut d, 6),
@@ -456,7 +542,8 @@ mod tests {
         let inv = Invocation::new("add")
             .with_args(vec![2.into()])
             .with_types(["int", "int"]);
-        let e = encode_request(&target(), &inv, Duration::from_secs(1), Form::Typed).unwrap_err();
+        let e =
+            encode_request(&target(), &inv, Duration::from_secs(1), Form::Typed, None).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::BadConfig);
         assert!(
             e.message().contains("add: 2 parameter types"),
@@ -466,7 +553,8 @@ mod tests {
         let inv = Invocation::new("add")
             .with_args(vec!["x".into()])
             .with_types(["int"]);
-        let e = encode_request(&target(), &inv, Duration::from_secs(1), Form::Typed).unwrap_err();
+        let e =
+            encode_request(&target(), &inv, Duration::from_secs(1), Form::Typed, None).unwrap_err();
         assert!(
             e.message().starts_with("add argument 1 as int"),
             "{}",

@@ -13,6 +13,7 @@ use tracing::trace;
 
 use super::body::{Reply, check_serialization, decode_response, encode_request, form_of};
 use super::pool::Entry;
+use super::token::{EndpointToken, to_add};
 use super::{ExchangeConfig, HESSIAN2, Pool};
 
 /// Calls `dubbo://` instances: Dubbo's default protocol (the Dubbo2 exchange format over TCP,
@@ -33,7 +34,11 @@ use super::{ExchangeConfig, HESSIAN2, Pool};
 /// (or the provider's `heartbeat` parameter), closed and made again after three missed ones; a provider's readonly
 /// event (graceful shutdown) stops new calls to it without counting as an outlier strike; an 8
 /// MiB payload limit both ways (or the provider's `payload` parameter when smaller); the
-/// attempt's timeout travels as the `timeout` attachment.
+/// attempt's timeout travels as the `timeout` attachment, and the provider's `token` parameter
+/// (Dubbo's token authorization: `token=true` registers a random UUID) as the `token`
+/// attachment, as Java consumers send it. A `token` attachment of the call's own is sent
+/// instead (as in Java: the provider's is only added when absent). A token longer than 256
+/// bytes or not printable ASCII is logged and not sent.
 ///
 /// ```no_run
 /// # async fn demo(instance: switchman_core::Instance) -> switchman_core::Result<()> {
@@ -130,10 +135,11 @@ impl DubboInvoker {
         self.call_on(None, target, inv, timeout).await
     }
 
-    /// [`DubboInvoker::call`] on an endpoint's own connections (`None`: the pool's).
+    /// [`DubboInvoker::call`] on an endpoint's own connections and with its token read once
+    /// (`None`: the pool's, the token read from `target`).
     async fn call_on(
         &self,
-        entry: Option<&Entry>,
+        endpoint: Option<&DubboEndpoint>,
         target: &Instance,
         inv: &Invocation,
         timeout: Duration,
@@ -141,7 +147,8 @@ impl DubboInvoker {
         let started = Instant::now();
         check_serialization(target)?;
         let form = form_of(inv, self.generic);
-        let body = encode_request(target, inv, timeout, form)?;
+        let token = to_add(endpoint.map(|e| &e.token), target, &inv.attachments, false);
+        let body = encode_request(target, inv, timeout, form, token.as_ref())?;
         let limit = target
             .param("payload")
             .and_then(|p| p.parse::<usize>().ok())
@@ -171,10 +178,16 @@ impl DubboInvoker {
                 .and_then(|h| h.parse::<u64>().ok())
                 .map(Duration::from_millis)
         };
-        let conn = match entry {
+        let conn = match endpoint {
             Some(e) => {
                 self.pool
-                    .get_on(e, target.address(), connections, connect_timeout, heartbeat)
+                    .get_on(
+                        &e.entry,
+                        target.address(),
+                        connections,
+                        connect_timeout,
+                        heartbeat,
+                    )
                     .await?
             }
             None => {
@@ -216,10 +229,11 @@ impl Invoker for DubboInvoker {
 /// The dubbo:// client of one endpoint, made by [`DubboInvoker`] as a [`MakeEndpoint`]: it
 /// owns the connections to its address (shared with the other endpoints there, such as
 /// another group on the same port), which close when the last endpoint at the address is
-/// dropped and its calls have ended.
+/// dropped and its calls have ended. It reads the provider's `token` once.
 pub struct DubboEndpoint {
     invoker: DubboInvoker,
     entry: Arc<Entry>,
+    token: EndpointToken,
 }
 
 impl std::fmt::Debug for DubboEndpoint {
@@ -233,6 +247,7 @@ impl MakeEndpoint for DubboInvoker {
         Arc::new(DubboEndpoint {
             invoker: self.clone(),
             entry: self.pool.endpoint_entry(instance.address()),
+            token: EndpointToken::new(instance),
         })
     }
 }
@@ -246,7 +261,7 @@ impl Invoker for DubboEndpoint {
     ) -> BoxFuture<'a, Result<Value>> {
         Box::pin(async move {
             self.invoker
-                .call_on(Some(&self.entry), target, invocation, timeout)
+                .call_on(Some(self), target, invocation, timeout)
                 .await
                 .map(|reply| reply.value)
         })

@@ -50,6 +50,7 @@ mod invoker;
 mod pool;
 #[cfg(test)]
 mod tests;
+pub(crate) mod token;
 
 pub use body::{Reply, descriptor};
 pub use connection::{

@@ -4,8 +4,11 @@
 //! what Dubbo's Java, Go and Python providers accept), with `content-type: application/grpc`
 //! (or `+json`, `+proto`, as the [codec](MessageCodec) says), `te: trailers`, one
 //! length-prefixed message ([`framing`]), `grpc-timeout` carrying what is left of the
-//! attempt's timeout, the attachments as metadata headers ([`metadata`]), and
-//! `tri-service-group`/`tri-service-version` when the instance has them. The answer's
+//! attempt's timeout, the attachments as metadata headers ([`metadata`]),
+//! `tri-service-group`/`tri-service-version` when the instance has them, and the provider's
+//! `token` parameter as the `token` header (Dubbo's token authorization, as Java's
+//! `TripleInvoker` sends it; a `token` attachment of the call's own is sent instead, and a
+//! token longer than 256 bytes or not printable ASCII is logged and not sent). The answer's
 //! `grpc-status`/`grpc-message` are read from the trailers, or from the headers of a
 //! trailers-only response.
 //!
@@ -77,6 +80,7 @@ pub use status::{Code, Status};
 pub use tokio_rustls::rustls;
 pub use wrapper::{JavaCall, WrapperCodec};
 
+use crate::dubbo::token::{self, EndpointToken, TOKEN_KEY, Token};
 use framing::FrameDecoder;
 use pool::{ConnectSettings, Entry, Pool};
 
@@ -259,7 +263,8 @@ impl TripleInvoker {
 
     /// One unary call with an already-encoded message: `POST /{service}/{method}` on `target`
     /// with `call.content_type`. Returns the reply message. This is what [`Invoker::invoke`]
-    /// does after encoding; use it for payloads outside the codecs.
+    /// does after encoding; use it for payloads outside the codecs. The provider's `token`
+    /// goes with it unless `call.attachments` carry one.
     pub async fn unary(
         &self,
         target: &Instance,
@@ -267,7 +272,8 @@ impl TripleInvoker {
         timeout: Duration,
     ) -> Result<Bytes> {
         let entry = self.pool.entry(target.address());
-        self.unary_answer(&entry, target, call, timeout)
+        let token = token::to_add(None, target, call.attachments, true);
+        self.unary_answer(&entry, target, call, token.as_ref(), timeout)
             .await
             .map(|a| a.message)
     }
@@ -277,6 +283,7 @@ impl TripleInvoker {
         entry: &Entry,
         target: &Instance,
         call: Unary<'_>,
+        token: Option<&Token>,
         timeout: Duration,
     ) -> Result<Answer> {
         let address = target.address();
@@ -285,7 +292,7 @@ impl TripleInvoker {
         let mut sent = false;
         let outcome = tokio::time::timeout_at(
             deadline,
-            self.send(entry, target, call, deadline, &mut sent),
+            self.send(entry, target, call, token, deadline, &mut sent),
         )
         .await;
         match outcome {
@@ -333,12 +340,13 @@ impl TripleInvoker {
         entry: &Entry,
         target: &Instance,
         call: Unary<'_>,
+        token: Option<&Token>,
         deadline: Instant,
         sent: &mut bool,
     ) -> Result<Answer> {
         let address = target.address();
         let method = call.method;
-        let mut request = build_request(target, &call, deadline)?;
+        let mut request = build_request(target, &call, token, deadline)?;
         let mut sender = entry.get(self.pool.settings(), address).await?;
         if let Err(e) = sender.ready().await {
             entry.discard();
@@ -418,6 +426,7 @@ fn timeout_header(left: Duration) -> HeaderValue {
 fn build_request(
     target: &Instance,
     call: &Unary<'_>,
+    token: Option<&Token>,
     deadline: Instant,
 ) -> Result<Request<Full<Bytes>>> {
     let address = target.address();
@@ -438,8 +447,12 @@ fn build_request(
                 "cannot call {service}/{method} on {address}: not a valid request path ({e})"
             ))
         })?;
-    let mut headers = HeaderMap::with_capacity(8 + attachments.len());
+    let mut headers = HeaderMap::with_capacity(9 + attachments.len());
     metadata::add_attachments(&mut headers, attachments);
+    // Checked to be a valid header value when it was read.
+    if let Some(v) = token.and_then(|t| HeaderValue::try_from(t.as_str()).ok()) {
+        headers.insert(TOKEN_KEY, v);
+    }
     let ct = HeaderValue::try_from(content_type)
         .map_err(|_| Error::bad_config(format!("invalid content-type {content_type:?}")))?;
     headers.insert(header::CONTENT_TYPE, ct);
@@ -593,7 +606,8 @@ impl Invoker for TripleInvoker {
     ) -> BoxFuture<'a, Result<Value>> {
         Box::pin(async move {
             let entry = self.pool.entry(target.address());
-            self.call_on(&entry, target, invocation, timeout).await
+            self.call_on(&entry, None, target, invocation, timeout)
+                .await
         })
     }
 }
@@ -601,10 +615,12 @@ impl Invoker for TripleInvoker {
 /// The Triple client of one endpoint, made by [`TripleInvoker`] as a [`MakeEndpoint`]: it owns
 /// the connection to its address (shared with the other endpoints there, such as another
 /// group on the same port), reads it without a lock on every call, and closes it when the
-/// last endpoint at the address is dropped and its calls have ended.
+/// last endpoint at the address is dropped and its calls have ended. It reads the provider's
+/// `token` once.
 pub struct TripleEndpoint {
     invoker: TripleInvoker,
     entry: Arc<Entry>,
+    token: EndpointToken,
 }
 
 impl fmt::Debug for TripleEndpoint {
@@ -620,6 +636,7 @@ impl MakeEndpoint for TripleInvoker {
         Arc::new(TripleEndpoint {
             invoker: self.clone(),
             entry: self.pool.endpoint_entry(instance.address()),
+            token: EndpointToken::new(instance),
         })
     }
 }
@@ -633,15 +650,18 @@ impl Invoker for TripleEndpoint {
     ) -> BoxFuture<'a, Result<Value>> {
         Box::pin(
             self.invoker
-                .call_on(&self.entry, target, invocation, timeout),
+                .call_on(&self.entry, Some(&self.token), target, invocation, timeout),
         )
     }
 }
 
 impl TripleInvoker {
+    /// One call on `entry`'s connection; `endpoint_token`: the endpoint's token, read once
+    /// (`None`: read from `target`).
     async fn call_on(
         &self,
         entry: &Entry,
+        endpoint_token: Option<&EndpointToken>,
         target: &Instance,
         invocation: &Invocation,
         timeout: Duration,
@@ -669,7 +689,10 @@ impl TripleInvoker {
                 message: &message,
                 attachments: &attachments,
             };
-            let answer = self.unary_answer(entry, target, call, timeout).await?;
+            let token = token::to_add(endpoint_token, target, &attachments, true);
+            let answer = self
+                .unary_answer(entry, target, call, token.as_ref(), timeout)
+                .await?;
             let cx = ReplyContext {
                 address: target.address(),
                 headers: Some(&answer.headers),
@@ -684,6 +707,54 @@ impl TripleInvoker {
 #[doc = include_str!("README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+#[cfg(test)]
+mod token_tests {
+    use super::*;
+
+    fn tokens(target: &Arc<Instance>, attachments: &[(String, String)]) -> Vec<String> {
+        let endpoint = EndpointToken::new(target);
+        let token = token::to_add(Some(&endpoint), target, attachments, true);
+        let call = Unary {
+            service: "com.foo.Greeter",
+            method: "hello",
+            content_type: "application/grpc",
+            message: b"",
+            attachments,
+        };
+        let req = build_request(target, &call, token.as_ref(), Instant::now()).unwrap();
+        req.headers()
+            .get_all("token")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_string())
+            .collect()
+    }
+
+    fn with_token(token: &str) -> Arc<Instance> {
+        Arc::new(
+            Instance::builder("127.0.0.1", 50051)
+                .protocol(switchman_core::Protocol::Tri)
+                .param("token", token)
+                .build(),
+        )
+    }
+
+    #[tokio::test]
+    async fn the_providers_token_is_the_token_header_unless_the_call_has_its_own() {
+        let uuid = "3f1d5c8e-2b7a-4c3e-9f1a-0d2b4c6e8a1f";
+        assert_eq!(tokens(&with_token(uuid), &[]), [uuid]);
+        let own = [("Token".to_string(), "mine".to_string())];
+        assert_eq!(
+            tokens(&with_token(uuid), &own),
+            ["mine"],
+            "the call's own, once (header names ignore case)"
+        );
+        assert!(tokens(&with_token("two\nlines"), &[]).is_empty());
+        assert!(tokens(&with_token(&"x".repeat(257)), &[]).is_empty());
+        let none = Arc::new(Instance::builder("127.0.0.1", 50051).build());
+        assert!(tokens(&none, &[]).is_empty());
+    }
+}
 
 #[cfg(test)]
 mod retry_elsewhere_tests {
