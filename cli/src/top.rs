@@ -889,13 +889,15 @@ async fn open_source(args: &TopArgs) -> Result<Source, String> {
         .await
         .map_err(|_| {
             format!(
-                "no provider: {registry} did not answer within {}s (subscribing to {service})",
+                "no provider: {} did not answer within {}s (subscribing to {service})",
+                switchman_core::url::redacted_text(registry),
                 args.timeout
             )
         })?;
     Ok(Source::Registry {
         directory: Arc::new(dir),
-        registry: registry.clone(),
+        // Shown in the header: every server as given, the password masked.
+        registry: switchman_core::url::redacted_text(registry),
     })
 }
 

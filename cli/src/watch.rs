@@ -205,7 +205,9 @@ pub(crate) fn run(args: WatchArgs) -> ExitCode {
                 // The same words and exit code as `switchman call` for a registry that is down.
                 eprintln!(
                     "switchman watch: no provider: {} did not answer within {}s (subscribing to {})",
-                    args.registry, args.timeout, args.service
+                    switchman_core::url::redacted_text(&args.registry),
+                    args.timeout,
+                    args.service
                 );
                 return ExitCode::from(2);
             }

@@ -13,6 +13,9 @@
 //! - Parameter values are taken literally (Dubbo does not decode them after the node name was
 //!   decoded once).
 //!
+//! A registry address may list several servers (`zookeeper://h1:2181,h2:2181`,
+//! `nacos://a:8848?backup=b:8848`): [`Url::parse_registry`] and [`Url::servers`].
+//!
 //! Malformed input gives a [`UrlError`] naming the input and the byte position; parsing never
 //! panics.
 
@@ -86,6 +89,13 @@ fn scrub(input: &str) -> String {
     format!("{head}{}", query.join("&"))
 }
 
+/// `input`, a URL as the user wrote it (parsed or not, a server list included), with the
+/// password of `scheme://user:password@` and secret-looking parameter values replaced by `***`:
+/// for showing an address in the form it was given ([`Url::redacted`] prints a parsed one).
+pub fn redacted_text(input: &str) -> String {
+    scrub(input)
+}
+
 /// A parsed Dubbo URL.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Url {
@@ -127,6 +137,68 @@ fn valid_ipv6_literal(host: &str) -> bool {
 
 fn valid_host_char(c: char) -> bool {
     !(c.is_whitespace() || c.is_control() || matches!(c, '/' | '?' | '@' | '#' | '[' | ']' | '&'))
+}
+
+/// Splits `host[:port]` (an IPv6 host in brackets) found at byte `start` of the input; on
+/// error, the input's byte position and the reason.
+fn split_host_port(
+    hostport: &str,
+    start: usize,
+) -> Result<(&str, Option<u16>), (usize, &'static str)> {
+    let (host, port_str, port_pos) = if let Some(stripped) = hostport.strip_prefix('[') {
+        let Some(close) = stripped.find(']') else {
+            return Err((start, "unclosed '[' in IPv6 host"));
+        };
+        let host = &stripped[..close];
+        if !valid_ipv6_literal(host) {
+            return Err((start + 1, "invalid IPv6 address"));
+        }
+        let after = &stripped[close + 1..];
+        let after_pos = start + close + 2;
+        if after.is_empty() {
+            (host, None, after_pos)
+        } else if let Some(p) = after.strip_prefix(':') {
+            (host, Some(p), after_pos + 1)
+        } else {
+            return Err((after_pos, "expected ':' or end after IPv6 host"));
+        }
+    } else {
+        match hostport.find(':') {
+            Some(c) => {
+                if hostport[c + 1..].contains(':') {
+                    return Err((start + c, "IPv6 host must be written in brackets"));
+                }
+                (&hostport[..c], Some(&hostport[c + 1..]), start + c + 1)
+            }
+            None => (hostport, None, start + hostport.len()),
+        }
+    };
+    if host.is_empty() {
+        return Err((start, "missing host"));
+    }
+    if let Some((i, _)) = host.char_indices().find(|&(_, c)| !valid_host_char(c)) {
+        return Err((start + i, "invalid character in host"));
+    }
+    let port = match port_str {
+        None => None,
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if !p.starts_with('+') => Some(n),
+            _ => return Err((port_pos, "port is not a number from 0 to 65535")),
+        },
+    };
+    Ok((host, port))
+}
+
+/// The most servers one registry address may list ([`Url::parse_registry`], [`Url::servers`]).
+pub const MAX_SERVERS: usize = 64;
+
+/// `host:port`, an IPv6 host in brackets.
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
 }
 
 impl Url {
@@ -196,55 +268,7 @@ impl Url {
             },
         };
 
-        // host and port
-        let (host, port_str, port_pos) = if let Some(stripped) = hostport.strip_prefix('[') {
-            let Some(close) = stripped.find(']') else {
-                return Err(err(hostport_start, "unclosed '[' in IPv6 host"));
-            };
-            let host = &stripped[..close];
-            if !valid_ipv6_literal(host) {
-                return Err(err(hostport_start + 1, "invalid IPv6 address"));
-            }
-            let after = &stripped[close + 1..];
-            let after_pos = hostport_start + close + 2;
-            if after.is_empty() {
-                (host, None, after_pos)
-            } else if let Some(p) = after.strip_prefix(':') {
-                (host, Some(p), after_pos + 1)
-            } else {
-                return Err(err(after_pos, "expected ':' or end after IPv6 host"));
-            }
-        } else {
-            match hostport.find(':') {
-                Some(c) => {
-                    if hostport[c + 1..].contains(':') {
-                        return Err(err(
-                            hostport_start + c,
-                            "IPv6 host must be written in brackets",
-                        ));
-                    }
-                    (
-                        &hostport[..c],
-                        Some(&hostport[c + 1..]),
-                        hostport_start + c + 1,
-                    )
-                }
-                None => (hostport, None, hostport_start + hostport.len()),
-            }
-        };
-        if host.is_empty() {
-            return Err(err(hostport_start, "missing host"));
-        }
-        if let Some((i, _)) = host.char_indices().find(|&(_, c)| !valid_host_char(c)) {
-            return Err(err(hostport_start + i, "invalid character in host"));
-        }
-        let port = match port_str {
-            None => None,
-            Some(p) => match p.parse::<u16>() {
-                Ok(n) if !p.starts_with('+') => Some(n),
-                _ => return Err(err(port_pos, "port is not a number from 0 to 65535")),
-            },
-        };
+        let (host, port) = split_host_port(hostport, hostport_start).map_err(|(p, r)| err(p, r))?;
 
         let mut params = Vec::new();
         if let Some(query) = query {
@@ -278,6 +302,112 @@ impl Url {
             path: path.to_string(),
             params,
         })
+    }
+
+    /// Parses a registry address whose authority may list several servers separated by commas
+    /// (`zookeeper://h1:2181,h2:2181/chroot`, `nacos://a:8848,b:8848?namespace=dev`), Dubbo's
+    /// form of a cluster address (`UrlUtils.parseURL`): the first server becomes the URL's host
+    /// and port, the others go in front of its `backup` parameter, Dubbo's own way of naming
+    /// further servers. [`Url::servers`] reads them all back. An address with one server parses
+    /// exactly as [`Url::parse`].
+    ///
+    /// Every listed server must be `host[:port]` (an IPv6 host in brackets); an empty entry
+    /// (`a:1,,b:2`, `a:1,`) is an error naming its position.
+    pub fn parse_registry(input: &str) -> Result<Url, UrlError> {
+        let Some(scheme_end) = input.find("://") else {
+            return Url::parse(input);
+        };
+        let rest_start = scheme_end + 3;
+        let rest = &input[rest_start..];
+        let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+        let hosts_offset = authority.rfind('@').map_or(0, |at| at + 1);
+        let hosts = &authority[hosts_offset..];
+        let Some(first_len) = hosts.find(',') else {
+            return Url::parse(input);
+        };
+        let list_start = rest_start + hosts_offset;
+        if first_len == 0 {
+            return Err(UrlError::new(
+                input,
+                list_start,
+                "empty server in the host list",
+            ));
+        }
+        let mut others = Vec::new();
+        let mut pos = list_start + first_len + 1;
+        for entry in hosts[first_len + 1..].split(',') {
+            if entry.is_empty() {
+                return Err(UrlError::new(input, pos, "empty server in the host list"));
+            }
+            if others.len() + 1 == MAX_SERVERS {
+                return Err(UrlError::new(
+                    input,
+                    pos,
+                    format!("more than {MAX_SERVERS} servers"),
+                ));
+            }
+            split_host_port(entry, pos).map_err(|(p, r)| UrlError::new(input, p, r))?;
+            others.push(entry);
+            pos += entry.len() + 1;
+        }
+        // The URL with the first server only; positions of its errors are the input's.
+        let cut = list_start + first_len;
+        let removed = hosts.len() - first_len;
+        let single = format!("{}{}", &input[..cut], &input[cut + removed..]);
+        let mut url = Url::parse(&single).map_err(|e| {
+            let position = if e.position >= cut {
+                e.position + removed
+            } else {
+                e.position
+            };
+            UrlError::new(input, position, e.reason)
+        })?;
+        let mut backup = others.join(",");
+        if let Some(more) = url.param("backup").filter(|b| !b.is_empty()) {
+            backup = format!("{backup},{more}");
+        }
+        url.set_param("backup", &backup);
+        Ok(url)
+    }
+
+    /// The servers of a registry URL as `host:port` (an IPv6 host in brackets): the URL's own
+    /// host and port, then every entry of its `backup` parameter (comma-separated
+    /// `host[:port]`, Dubbo's list of further servers, also what [`Url::parse_registry`] makes
+    /// of `a:1,b:2`), with `default_port` where a port is missing. A repeated server is kept
+    /// once.
+    ///
+    /// A `BadConfig` error naming the URL (redacted) and the entry for an empty entry, a bad
+    /// host or port, port 0, or more than [`MAX_SERVERS`] servers.
+    pub fn servers(&self, default_port: u16) -> crate::Result<Vec<String>> {
+        let bad =
+            |why: String| crate::Error::bad_config(format!("registry {}: {why}", self.redacted()));
+        let port = self.port.unwrap_or(default_port);
+        if port == 0 {
+            return Err(bad(format!("server {}: port 0", self.address())));
+        }
+        let mut servers = vec![host_port(&self.host, port)];
+        let backup = self.param("backup").unwrap_or("");
+        if !backup.is_empty() {
+            for entry in backup.split(',').map(str::trim) {
+                if entry.is_empty() {
+                    return Err(bad(format!("backup={backup:?} has an empty server")));
+                }
+                let (host, port) = split_host_port(entry, 0)
+                    .map_err(|(_, why)| bad(format!("backup server {entry:?}: {why}")))?;
+                let port = port.unwrap_or(default_port);
+                if port == 0 {
+                    return Err(bad(format!("backup server {entry:?}: port 0")));
+                }
+                let server = host_port(host, port);
+                if !servers.contains(&server) {
+                    if servers.len() == MAX_SERVERS {
+                        return Err(bad(format!("more than {MAX_SERVERS} servers")));
+                    }
+                    servers.push(server);
+                }
+            }
+        }
+        Ok(servers)
     }
 
     /// Parses a ZooKeeper node name: a URL encoded once with Java's `URLEncoder`.
@@ -551,6 +681,10 @@ mod tests {
             "zk://a:***@h:1/p@q?user=x&Password=***"
         );
         assert_eq!(scrub("no scheme at all"), "no scheme at all");
+        assert_eq!(
+            redacted_text("nacos://u:pw@a:8848,b:8848?backup=c&password=pw"),
+            "nacos://u:***@a:8848,b:8848?backup=c&password=***"
+        );
     }
 
     #[test]
@@ -648,6 +782,130 @@ mod tests {
         assert!(decode_component("%C3%28").is_err());
     }
 
+    #[test]
+    fn registry_addresses_list_servers_in_the_authority_or_in_backup() {
+        let u = Url::parse_registry("nacos://a:8848,b:8848,c:8848").unwrap();
+        assert_eq!((u.host(), u.port()), ("a", Some(8848)));
+        assert_eq!(u.param("backup"), Some("b:8848,c:8848"));
+        assert_eq!(
+            u.servers(8848).unwrap(),
+            ["a:8848", "b:8848", "c:8848"],
+            "the order is kept"
+        );
+        // The authority's list comes before an explicit backup; default ports; IPv6.
+        let u = Url::parse_registry("nacos://a,b:9,[::1]/p?backup=d:1,[fe80::2]:7&namespace=x")
+            .unwrap();
+        assert_eq!(u.path(), "p");
+        assert_eq!(u.param("namespace"), Some("x"));
+        assert_eq!(
+            u.servers(8848).unwrap(),
+            ["a:8848", "b:9", "[::1]:8848", "d:1", "[fe80::2]:7"]
+        );
+        // The backup form alone, as Java Dubbo writes it.
+        let u = Url::parse_registry("nacos://a:8848?backup=b:8848,c").unwrap();
+        assert_eq!(u, Url::parse("nacos://a:8848?backup=b:8848,c").unwrap());
+        assert_eq!(u.servers(8848).unwrap(), ["a:8848", "b:8848", "c:8848"]);
+        // Credentials (a comma in a password is no server list), a chroot, ZooKeeper's port.
+        let u = Url::parse_registry("zookeeper://u:p,w@h1:2181,h2/chroot?x=1").unwrap();
+        assert_eq!((u.username(), u.password()), (Some("u"), Some("p,w")));
+        assert_eq!(u.path(), "chroot");
+        assert_eq!(u.servers(2181).unwrap(), ["h1:2181", "h2:2181"]);
+        let u = Url::parse_registry("zookeeper://u:p,w@h1:2181").unwrap();
+        assert_eq!(u.servers(2181).unwrap(), ["h1:2181"]);
+        // One server: exactly Url::parse.
+        for one in [
+            "nacos://h:1?a=b",
+            "nacos://h",
+            "zk://[::1]:2/x",
+            "nacos://h:1?backup=",
+        ] {
+            assert_eq!(Url::parse_registry(one), Url::parse(one), "{one}");
+        }
+        assert_eq!(
+            Url::parse("nacos://h?backup=")
+                .unwrap()
+                .servers(8848)
+                .unwrap(),
+            ["h:8848"]
+        );
+        // A repeated server is kept once.
+        let u = Url::parse_registry("nacos://a:1,a:1?backup=a:1,b:2").unwrap();
+        assert_eq!(u.servers(8848).unwrap(), ["a:1", "b:2"]);
+        // What parse_registry makes prints back to a URL that parses the same.
+        assert_eq!(Url::parse(&u.to_string()), Ok(u));
+    }
+
+    #[test]
+    fn bad_server_lists_name_the_input_and_position() {
+        let cases: &[(&str, usize, &str)] = &[
+            ("nacos://,a:1", 8, "empty server"),
+            ("nacos://a:1,,b:2", 12, "empty server"),
+            ("nacos://a:1,", 12, "empty server"),
+            ("nacos://a:1,?x=1", 12, "empty server"),
+            ("nacos://a:1,b:x", 14, "port"),
+            ("nacos://a:1,b:99999", 14, "port"),
+            ("nacos://a:1,b:", 14, "port"),
+            ("nacos://a:x,b:1", 10, "port"),
+            ("nacos://a:1,b c:2", 13, "invalid character in host"),
+            ("nacos://a:1,fe80::1", 16, "brackets"),
+            ("nacos://a:1,[::1", 12, "unclosed"),
+            ("nacos://a:1,:2", 12, "missing host"),
+            ("nacos://a:1,b:2/x y", 17, "invalid character in path"),
+            ("nacos://u@,b:2", 10, "empty server"),
+        ];
+        for (input, pos, reason) in cases {
+            let e = Url::parse_registry(input).unwrap_err();
+            assert_eq!(e.position, *pos, "{input}: {e}");
+            assert!(e.reason.contains(reason), "{input}: {e}");
+            assert!(e.to_string().contains(input), "{e}");
+        }
+        let e = Url::parse_registry("nacos://u:s3cret@a:1,b:x").unwrap_err();
+        assert!(!e.to_string().contains("s3cret"), "{e}");
+        // At most MAX_SERVERS, in the authority or with backup.
+        let list = |n: usize| {
+            (0..n)
+                .map(|i| format!("10.0.0.{}:{}", i % 250, 1000 + i))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let u = Url::parse_registry(&format!("nacos://{}", list(MAX_SERVERS))).unwrap();
+        assert_eq!(u.servers(8848).unwrap().len(), MAX_SERVERS);
+        let e = Url::parse_registry(&format!("nacos://{}", list(MAX_SERVERS + 1))).unwrap_err();
+        assert!(e.reason.contains("more than 64 servers"), "{e}");
+        let e = Url::parse_registry(&format!("nacos://h:1,h:2?backup={}", list(MAX_SERVERS - 1)))
+            .unwrap()
+            .servers(8848)
+            .unwrap_err();
+        assert!(e.to_string().contains("more than 64 servers"), "{e}");
+    }
+
+    #[test]
+    fn bad_backup_servers_are_bad_config_naming_the_url() {
+        for (url, want) in [
+            ("nacos://a:1?backup=b:1,,c", "empty server"),
+            ("nacos://a:1?backup=b:1,", "empty server"),
+            ("nacos://a:1?backup=b:x", "backup server \"b:x\": port"),
+            (
+                "nacos://a:1?backup=b/c",
+                "backup server \"b/c\": invalid character",
+            ),
+            (
+                "nacos://a:1?backup=u@b",
+                "backup server \"u@b\": invalid character",
+            ),
+            ("nacos://a:1?backup=fe80::1", "brackets"),
+            ("nacos://a:1?backup=b:0", "backup server \"b:0\": port 0"),
+            ("nacos://a:0", "server a:0: port 0"),
+            ("nacos://u:s3cret@a:1?backup=:1", "missing host"),
+        ] {
+            let e = Url::parse(url).unwrap().servers(8848).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::BadConfig, "{url}");
+            assert!(e.to_string().contains(want), "{url}: {e}");
+            assert!(e.to_string().contains("registry nacos://"), "{url}: {e}");
+            assert!(!e.to_string().contains("s3cret"), "{url}: {e}");
+        }
+    }
+
     fn arb_token() -> impl Strategy<Value = String> {
         "[A-Za-z0-9_.\\-]{1,12}"
     }
@@ -713,6 +971,24 @@ mod tests {
         fn parser_never_panics(s in any::<String>()) {
             let _ = Url::parse(&s);
             let _ = Url::from_encoded(&s);
+            if let Ok(u) = Url::parse_registry(&s) {
+                let _ = u.servers(8848);
+            }
+        }
+
+        /// A registry address with a server list parses to a URL that prints back to text
+        /// [`Url::parse`] reads the same; its servers never exceed the cap.
+        #[test]
+        fn server_lists_print_back_the_same(
+            s in "[a-z]{1,3}://([a-z]{1,2}@)?[a-z0-9:,\\[\\]]{0,30}(/[a-z]{0,3})?(\\?backup=[a-z0-9:,]{0,12})?"
+        ) {
+            if let Ok(u) = Url::parse_registry(&s) {
+                let printed = u.to_string();
+                prop_assert_eq!(Url::parse(&printed), Ok(u.clone()), "{:?} printed as {:?}", s, printed);
+                if let Ok(servers) = u.servers(8848) {
+                    prop_assert!(!servers.is_empty() && servers.len() <= MAX_SERVERS);
+                }
+            }
         }
 
         /// The fuzz target's property (`fuzz/fuzz_targets/url.rs`) on URL-shaped text: what

@@ -9,13 +9,10 @@ use crate::{Registrar, Registry, StaticRegistry};
 trait Remote: Registry + Registrar {}
 impl<T: Registry + Registrar> Remote for T {}
 
-/// Opens a ZooKeeper or Nacos adapter; `Ok(None)` for any other scheme.
+/// Opens a ZooKeeper or Nacos adapter; `Ok(None)` for any other scheme. The address may list
+/// several servers (`h1:p,h2:p` in the authority, or `?backup=`): [`Url::parse_registry`].
 fn open_remote(address: &str) -> Result<Option<Arc<dyn Remote>>> {
-    #[cfg(feature = "zookeeper")]
-    if let Some(r) = zookeeper_server_list(address)? {
-        return Ok(Some(Arc::new(r)));
-    }
-    let url = Url::parse(address).map_err(|e| Error::bad_config(e.to_string()))?;
+    let url = Url::parse_registry(address).map_err(|e| Error::bad_config(e.to_string()))?;
     let remote: Option<Arc<dyn Remote>> = match url.protocol() {
         #[cfg(feature = "zookeeper")]
         "zookeeper" | "zk" => Some(Arc::new(crate::zookeeper::ZookeeperRegistry::from_url(
@@ -29,7 +26,7 @@ fn open_remote(address: &str) -> Result<Option<Arc<dyn Remote>>> {
 }
 
 fn unknown(address: &str, what: &str) -> Error {
-    let shown = Url::parse(address)
+    let shown = Url::parse_registry(address)
         .map(|u| u.redacted())
         .unwrap_or_else(|_| address.to_string());
     Error::bad_config(format!(
@@ -40,7 +37,8 @@ fn unknown(address: &str, what: &str) -> Error {
 /// Opens a registry from its URL:
 ///
 /// - `zookeeper://host:port[,host:port...][/chroot]?...` (feature `zookeeper`)
-/// - `nacos://host:port?namespace=..&group=..&username=..&password=..` (feature `nacos`)
+/// - `nacos://host:port[,host:port...]?namespace=..&group=..&username=..&password=..` (feature
+///   `nacos`; also `?backup=host:port,...` and `?endpoint=` for an address server)
 /// - `file:///path/providers.yaml` or a plain path: a [`StaticRegistry`] polled every second
 ///
 /// Must be called inside a tokio runtime.
@@ -95,24 +93,6 @@ fn check_scheme(address: &str) -> Result<()> {
     Ok(())
 }
 
-/// `zookeeper://h1:2181,h2:2181[/chroot]`: a server list is not a single URL authority, so it
-/// goes to the adapter's own parser.
-#[cfg(feature = "zookeeper")]
-fn zookeeper_server_list(address: &str) -> Result<Option<crate::zookeeper::ZookeeperRegistry>> {
-    let rest = match address
-        .strip_prefix("zookeeper://")
-        .or_else(|| address.strip_prefix("zk://"))
-    {
-        Some(r) => r,
-        None => return Ok(None),
-    };
-    let servers = rest.split(['/', '?']).next().unwrap_or("");
-    if !servers.contains(',') {
-        return Ok(None);
-    }
-    crate::zookeeper::ZookeeperRegistry::from_address(address).map(Some)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,6 +106,36 @@ mod tests {
         ] {
             assert!(registry_from_url(addr).is_ok(), "{addr}");
             assert!(registrar_from_url(addr).is_ok(), "{addr}");
+        }
+    }
+
+    #[cfg(feature = "nacos")]
+    #[tokio::test]
+    async fn nacos_server_lists_open_both_sides() {
+        for addr in [
+            "nacos://127.0.0.1:8848,127.0.0.1:8858",
+            "nacos://127.0.0.1:8848?backup=127.0.0.1:8858,127.0.0.1",
+            "nacos://127.0.0.1?endpoint=127.0.0.1:8080",
+        ] {
+            assert!(registry_from_url(addr).is_ok(), "{addr}");
+            assert!(registrar_from_url(addr).is_ok(), "{addr}");
+        }
+    }
+
+    #[tokio::test]
+    async fn bad_server_lists_name_the_address() {
+        for (bad, want) in [
+            ("nacos://127.0.0.1:8848,,127.0.0.1:8858", "empty server"),
+            ("nacos://127.0.0.1:8848,h:x", "port is not a number"),
+            ("nacos://127.0.0.1:8848,", "empty server"),
+            ("zookeeper://h:1,", "empty server"),
+            ("zk://,h:1/root", "empty server"),
+        ] {
+            let e = registry_from_url(bad).unwrap_err();
+            assert_eq!(e.kind(), switchman_core::ErrorKind::BadConfig, "{bad}");
+            assert!(e.to_string().contains(want), "{bad}: {e}");
+            assert!(e.to_string().contains(bad), "{bad}: {e}");
+            assert!(registrar_from_url(bad).is_err(), "{bad}");
         }
     }
 

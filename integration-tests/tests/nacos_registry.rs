@@ -465,3 +465,177 @@ async fn nacos_weight_edits_arrive_as_a_delta_of_the_edited_instance() {
         open_api(&service, p).deregister(&nacos()).ok();
     }
 }
+
+// ---- Server lists (`nacos://a,b`, `?backup=`, `?endpoint=`) with a dead server first ----
+
+/// First list through a server list whose first server is dead: the client builds (naming and
+/// config, at once) may each pick the dead one first, which costs about 6.5 s in nacos-sdk
+/// 0.8.3 (its connection checks, then a 2 s pause before the next server).
+const LIST_FIRST: Duration = Duration::from_secs(20);
+
+/// A port `p` with `p` and `p + 1000` (a Nacos server's HTTP and gRPC ports) where nothing
+/// listens: from the band nothing in the suite binds (`ports::FAKE_PORTS`, below the kernel's
+/// ephemeral range), each checked free with a listener bound and dropped at once.
+fn dead_nacos_port() -> u16 {
+    let band = switchman_integration_tests::ports::FAKE_PORTS;
+    let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+    for _ in 0..500 {
+        let p = fastrand::u16(band.start..band.end - 1000);
+        if free(p) && free(p + 1000) {
+            return p;
+        }
+    }
+    panic!("no free port pair in {band:?}");
+}
+
+/// Registers a provider through the registry address `address(cache_dir)` and subscribes
+/// through the same address: the registration is on the live server (open API) and the
+/// subscription lists it. `what` names the case in messages.
+async fn round_trip_through(what: &str, address: impl Fn(&std::path::Path) -> String) {
+    // RUST_LOG=nacos_sdk=info shows which server each client build picked.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off")),
+        )
+        .with_test_writer()
+        .try_init();
+    let key = ServiceKey::with(unique("it.list.Echo"), "", "1.0");
+    let provider_cache = Cache(scratch_dir("switchman-nacos-it"));
+    let provider_address = address(&provider_cache.0);
+    let registrar = switchman_discovery::registrar_from_url(&provider_address)
+        .unwrap_or_else(|e| panic!("{what}: {provider_address}: {e}"));
+    let instance = Instance::builder("127.0.0.1", 18041)
+        .service(key.clone())
+        .build();
+    let started = std::time::Instant::now();
+    registrar
+        .register(&instance)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: register through {provider_address}: {e}"));
+    eprintln!("{what}: registered after {:?}", started.elapsed());
+    let listed = switchman_integration_tests::nacos_api::request(
+        &nacos(),
+        "GET",
+        "/nacos/v1/ns/instance/list",
+        &[("serviceName", key.nacos_service_name())],
+    )
+    .expect("open API list");
+    let listed: serde_json::Value = serde_json::from_str(&listed).expect("JSON");
+    let ports: Vec<_> = listed["hosts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|h| h["port"].clone())
+        .collect();
+    assert_eq!(
+        ports,
+        [json!(18041)],
+        "{what}: on the live server: {listed}"
+    );
+
+    let consumer_cache = Cache(scratch_dir("switchman-nacos-it"));
+    let consumer_address = address(&consumer_cache.0);
+    let registry = switchman_discovery::registry_from_url(&consumer_address)
+        .unwrap_or_else(|e| panic!("{what}: {consumer_address}: {e}"));
+    let started = std::time::Instant::now();
+    let dir = RegistryDirectory::subscribe(registry.as_ref(), DirectoryConfig::new(key.clone()))
+        .await
+        .expect("subscribe");
+    let s = dir
+        .wait_until(LIST_FIRST, |s| s.instances().len() == 1)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: no list through {consumer_address}"));
+    eprintln!("{what}: first list after {:?}", started.elapsed());
+    assert_eq!(s.instances()[0].address(), "127.0.0.1:18041", "{what}");
+    assert_eq!(s.instances()[0].service(), &key, "{what}");
+    registrar.unregister(&instance).await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nacos_server_list_in_the_authority_skips_a_dead_first_server() {
+    let dead = dead_nacos_port();
+    let live = nacos();
+    round_trip_through("a,b", |cache| {
+        format!(
+            "nacos://127.0.0.1:{dead},{live}?cache_dir={}",
+            cache.display()
+        )
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nacos_server_list_in_backup_skips_a_dead_first_server() {
+    let dead = dead_nacos_port();
+    let live = nacos();
+    round_trip_through("?backup=", |cache| {
+        format!(
+            "nacos://127.0.0.1:{dead}?backup={live}&cache_dir={}",
+            cache.display()
+        )
+    })
+    .await;
+}
+
+/// A minimal address server: answers every request with `body` (text/plain) and records the
+/// request lines it was asked.
+async fn address_server(body: String) -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("address server binds");
+    let addr = listener.local_addr().expect("local address").to_string();
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let (body, seen) = (body.clone(), seen.clone());
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head);
+                seen.lock()
+                    .unwrap()
+                    .push(head.lines().next().unwrap_or("").to_string());
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                conn.write_all(reply.as_bytes()).await.ok();
+                conn.shutdown().await.ok();
+            });
+        }
+    });
+    (addr, asked)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nacos_endpoint_reads_the_servers_from_an_address_server() {
+    let dead = dead_nacos_port();
+    // The address server lists the dead server first; the URL's own server is dead too: the
+    // address server's list is the one used (as in Java Nacos, the endpoint wins).
+    let (endpoint, asked) = address_server(format!("127.0.0.1:{dead}\n{}\n", nacos())).await;
+    round_trip_through("endpoint=", |cache| {
+        format!(
+            "nacos://127.0.0.1:{dead}?endpoint={endpoint}&cache_dir={}",
+            cache.display()
+        )
+    })
+    .await;
+    let asked = asked.lock().unwrap().clone();
+    assert!(
+        !asked.is_empty()
+            && asked
+                .iter()
+                .all(|l| l.starts_with("GET /nacos/serverlist?namespace=public ")),
+        "{asked:?}"
+    );
+}

@@ -3,10 +3,29 @@
 //! ```text
 //! nacos://[user:pass@]127.0.0.1:8848?namespace=dev&group=DEFAULT_GROUP&naming=dubbo
 //!        &clusters=hz,sh&application=shop&cache_dir=/var/cache/switchman-nacos
+//! nacos://10.0.0.1:8848,10.0.0.2:8848,10.0.0.3?namespace=dev     (a cluster)
+//! nacos://10.0.0.1:8848?backup=10.0.0.2:8848,10.0.0.3            (the same, Dubbo's form)
+//! nacos://nacos?endpoint=addr.example:8080&namespace=dev         (an address server)
 //! ```
+//!
+//! Servers: the authority may list several (`Url::parse_registry`), `backup` adds more (Java
+//! Dubbo's `NacosNamingServiceUtils` passes host:port plus `backup` as Nacos's `serverAddr`);
+//! port 8848 where missing; at most 64. nacos-sdk connects to one of them (picked at random)
+//! and moves to the next on a reconnect. One client build tries up to [`BUILD_SERVERS`] of
+//! them in turn, and the naming and config clients are first built at once: a dead server
+//! picked first costs about 6.5 s at the first connection (nacos-sdk's connection checks,
+//! then a 2 s pause), not a failed build. `endpoint=host[:port]` (port 8080 by default, or
+//! Java's `endpointPort`) names an address server instead: nacos-sdk reads the server list
+//! from `http://{endpoint}/nacos/serverlist?namespace=..` when it connects and every 30 s
+//! after, and the URL's own servers are then not used (as in Java Nacos, where the endpoint
+//! wins too). `grpc_port` applies to every server; without it each server's gRPC port is its
+//! HTTP port + 1000.
 //!
 //! | parameter | default | meaning |
 //! |---|---|---|
+//! | `backup` | none | more servers, comma-separated `host[:port]` |
+//! | `endpoint` | none | the address server, `host[:port]` (see above) |
+//! | `endpointPort` | `8080` | the address server's port when `endpoint` has none (Java's) |
 //! | `namespace` | empty (public) | Nacos namespace id |
 //! | `group` | `DEFAULT_GROUP` | Nacos group of the services |
 //! | `naming` | `dubbo` | `dubbo`: service `providers:{interface}:{version}:{group}` as Java Dubbo registers it; `plain`: the interface is the Nacos service name (Spring Cloud style) |
@@ -16,7 +35,7 @@
 //! | `rules` | `true` | `false`: do not watch the config centre |
 //! | `rule_group` | `dubbo` | config-centre group of the rules |
 //! | `cache_dir` | `$TMPDIR/switchman-nacos` | nacos-sdk's own disk cache (never `$HOME`) |
-//! | `grpc_port` | HTTP port + 1000 | Nacos gRPC port |
+//! | `grpc_port` | HTTP port + 1000 | Nacos gRPC port, of every server |
 //! | `list_interval` | `10000` | ms between two listings of the group's services for a key that is a pattern (see below) |
 //! | `app-level` | `true` | also read Dubbo 3 application-level instances (Dubbo naming, a concrete key; see `app.rs`) |
 //! | `provided-by` | | applications to read application-level instances from, besides the mapping's |
@@ -88,6 +107,14 @@ pub fn instance_from_nacos(
 
 /// Nacos's default group.
 const DEFAULT_GROUP: &str = "DEFAULT_GROUP";
+/// Nacos's default HTTP port.
+const DEFAULT_PORT: u16 = 8848;
+/// The default port of an address server (`endpoint`), Java Nacos's.
+const DEFAULT_ENDPOINT_PORT: u16 = 8080;
+/// How many servers of a list one client build tries in turn (nacos-sdk checks a new
+/// connection for about 4.5 s, then pauses 2 s, then 4 s, between two servers; the connector's
+/// own retries go on after).
+pub const BUILD_SERVERS: usize = 3;
 /// Dubbo's config-centre group for governance rules.
 const DEFAULT_RULE_GROUP: &str = "dubbo";
 /// How long `register`/`unregister` wait for the first connection.
@@ -104,6 +131,89 @@ const DEFAULT_LIST_INTERVAL: Duration = Duration::from_secs(10);
 /// Shortest accepted `list_interval` (each listing is one request per 100 services).
 const MIN_LIST_INTERVAL: Duration = Duration::from_millis(100);
 
+/// The trimmed value of `key`, if not empty.
+fn non_empty_param(url: &Url, key: &str) -> Option<String> {
+    url.param(key)
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+}
+
+/// The address server's `host:port` from `endpoint=host[:port]` and Java's `endpointPort`.
+///
+/// Strict, because nacos-sdk 0.8.3 turns it into `http://{host}:{port}/nacos/serverlist` with a
+/// URL parser and panics on what that parser refuses: a host is a DNS name (letters, digits,
+/// `-`, `_`, dots; the last label starting with a letter), an IPv4 address, or an IPv6 address
+/// in brackets.
+fn endpoint_address(value: &str, port_param: Option<&str>) -> std::result::Result<String, String> {
+    let bad = |why: &str| format!("endpoint={value:?}: {why}");
+    if value.contains("://") || value.contains('/') {
+        return Err(bad(
+            "give the address server as host[:port] (the list is read from http://{host}:{port}/nacos/serverlist)",
+        ));
+    }
+    let (host, port) = if let Some(rest) = value.strip_prefix('[') {
+        let (inside, after) = rest
+            .split_once(']')
+            .ok_or_else(|| bad("unclosed '[' in an IPv6 address"))?;
+        if inside.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(bad("not an IPv6 address"));
+        }
+        let port = match after {
+            "" => None,
+            p => Some(
+                p.strip_prefix(':')
+                    .ok_or_else(|| bad("expected ':' after ']'"))?,
+            ),
+        };
+        (format!("[{inside}]"), port)
+    } else {
+        let (host, port) = match value.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (value, None),
+        };
+        let name_ok = host.len() <= 253
+            && host.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            })
+            && host
+                .rsplit('.')
+                .next()
+                .is_some_and(|last| last.starts_with(|c: char| c.is_ascii_alphabetic()));
+        if !name_ok && host.parse::<std::net::Ipv4Addr>().is_err() {
+            return Err(bad("not a host name or IP address"));
+        }
+        (host.to_string(), port)
+    };
+    let parse_port = |p: &str, what: &str| {
+        p.trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("{what}={p:?} is not a port"))
+    };
+    let port = match (port, port_param.map(str::trim).filter(|p| !p.is_empty())) {
+        (Some(p), None) => parse_port(p, "endpoint port")?,
+        (None, Some(p)) => parse_port(p, "endpointPort")?,
+        (None, None) => DEFAULT_ENDPOINT_PORT,
+        (Some(p), Some(q)) => {
+            let (p, q) = (
+                parse_port(p, "endpoint port")?,
+                parse_port(q, "endpointPort")?,
+            );
+            if p != q {
+                return Err(bad(&format!("its port {p} and endpointPort={q} disagree")));
+            }
+            p
+        }
+    };
+    Ok(format!("{host}:{port}"))
+}
+
 /// How Nacos service names are formed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Naming {
@@ -116,8 +226,11 @@ pub enum Naming {
 /// The validated settings of a `nacos://` registry URL. `Debug` masks the password.
 #[derive(Clone, PartialEq)]
 pub struct NacosOptions {
-    /// `host:port` of the Nacos HTTP endpoint.
+    /// The Nacos servers, `host:port` (HTTP port) separated by commas, as nacos-sdk takes them.
     pub server_addr: String,
+    /// The address server (`endpoint`), `host:port`: when set, nacos-sdk reads the server list
+    /// from it and `server_addr` is not used.
+    pub endpoint: Option<String>,
     /// Explicit gRPC port (default: the SDK's HTTP port + 1000).
     pub grpc_port: Option<u16>,
     /// Namespace id (empty: public).
@@ -157,6 +270,7 @@ impl std::fmt::Debug for NacosOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NacosOptions")
             .field("server_addr", &self.server_addr)
+            .field("endpoint", &self.endpoint)
             .field("grpc_port", &self.grpc_port)
             .field("namespace", &self.namespace)
             .field("group", &self.group)
@@ -186,13 +300,7 @@ impl NacosOptions {
         if url.host().is_empty() {
             return Err(bad("missing host".into()));
         }
-        let port = url.port().unwrap_or(8848);
-        let host = url.host();
-        let server_addr = if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
+        let servers = url.servers(DEFAULT_PORT)?;
         let naming = match url.param("naming").map(str::trim) {
             None | Some("") | Some("dubbo") => Naming::Dubbo,
             Some("plain") => Naming::Plain,
@@ -211,6 +319,27 @@ impl NacosOptions {
                     .filter(|p| *p > 0)
                     .ok_or_else(|| bad(format!("grpc_port={p:?} is not a port")))?,
             ),
+        };
+        if grpc_port.is_none() {
+            // nacos-sdk adds 1000 to the HTTP port (a u16): say so rather than overflow there.
+            for server in &servers {
+                let port = server
+                    .rsplit_once(':')
+                    .and_then(|(_, p)| p.parse::<u16>().ok())
+                    .unwrap_or(DEFAULT_PORT);
+                if port > u16::MAX - 1000 {
+                    return Err(bad(format!(
+                        "server {server}: its gRPC port would be {port} + 1000, over 65535; give grpc_port"
+                    )));
+                }
+            }
+        }
+        let endpoint = match non_empty_param(url, "endpoint") {
+            Some(e) => Some(endpoint_address(&e, url.param("endpointPort")).map_err(&bad)?),
+            None if non_empty_param(url, "endpointPort").is_some() => {
+                return Err(bad("endpointPort without endpoint".into()));
+            }
+            None => None,
         };
         let list_interval = match url.param("list_interval").map(str::trim) {
             None | Some("") => DEFAULT_LIST_INTERVAL,
@@ -280,12 +409,7 @@ impl NacosOptions {
                 provided_by.push(app.to_string());
             }
         }
-        let non_empty = |k: &str| {
-            url.param(k)
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-                .map(str::to_string)
-        };
+        let non_empty = |k: &str| non_empty_param(url, k);
         let username = url
             .username()
             .map(str::to_string)
@@ -306,7 +430,8 @@ impl NacosOptions {
             .map(str::to_string)
             .collect();
         Ok(NacosOptions {
-            server_addr,
+            server_addr: servers.join(","),
+            endpoint,
             grpc_port,
             namespace: url.param("namespace").unwrap_or("").trim().to_string(),
             group: non_empty("group").unwrap_or_else(|| DEFAULT_GROUP.to_string()),
@@ -345,6 +470,19 @@ impl NacosOptions {
         }
     }
 
+    /// Whether the clients may choose among several servers (a list, or an address server).
+    fn several_servers(&self) -> bool {
+        self.endpoint.is_some() || self.server_addr.contains(',')
+    }
+
+    /// What the clients connect to, for messages: the servers, or the address server.
+    pub fn target(&self) -> String {
+        match &self.endpoint {
+            Some(e) => format!("(servers from the address server {e})"),
+            None => self.server_addr.clone(),
+        }
+    }
+
     fn client_props(&self) -> ClientProps {
         let mut props = ClientProps::new()
             .server_addr(self.server_addr.clone())
@@ -362,6 +500,24 @@ impl NacosOptions {
             .cache_dir(self.cache_dir.clone());
         if let Some(p) = self.grpc_port {
             props = props.remote_grpc_port(p);
+        }
+        let servers = match &self.endpoint {
+            Some(e) => {
+                props = props.endpoint(e.clone());
+                // Unknown until the address server answers.
+                BUILD_SERVERS
+            }
+            None => self.server_addr.split(',').count().min(BUILD_SERVERS),
+        };
+        if servers > 1 {
+            // One build tries one server (picked at random) unless told more, with the SDK's
+            // only knob for it (deprecated without a replacement in 0.8.3): a dead server picked
+            // first then costs a 2 s pause before the next, not a failed build and the
+            // connector's backoff.
+            #[allow(deprecated)]
+            {
+                props = props.max_retries(servers as u32);
+            }
         }
         if let (Some(u), Some(p)) = (&self.username, &self.password) {
             props = props.auth_username(u.clone()).auth_password(p.clone());
@@ -393,10 +549,10 @@ impl NacosOptions {
         }
         match tokio::time::timeout(BUILD_TIMEOUT, b.build()).await {
             Ok(Ok(n)) => Ok(n),
-            Ok(Err(e)) => Err(Error::transport(format!("nacos {}: {e}", self.server_addr))),
+            Ok(Err(e)) => Err(Error::transport(format!("nacos {}: {e}", self.target()))),
             Err(_) => Err(Error::timeout(format!(
                 "nacos {}: connecting timed out",
-                self.server_addr
+                self.target()
             ))),
         }
     }
@@ -410,11 +566,11 @@ impl NacosOptions {
             Ok(Ok(c)) => Ok(c),
             Ok(Err(e)) => Err(Error::transport(format!(
                 "nacos config {}: {e}",
-                self.server_addr
+                self.target()
             ))),
             Err(_) => Err(Error::timeout(format!(
                 "nacos config {}: connecting timed out",
-                self.server_addr
+                self.target()
             ))),
         }
     }
@@ -538,33 +694,37 @@ async fn connect(inner: Weak<Inner>) {
     let mut failures = 0u32;
     loop {
         let Some(me) = inner.upgrade() else { return };
-        if naming.is_none() {
-            match me.opts.build_naming().await {
-                Ok(n) => naming = Some(n),
-                Err(e) if failures == 0 => {
-                    failures += 1;
-                    warn!(registry = %me.redacted, "nacos naming client not ready, retrying in the background: {e}")
-                }
-                Err(e) => {
-                    failures += 1;
-                    debug!(registry = %me.redacted, "nacos naming client still not ready, retrying in {delay:?}: {e}")
-                }
-            }
-        }
         let wants_config =
             me.opts.rule_group.is_some() || me.opts.app_level || me.app.mode().instance();
-        if naming.is_some() && config.is_none() && wants_config {
-            match me.opts.build_config().await {
-                Ok(c) => config = Some(c),
-                Err(e) if failures == 0 => {
-                    failures += 1;
-                    warn!(registry = %me.redacted, "nacos config client not ready, retrying in the background: {e}")
-                }
-                Err(e) => {
-                    failures += 1;
-                    debug!(registry = %me.redacted, "nacos config client still not ready, retrying in {delay:?}: {e}")
-                }
+        // With several servers both clients are first built at once: each build may pick a
+        // dead server first and pause before the next (about 6.5 s in nacos-sdk 0.8.3), and
+        // the two pauses then overlap. With one server, one after the other, so that while it
+        // is down only the naming build fails (every failed build leaves an SDK task behind).
+        let together =
+            naming.is_none() && config.is_none() && wants_config && me.opts.several_servers();
+        let (built_naming, built_config) = if together {
+            let (n, c) = tokio::join!(me.opts.build_naming(), me.opts.build_config());
+            (Some(n), Some(c))
+        } else if naming.is_none() {
+            (Some(me.opts.build_naming().await), None)
+        } else {
+            (None, None)
+        };
+        match built_naming {
+            Some(Ok(n)) => naming = Some(n),
+            Some(Err(e)) => not_ready(&me, &mut failures, delay, "naming", &e),
+            None => {}
+        }
+        let built_config = match built_config {
+            None if naming.is_some() && config.is_none() && wants_config => {
+                Some(me.opts.build_config().await)
             }
+            other => other,
+        };
+        match built_config {
+            Some(Ok(c)) => config = Some(c),
+            Some(Err(e)) => not_ready(&me, &mut failures, delay, "config", &e),
+            None => {}
         }
         if let Some(n) = &naming {
             if config.is_some() || !wants_config {
@@ -586,6 +746,17 @@ async fn connect(inner: Weak<Inner>) {
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(BUILD_BACKOFF_MAX);
     }
+}
+
+/// Logs a failed client build: the first failure of a registry as a warning, the retries
+/// after it at `debug`.
+fn not_ready(me: &Inner, failures: &mut u32, delay: Duration, client: &str, e: &Error) {
+    if *failures == 0 {
+        warn!(registry = %me.redacted, "nacos {client} client not ready, retrying in the background: {e}");
+    } else {
+        debug!(registry = %me.redacted, "nacos {client} client still not ready, retrying in {delay:?}: {e}");
+    }
+    *failures += 1;
 }
 
 /// How often a connected registry checks that the server still answers.
@@ -777,6 +948,7 @@ impl Registrar for NacosRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchman_core::url::MAX_SERVERS;
 
     fn opts(url: &str) -> Result<NacosOptions> {
         NacosOptions::from_url(&Url::parse(url).unwrap())
@@ -906,6 +1078,127 @@ mod tests {
         }
         // The password never appears in messages.
         let e = opts("nacos://u:hunter2@127.0.0.1:8848?naming=x").unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+
+    /// What `registry_from_url` does with an address: the server-list parser, then the options.
+    fn listed(address: &str) -> Result<NacosOptions> {
+        let url = Url::parse_registry(address).map_err(|e| Error::bad_config(e.to_string()))?;
+        NacosOptions::from_url(&url)
+    }
+
+    #[test]
+    fn server_lists_in_the_authority_in_backup_or_from_an_address_server() {
+        for (address, servers) in [
+            ("nacos://a:8848,b:8848,c:8848", "a:8848,b:8848,c:8848"),
+            ("nacos://a:8848?backup=b:8848,c", "a:8848,b:8848,c:8848"),
+            ("nacos://a,b:9?backup=c:7", "a:8848,b:9,c:7"),
+            (
+                "nacos://u:p@[::1],10.0.0.2/x?namespace=dev",
+                "[::1]:8848,10.0.0.2:8848",
+            ),
+            ("nacos://a:8848,a:8848", "a:8848"),
+        ] {
+            let o = listed(address).unwrap();
+            assert_eq!(o.server_addr, servers, "{address}");
+            assert_eq!(o.endpoint, None);
+            assert_eq!(o.target(), servers);
+        }
+        let o = listed("nacos://a:8848,b:8850?grpc_port=9848&namespace=dev").unwrap();
+        assert_eq!(o.grpc_port, Some(9848), "one gRPC port for every server");
+        assert_eq!(o.namespace, "dev");
+        // A port whose gRPC port (+ 1000) would not exist needs grpc_port.
+        assert!(listed("nacos://a:64535").is_ok());
+        assert!(listed("nacos://a:65000?grpc_port=9848").is_ok());
+        for (address, want) in [
+            (
+                "nacos://a:65000",
+                "server a:65000: its gRPC port would be 65000 + 1000",
+            ),
+            ("nacos://a,b:64536", "server b:64536"),
+            ("nacos://a?backup=b:65535", "server b:65535"),
+        ] {
+            let e = listed(address).unwrap_err();
+            assert!(e.to_string().contains(want), "{address}: {e}");
+        }
+        // The address server: host[:port], Java's endpointPort, port 8080 by default.
+        for (params, endpoint) in [
+            ("endpoint=as.example", "as.example:8080"),
+            ("endpoint=10.0.0.9:9090", "10.0.0.9:9090"),
+            ("endpoint=as&endpointPort=9000", "as:9000"),
+            ("endpoint=as:9000&endpointPort=9000", "as:9000"),
+            ("endpoint=[::1]:1", "[::1]:1"),
+            ("endpoint=[fe80::1]", "[fe80::1]:8080"),
+            ("endpoint=nacos-as_1.svc.local", "nacos-as_1.svc.local:8080"),
+            ("endpoint=", ""),
+        ] {
+            let o = listed(&format!("nacos://a:8848,b:8848?{params}")).unwrap();
+            assert_eq!(o.endpoint.as_deref().unwrap_or(""), endpoint, "{params}");
+            if !endpoint.is_empty() {
+                assert_eq!(
+                    o.target(),
+                    format!("(servers from the address server {endpoint})")
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn bad_server_lists_and_address_servers_are_bad_config() {
+        let many = (0..MAX_SERVERS)
+            .map(|i| format!("10.0.{}.1", i))
+            .collect::<Vec<_>>()
+            .join(",");
+        for (address, want) in [
+            ("nacos://a:8848,,b:8848", "empty server in the host list"),
+            ("nacos://,a", "empty server in the host list"),
+            ("nacos://a:8848,", "empty server in the host list"),
+            ("nacos://a:8848,b:88a48", "port is not a number"),
+            ("nacos://a:8848,b:99999", "port is not a number"),
+            ("nacos://a:8848,b c", "invalid character in host"),
+            ("nacos://a:0", "port 0"),
+            ("nacos://a?backup=b,,c", "empty server"),
+            ("nacos://a?backup=b:x", "backup server \"b:x\""),
+            ("nacos://a?backup=b:0", "backup server \"b:0\": port 0"),
+            (
+                &*format!("nacos://a:1?backup={many}"),
+                "more than 64 servers",
+            ),
+            (&*format!("nacos://a:1,{many}"), "more than 64 servers"),
+            ("nacos://a?endpoint=http://as/list", "host[:port]"),
+            ("nacos://a?endpoint=as/list", "host[:port]"),
+            (
+                "nacos://a?endpoint=999.1.1.1",
+                "not a host name or IP address",
+            ),
+            ("nacos://a?endpoint=as.123", "not a host name or IP address"),
+            ("nacos://a?endpoint=a..b", "not a host name or IP address"),
+            ("nacos://a?endpoint=%C3%A9", "not a host name or IP address"),
+            ("nacos://a?endpoint=[zz]:1", "not an IPv6 address"),
+            ("nacos://a?endpoint=[::1", "unclosed"),
+            ("nacos://a?endpoint=[::1]x", "expected ':'"),
+            (
+                "nacos://a?endpoint=as:0",
+                "endpoint port=\"0\" is not a port",
+            ),
+            ("nacos://a?endpoint=as:x:1", "is not a port"),
+            (
+                "nacos://a?endpoint=as&endpointPort=x",
+                "endpointPort=\"x\" is not a port",
+            ),
+            ("nacos://a?endpoint=as:1&endpointPort=2", "disagree"),
+            (
+                "nacos://a?endpointPort=9000",
+                "endpointPort without endpoint",
+            ),
+        ] {
+            let e = listed(address).unwrap_err();
+            assert_eq!(e.kind(), switchman_core::ErrorKind::BadConfig, "{address}");
+            assert!(e.to_string().contains(want), "{address}: {e}");
+            // The message names the address (its first server at least).
+            assert!(e.to_string().contains("nacos://"), "{address}: {e}");
+        }
+        let e = listed("nacos://u:hunter2@a:1,b:x").unwrap_err();
         assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 

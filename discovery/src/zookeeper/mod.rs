@@ -4,7 +4,9 @@
 //! # Address
 //!
 //! `zookeeper://[user:password@]host[:port][/chroot]?backup=h2:p2,h3:p3&...` (Dubbo writes
-//! extra servers as `backup`; `zk://` works too). Parameters:
+//! extra servers as `backup`; `zk://` works too), or the connect-string form
+//! `zookeeper://h1:p1,h2:p2,h3:p3[/chroot]?...` (the same servers, `Url::parse_registry`; at
+//! most 64). Parameters:
 //!
 //! | parameter | default | meaning |
 //! |---|---|---|
@@ -169,25 +171,8 @@ impl ZkConfig {
         if !matches!(url.protocol(), "zookeeper" | "zk") {
             return Err(bad(format!("{:?} is not zookeeper://", url.protocol())));
         }
-        let mut servers = vec![format!(
-            "{}:{}",
-            if url.host().contains(':') {
-                format!("[{}]", url.host())
-            } else {
-                url.host().to_string()
-            },
-            url.port().unwrap_or(2181)
-        )];
-        for b in list_param(url, "backup") {
-            if b.contains('/') || b.contains('@') {
-                return Err(bad(format!("backup server {b:?} is not host[:port]")));
-            }
-            servers.push(if b.contains(':') && !b.ends_with(']') {
-                b
-            } else {
-                format!("{b}:2181")
-            });
-        }
+        // The URL's host, then `backup` (the comma list of the address, Url::parse_registry).
+        let servers = url.servers(2181)?;
         let path = url.path().trim_matches('/');
         let chroot = if path.is_empty() || path == "org.apache.dubbo.registry.RegistryService" {
             None
@@ -298,31 +283,8 @@ impl ZookeeperRegistry {
     /// (`zookeeper://h1:2181,h2:2181/chroot?...`, the Java connect-string form), which is not a
     /// single Dubbo URL.
     pub fn from_address(address: &str) -> Result<Self> {
-        let address = address.trim();
-        let (scheme, rest) = address.split_once("://").ok_or_else(|| {
-            Error::bad_config(format!("registry {address:?}: missing zookeeper://"))
-        })?;
-        let (authority_end, _) = rest
-            .char_indices()
-            .find(|(_, c)| *c == '/' || *c == '?')
-            .unwrap_or((rest.len(), ' '));
-        let (authority, tail) = rest.split_at(authority_end);
-        let (creds, hosts) = match authority.rsplit_once('@') {
-            Some((c, h)) => (format!("{c}@"), h),
-            None => (String::new(), authority),
-        };
-        let mut hosts = hosts.split(',');
-        let first = hosts.next().unwrap_or_default();
-        let backups: Vec<&str> = hosts.filter(|h| !h.is_empty()).collect();
-        let mut url = Url::parse(&format!("{scheme}://{creds}{first}{tail}"))
-            .map_err(|e| Error::bad_config(e.to_string()))?;
-        if !backups.is_empty() {
-            let mut all = backups.join(",");
-            if let Some(b) = url.param("backup") {
-                all = format!("{all},{b}");
-            }
-            url.set_param("backup", &all);
-        }
+        let url =
+            Url::parse_registry(address.trim()).map_err(|e| Error::bad_config(e.to_string()))?;
         Self::from_url(&url)
     }
 
@@ -600,5 +562,16 @@ mod tests {
             ZookeeperRegistry::from_address("zookeeper://a:1,b:2,c:3/root?session=5000").unwrap();
         assert_eq!(r.config().servers, "a:1,b:2,c:3");
         assert_eq!(r.config().chroot.as_deref(), Some("/root"));
+        let r = ZookeeperRegistry::from_address("zk://a,b:2?backup=c").unwrap();
+        assert_eq!(r.config().servers, "a:2181,b:2,c:2181");
+        for (bad, want) in [
+            ("zookeeper://a:1,,b:2", "empty server"),
+            ("zookeeper://a:1,b:x/root", "port"),
+            ("zookeeper://a:1?backup=b:1,", "empty server"),
+        ] {
+            let e = ZookeeperRegistry::from_address(bad).unwrap_err();
+            assert_eq!(e.kind(), switchman_core::ErrorKind::BadConfig);
+            assert!(e.to_string().contains(want), "{bad}: {e}");
+        }
     }
 }
