@@ -2,7 +2,7 @@
 //! ring (vectors computed independently from Dubbo's `ConsistentHashSelector` algorithm), and
 //! the ring's stability when an instance leaves.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::SystemTime;

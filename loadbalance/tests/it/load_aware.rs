@@ -1,6 +1,6 @@
 //! The balancers that read live state steer calls away from busy, slow and failing instances.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! weights when the instances are otherwise equal. Fixed seeds make them deterministic; the
 //! significance level is 0.001.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

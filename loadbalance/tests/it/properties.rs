@@ -2,7 +2,7 @@
 //! member of the routed subset, and a zero-weight member is never picked while another member
 //! has weight.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
