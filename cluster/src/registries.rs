@@ -54,8 +54,10 @@ impl RegistryMember {
     /// registry config does (`zookeeper://h:2181?zone=z1&preferred=true&weight=50`). A value
     /// that does not parse is an error naming it.
     pub fn from_registry_url(url: &str, cluster: ClusterInvoker) -> Result<Self> {
-        let parsed =
-            Url::parse(url).map_err(|e| Error::bad_config(format!("registry {url:?}: {e}")))?;
+        let parsed = Url::parse_registry(url).map_err(|e| {
+            let shown = switchman_core::url::redacted_text(url);
+            Error::bad_config(format!("registry {shown:?}: {e}"))
+        })?;
         let mut m = RegistryMember::new(parsed.redacted(), cluster);
         if let Some(z) = parsed.param("zone").filter(|z| !z.is_empty()) {
             m.zone = Some(z.to_string());
@@ -352,5 +354,18 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("weight"), "{e}");
         assert!(ZoneAwareRegistries::new(vec![]).is_err());
+        // A server list, as every registry address may be; an error shows no password.
+        let m = RegistryMember::from_registry_url(
+            "nacos://127.0.0.1:8848,127.0.0.1:8858?zone=z2",
+            registry(&[1]).await,
+        )
+        .unwrap();
+        assert_eq!(m.zone.as_deref(), Some("z2"));
+        let e = RegistryMember::from_registry_url(
+            "nacos://u:secret@127.0.0.1:8848,?zone=z2",
+            registry(&[1]).await,
+        )
+        .unwrap_err();
+        assert!(!e.to_string().contains("secret"), "{e}");
     }
 }

@@ -520,10 +520,8 @@ impl Exported {
 
 /// `user:password@` and secret parameters masked.
 fn redact(registry: &str) -> String {
-    match switchman_core::url::Url::parse(registry) {
-        Ok(u) if registry.contains("://") => u.redacted(),
-        _ => registry.to_string(),
-    }
+    // As written (a server list included), the password and secret parameters masked.
+    switchman_core::url::redacted_text(registry)
 }
 
 /// Remembers the endpoints that leave `directory`'s routable set, for `draining`.

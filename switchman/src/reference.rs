@@ -328,12 +328,14 @@ impl ReferenceBuilder {
             }
         };
         let registry = registry_from_url(&registry_url)?;
+        // What messages show: every server as written, the password masked.
+        let shown = switchman_core::url::redacted_text(&registry_url);
         let subscribe = RegistryDirectory::subscribe(registry.as_ref(), dir_config);
         let directory = match tokio::time::timeout(self.wait, subscribe).await {
             Ok(d) => Arc::new(d?),
             Err(_) => {
                 return Err(Error::no_provider(format!(
-                    "{registry_url} did not answer within {:?} (subscribing to {})",
+                    "{shown} did not answer within {:?} (subscribing to {})",
                     self.wait,
                     describe(&key)
                 )));
@@ -359,13 +361,13 @@ impl ReferenceBuilder {
                 let snap = directory.load();
                 let message = if snap.epoch() == 0 {
                     format!(
-                        "{registry_url} did not answer within {:?} (subscribing to {})",
+                        "{shown} did not answer within {:?} (subscribing to {})",
                         self.wait,
                         describe(&key)
                     )
                 } else if !snap.instances().is_empty() {
                     format!(
-                        "no available provider for {} in {registry_url} after {:?}: {} listed, none enabled, healthy and speaking a callable protocol",
+                        "no available provider for {} in {shown} after {:?}: {} listed, none enabled, healthy and speaking a callable protocol",
                         describe(&key),
                         self.wait,
                         snap.instances().len()
@@ -373,7 +375,7 @@ impl ReferenceBuilder {
                 } else {
                     let others = probe(registry.as_ref(), &self.interface).await;
                     format!(
-                        "no provider for {} in {registry_url} (read {}){}",
+                        "no provider for {} in {shown} (read {}){}",
                         describe(&key),
                         where_read(&registry_url, &key),
                         found_instead(&others)
