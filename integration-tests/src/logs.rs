@@ -57,4 +57,34 @@ impl CapturedLog {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+
+    /// How many lines contain every one of `needles`.
+    pub fn count_lines(&self, needles: &[&str]) -> usize {
+        self.text()
+            .lines()
+            .filter(|l| needles.iter().all(|n| l.contains(n)))
+            .count()
+    }
+
+    /// Waits until at least `n` lines contain every one of `needles`, for at most `within`: a
+    /// barrier on events the code logs (a check done, a retry made), so a test can assert what
+    /// did NOT happen meanwhile without sleeping.
+    ///
+    /// # Panics
+    /// When there are fewer, naming `what` and showing the whole log.
+    pub async fn until_lines(&self, what: &str, needles: &[&str], n: usize, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let seen = self.count_lines(needles);
+            if seen >= n {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: {seen} of {n} lines with {needles:?} within {within:?} in the log:\n{}",
+                self.text()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }

@@ -37,6 +37,7 @@
 //! | `cache_dir` | `$TMPDIR/switchman-nacos` | nacos-sdk's own disk cache (never `$HOME`) |
 //! | `grpc_port` | HTTP port + 1000 | Nacos gRPC port, of every server |
 //! | `list_interval` | `10000` | ms between two listings of the group's services for a key that is a pattern (see below) |
+//! | `health_interval` | `2000` | ms between two checks that the server still answers (100 to 3600000); a check may take 1.5 intervals, at least 1 s, before the server counts as unreachable |
 //! | `app-level` | `true` | also read Dubbo 3 application-level instances (Dubbo naming, a concrete key; see `app.rs`) |
 //! | `provided-by` | | applications to read application-level instances from, besides the mapping's |
 //! | `migration.step` | `APPLICATION_FIRST` | Dubbo's consumer migration step, `FORCE_INTERFACE`, `APPLICATION_FIRST` or `FORCE_APPLICATION`, unless the `{application}.migration` rule (group `DUBBO_SERVICEDISCOVERY_MIGRATION`) says otherwise (see `migration.rs`) |
@@ -130,6 +131,10 @@ const BUILD_TIMEOUT: Duration = Duration::from_secs(20);
 const DEFAULT_LIST_INTERVAL: Duration = Duration::from_secs(10);
 /// Shortest accepted `list_interval` (each listing is one request per 100 services).
 const MIN_LIST_INTERVAL: Duration = Duration::from_millis(100);
+/// Default time between two health checks of a connected registry (`health_interval`).
+const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(2);
+/// Shortest accepted `health_interval` (one cheap request per check).
+const MIN_HEALTH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The trimmed value of `key`, if not empty.
 fn non_empty_param(url: &Url, key: &str) -> Option<String> {
@@ -254,6 +259,8 @@ pub struct NacosOptions {
     /// Time between two listings of the group's services, for subscriptions whose key is a
     /// pattern (`*`, a group list).
     pub list_interval: Duration,
+    /// Time between two checks that the server still answers (`health_interval`).
+    pub health_interval: Duration,
     /// Also read Dubbo 3 application-level instances (`app-level`, Dubbo naming only).
     pub app_level: bool,
     /// Applications to read application-level instances from, besides the mapping's
@@ -355,6 +362,20 @@ impl NacosOptions {
                     ))
                 })?,
         };
+        let health_interval = match url.param("health_interval").map(str::trim) {
+            None | Some("") => DEFAULT_HEALTH_INTERVAL,
+            Some(ms) => ms
+                .parse::<u64>()
+                .ok()
+                .map(Duration::from_millis)
+                .filter(|d| *d >= MIN_HEALTH_INTERVAL && *d <= Duration::from_secs(3600))
+                .ok_or_else(|| {
+                    bad(format!(
+                        "health_interval={ms:?} is not a number of milliseconds from {} to 3600000",
+                        MIN_HEALTH_INTERVAL.as_millis()
+                    ))
+                })?,
+        };
         let rules = match url.param("rules").map(str::trim) {
             None | Some("") | Some("true") => true,
             Some("false") => false,
@@ -446,6 +467,7 @@ impl NacosOptions {
                 .map(PathBuf::from)
                 .unwrap_or_else(|| std::env::temp_dir().join("switchman-nacos")),
             list_interval,
+            health_interval,
             app_level: app_level && naming == Naming::Dubbo,
             provided_by,
             metadata_fetch,
@@ -759,25 +781,27 @@ fn not_ready(me: &Inner, failures: &mut u32, delay: Duration, client: &str, e: &
     *failures += 1;
 }
 
-/// How often a connected registry checks that the server still answers.
-const HEALTH_EVERY: Duration = Duration::from_secs(2);
-/// How long one check may take before the server counts as unreachable.
-const HEALTH_TIMEOUT: Duration = Duration::from_secs(3);
-
 /// Logs the server going away and coming back, once per event (the nacos-sdk reconnects and
 /// re-registers on its own and says nothing): a cheap call (one page of one service name)
-/// every [`HEALTH_EVERY`]; the first failure is a warning, the next success says how long the
-/// server was unreachable. Ends when the registry is dropped.
+/// every `health_interval`; the first failure is a warning, the next success says how long the
+/// server was unreachable. Every check is one `debug` line (`nacos health check`, `ok`), so a
+/// reader can count checks instead of waiting. Ends when the registry is dropped.
 async fn watch_health(inner: Weak<Inner>, naming: NamingService) {
     let mut down_since: Option<std::time::Instant> = None;
     loop {
-        tokio::time::sleep(HEALTH_EVERY).await;
+        let Some(every) = inner.upgrade().map(|me| me.opts.health_interval) else {
+            return;
+        };
+        tokio::time::sleep(every).await;
         let Some(me) = inner.upgrade() else { return };
         let group = me.opts.group.clone();
         let redacted = me.redacted.clone();
         drop(me);
-        let answer =
-            tokio::time::timeout(HEALTH_TIMEOUT, naming.get_service_list(1, 1, Some(group))).await;
+        // One and a half intervals (3 s by default), at least a second: a slow answer is not
+        // an outage.
+        let within = (every * 3 / 2).max(Duration::from_secs(1));
+        let answer = tokio::time::timeout(within, naming.get_service_list(1, 1, Some(group))).await;
+        debug!(registry = %redacted, ok = matches!(answer, Ok(Ok(_))), "nacos health check");
         match (answer, down_since) {
             (Ok(Ok(_)), None) => {}
             (Ok(Ok(_)), Some(since)) => {
@@ -790,7 +814,7 @@ async fn watch_health(inner: Weak<Inner>, naming: NamingService) {
                 down_since = Some(std::time::Instant::now());
             }
             (Err(_), None) => {
-                warn!(registry = %redacted, "nacos unreachable: no answer within {HEALTH_TIMEOUT:?}");
+                warn!(registry = %redacted, "nacos unreachable: no answer within {within:?}");
                 down_since = Some(std::time::Instant::now());
             }
             (_, Some(_)) => {}
@@ -968,6 +992,13 @@ mod tests {
         assert_eq!(o.rule_group.as_deref(), Some("dubbo"));
         assert_eq!(o.cache_dir, std::env::temp_dir().join("switchman-nacos"));
         assert_eq!(o.list_interval, DEFAULT_LIST_INTERVAL);
+        assert_eq!(o.health_interval, DEFAULT_HEALTH_INTERVAL);
+        assert_eq!(
+            opts("nacos://127.0.0.1:8848?health_interval=250")
+                .unwrap()
+                .health_interval,
+            Duration::from_millis(250)
+        );
         assert!(o.app_level && o.provided_by.is_empty());
         assert_eq!(o.metadata_fetch, crate::metadata::FetchSettings::default());
         assert_eq!(
@@ -1045,6 +1076,14 @@ mod tests {
             (
                 "nacos://127.0.0.1:8848?list_interval=soon",
                 "list_interval=\"soon\"",
+            ),
+            (
+                "nacos://127.0.0.1:8848?health_interval=50",
+                "health_interval=\"50\"",
+            ),
+            (
+                "nacos://127.0.0.1:8848?health_interval=3600001",
+                "health_interval=\"3600001\"",
             ),
             (
                 "nacos://127.0.0.1:8848?password=p",
