@@ -324,6 +324,9 @@ pub struct JavaProvider {
     calls: Arc<Mutex<HashMap<String, usize>>>,
     stderr: Arc<Mutex<String>>,
     stderr_thread: Option<JoinHandle<()>>,
+    /// Registered at the application level (`register-mode` instance or all): stopped with
+    /// SIGTERM when dropped, see the `Drop` impl.
+    app_level: bool,
 }
 
 impl JavaProvider {
@@ -435,9 +438,20 @@ impl JavaProvider {
     }
 }
 
+/// Killed (SIGKILL) when dropped, except a provider registered at the application level: it is
+/// stopped with SIGTERM ([`JavaProvider::terminate`]), so Dubbo removes its instance node. A
+/// killed one's node stays until its ZooKeeper session expires (Curator's 60 s), and meanwhile
+/// every Java consumer of `DemoService` in `APPLICATION_FIRST` (Dubbo 3.3's default) in the same
+/// ZooKeeper finds the application through the shared mapping and retries the dead instance's
+/// MetadataService, for longer than a test waits. A test that wants the kill calls
+/// [`JavaProvider::kill9`] itself.
 impl Drop for JavaProvider {
     fn drop(&mut self) {
-        self.kill9();
+        if self.app_level {
+            self.terminate();
+        } else {
+            self.kill9();
+        }
     }
 }
 
@@ -691,6 +705,7 @@ impl JavaProvider {
             calls,
             stderr,
             stderr_thread: Some(stderr_thread),
+            app_level: matches!(opts.register_mode.as_deref(), Some("instance" | "all")),
         };
         match ready_rx.recv_timeout(START_TIMEOUT) {
             Ok((proto, Some(p))) => {
