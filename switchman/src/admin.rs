@@ -50,7 +50,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use axum::Router;
 use axum::extract::{ConnectInfo, Path, RawQuery, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -932,24 +932,70 @@ async fn metrics() -> Response {
 async fn offline(
     State(state): State<AdminState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    command(state, peer, query, false).await
+    command(state, peer, &headers, query, false).await
 }
 
 async fn online(
     State(state): State<AdminState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    command(state, peer, query, true).await
+    command(state, peer, &headers, query, true).await
 }
 
-async fn command(state: AdminState, peer: SocketAddr, query: Option<String>, up: bool) -> Response {
+/// Why a command must be refused as a browser's, if it must: a web page the operator opens can
+/// make the browser POST to a port on 127.0.0.1 (cross-site request forgery, answered by an
+/// `Origin` header: browsers send it with every cross-origin POST and curl never does) or, through
+/// a domain of its own that resolves to 127.0.0.1, as if it were that host (DNS rebinding,
+/// answered by requiring a `Host` that is an IP address or `localhost` while commands are taken
+/// from loopback only).
+fn browser_refusal(headers: &HeaderMap, accept_foreign: bool) -> Option<String> {
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        return Some(format!(
+            "a request with an Origin header ({}) is a browser's: commands are taken from clients such as curl only",
+            String::from_utf8_lossy(origin.as_bytes())
+        ));
+    }
+    if accept_foreign {
+        return None;
+    }
+    let host = headers
+        .get(header::HOST)
+        .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
+        .unwrap_or_default();
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h),
+    };
+    let ok = name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok();
+    (!ok).then(|| {
+        format!(
+            "Host {host:?} is neither an IP address nor localhost (a DNS name pointing at 127.0.0.1 is how a web page reaches this port)"
+        )
+    })
+}
+
+async fn command(
+    state: AdminState,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    query: Option<String>,
+    up: bool,
+) -> Response {
     let name = if up { "online" } else { "offline" };
     let Some(shared) = state.upgrade() else {
         return gone();
     };
+    if let Some(why) = browser_refusal(headers, shared.accept_foreign.load(Ordering::Relaxed)) {
+        return answer(
+            StatusCode::FORBIDDEN,
+            json!({"error": format!("POST /{name} refused: {why}")}),
+        );
+    }
     if !peer.ip().to_canonical().is_loopback() && !shared.accept_foreign.load(Ordering::Relaxed) {
         return answer(
             StatusCode::FORBIDDEN,
@@ -1052,6 +1098,44 @@ fn percent_decode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_from_browsers_and_rebound_names_are_refused() {
+        let with = |pairs: &[(&str, &str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(
+                    axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    v.parse().unwrap(),
+                );
+            }
+            h
+        };
+        // curl's requests.
+        for host in ["127.0.0.1:22222", "localhost:22222", "[::1]:22222", "LOCALHOST"] {
+            assert_eq!(browser_refusal(&with(&[("host", host)]), false), None, "{host}");
+        }
+        // A page's cross-origin POST, even to a loopback Host.
+        let e = browser_refusal(
+            &with(&[("host", "127.0.0.1:22222"), ("origin", "https://evil.example")]),
+            false,
+        )
+        .unwrap();
+        assert!(e.contains("Origin"), "{e}");
+        assert!(
+            browser_refusal(&with(&[("origin", "null")]), true).is_some(),
+            "Origin is refused with foreign IPs accepted too"
+        );
+        // DNS rebinding: a name of the attacker's resolving to 127.0.0.1.
+        let e = browser_refusal(&with(&[("host", "rebind.evil.example:22222")]), false).unwrap();
+        assert!(e.contains("rebind.evil.example"), "{e}");
+        assert!(browser_refusal(&with(&[]), false).is_some(), "no Host at all");
+        // With foreign IPs accepted, a host name is the operator's choice.
+        assert_eq!(
+            browser_refusal(&with(&[("host", "admin.internal:22222")]), true),
+            None
+        );
+    }
 
     #[test]
     fn query_values_are_percent_decoded() {
