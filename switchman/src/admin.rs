@@ -1112,12 +1112,24 @@ mod tests {
             h
         };
         // curl's requests.
-        for host in ["127.0.0.1:22222", "localhost:22222", "[::1]:22222", "LOCALHOST"] {
-            assert_eq!(browser_refusal(&with(&[("host", host)]), false), None, "{host}");
+        for host in [
+            "127.0.0.1:22222",
+            "localhost:22222",
+            "[::1]:22222",
+            "LOCALHOST",
+        ] {
+            assert_eq!(
+                browser_refusal(&with(&[("host", host)]), false),
+                None,
+                "{host}"
+            );
         }
         // A page's cross-origin POST, even to a loopback Host.
         let e = browser_refusal(
-            &with(&[("host", "127.0.0.1:22222"), ("origin", "https://evil.example")]),
+            &with(&[
+                ("host", "127.0.0.1:22222"),
+                ("origin", "https://evil.example"),
+            ]),
             false,
         )
         .unwrap();
@@ -1129,7 +1141,10 @@ mod tests {
         // DNS rebinding: a name of the attacker's resolving to 127.0.0.1.
         let e = browser_refusal(&with(&[("host", "rebind.evil.example:22222")]), false).unwrap();
         assert!(e.contains("rebind.evil.example"), "{e}");
-        assert!(browser_refusal(&with(&[]), false).is_some(), "no Host at all");
+        assert!(
+            browser_refusal(&with(&[]), false).is_some(),
+            "no Host at all"
+        );
         // With foreign IPs accepted, a host name is the operator's choice.
         assert_eq!(
             browser_refusal(&with(&[("host", "admin.internal:22222")]), true),
