@@ -99,16 +99,36 @@ pub fn encode<'a>(
     serde_json::to_vec_pretty(&doc).unwrap_or_default()
 }
 
-/// Writes `bytes` to `path` atomically (a temporary file renamed over it).
+/// Writes `bytes` to `path` atomically: a new temporary file beside it, renamed over it. The
+/// file holds provider parameters, `token`s among them, so on Unix it is created readable and
+/// writable by the owner only (0600), under a name no other user can predict, and never
+/// through an existing file or link (`create_new`).
 pub fn store(path: &PathBuf, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
     if let Some(dir) = path.parent() {
         if !dir.as_os_str().is_empty() {
             std::fs::create_dir_all(dir)?;
         }
     }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let (tmp, mut file) = loop {
+        let tmp = path.with_extension(format!("tmp-{:016x}", fastrand::u64(..)));
+        match opts.open(&tmp) {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    drop(file);
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -126,6 +146,18 @@ mod tests {
             .zone("z")
             .build();
         store(&path, &encode(&key, [&a])).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "the cache holds tokens: owner only");
+        }
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n != "svc.json")
+            .collect();
+        assert!(left.is_empty(), "no temporary file left: {left:?}");
         let back = load(&path, &key).unwrap().unwrap();
         assert_eq!(back.len(), 1);
         assert_eq!(
