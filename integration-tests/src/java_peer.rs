@@ -37,6 +37,16 @@ const STDERR_CAP: usize = 256 * 1024;
 /// The interface every Java peer serves.
 pub const DEMO_SERVICE: &str = "io.switchman.peers.DemoService";
 
+/// [`JVM_FLAGS`] and Dubbo's `dubbo.provider.token=true`: the provider's default
+/// `ProviderConfig` asks for a token, so the export registers a random UUID as its `token`
+/// (what `<dubbo:provider token="true"/>` or `@DubboService(token = "true")` do). For
+/// [`JavaProvider::start_with_jvm_flags`].
+pub fn token_true_jvm_flags() -> Vec<&'static str> {
+    let mut flags = JVM_FLAGS.to_vec();
+    flags.push("-Ddubbo.provider.token=true");
+    flags
+}
+
 /// Whether the tests that start a JVM must skip: only when `scripts/test` found no JDK or Maven
 /// and said so (`SWITCHMAN_NO_JAVA=1`). Anywhere else a missing peer fails the test.
 pub fn skipped(test: &str) -> bool {

@@ -522,15 +522,6 @@ async fn a_dubbo_admin_weight_override_moves_the_split_between_java_providers() 
     drop((a, b));
 }
 
-/// [`java_peer::JVM_FLAGS`] and Dubbo's `dubbo.provider.token=true`: the provider's default
-/// `ProviderConfig` asks for a token, so the export registers a random UUID as its `token`
-/// (what `<dubbo:provider token="true"/>` or `@DubboService(token = "true")` do).
-fn token_true_jvm_flags() -> Vec<&'static str> {
-    let mut flags = java_peer::JVM_FLAGS.to_vec();
-    flags.push("-Ddubbo.provider.token=true");
-    flags
-}
-
 /// Whether `s` reads as a random UUID (`8-4-4-4-12` hex digits).
 fn is_uuid(s: &str) -> bool {
     let parts: Vec<&str> = s.split('-').collect();
@@ -570,7 +561,7 @@ async fn a_java_provider_exported_with_token_true_is_called_with_its_uuid() {
     let g = group("token-true");
     let provider = JavaProvider::start_with_jvm_flags(
         &ProviderOptions::zookeeper(&zk).group(&g),
-        &token_true_jvm_flags(),
+        &java_peer::token_true_jvm_flags(),
     );
     let dir = directory(&format!("zookeeper://{zk}"), &g, 1).await;
     let target = dir.load().endpoints()[0].instance.clone();

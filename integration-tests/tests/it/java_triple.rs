@@ -409,15 +409,6 @@ async fn the_java_consumer_calls_switchman_triple_in_nacos() {
     .await;
 }
 
-/// [`java_peer::JVM_FLAGS`] and Dubbo's `dubbo.provider.token=true`: the provider's default
-/// `ProviderConfig` asks for a token, so the export registers a random UUID as its `token`
-/// (what `<dubbo:provider token="true"/>` or `@DubboService(token = "true")` do).
-fn token_true_jvm_flags() -> Vec<&'static str> {
-    let mut flags = java_peer::JVM_FLAGS.to_vec();
-    flags.push("-Ddubbo.provider.token=true");
-    flags
-}
-
 /// `add(i, 1)` for i in 0..n through `cluster`, typed, and one generic call: n + 1 calls of
 /// `add`, each answered.
 async fn adds(cluster: &ClusterInvoker, n: i64) {
@@ -461,7 +452,7 @@ async fn a_java_triple_provider_exported_with_token_true_is_called_with_its_uuid
     let g = group("token-true");
     let provider = JavaProvider::start_with_jvm_flags(
         &ProviderOptions::zookeeper(&zk).protocol("tri").group(&g),
-        &token_true_jvm_flags(),
+        &java_peer::token_true_jvm_flags(),
     );
     let dir = directory(&format!("zookeeper://{zk}"), &g, 1).await;
     let target = dir.load().endpoints()[0].instance.clone();
