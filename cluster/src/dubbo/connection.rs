@@ -2,20 +2,24 @@
 //!
 //! Three tasks per connection, all ended by [`Shared::close`]:
 //!
-//! - the **writer** drains a bounded queue of frames; frames already queued are batched into
-//!   one write (small ones copied into a reused buffer, large bodies written as they are),
-//!   flushed when the queue is empty;
+//! - the **writer** drains a queue of frames bounded in frames ([`QUEUE`]) and in bytes
+//!   ([`QUEUE_BYTES`]); frames already queued are batched into one write (small ones copied
+//!   into a reused buffer, large bodies written as they are), flushed when the queue is empty.
+//!   A peer that accepts no byte of a pending write for [`ExchangeConfig::write_timeout`]
+//!   (it stopped reading) gets its connection closed;
 //! - the **reader** splits the stream into frames, hands each response to the call waiting
 //!   for its id (a oneshot in a small map under a std mutex, never held across an await),
-//!   answers the provider's heartbeats and reads its readonly/writeable events;
+//!   answers the provider's heartbeats (with this side's own null body, never the provider's
+//!   bytes) and reads its readonly/writeable events. An event body over
+//!   [`MAX_EVENT_BODY`] bytes (Java's limit) is a protocol error that closes the connection;
 //! - the **heartbeat** timer, every third of the interval, sends a heartbeat when nothing was
 //!   read or nothing was written for one interval and closes the connection when nothing was
 //!   read for three (Dubbo's `HeartbeatTimerTask` and `ReconnectTimerTask`).
 //!
 //! A connection that breaks (end of stream, I/O error, bad frame, three silent heartbeat
-//! intervals) fails every call waiting on it at once with a retryable transport error, and
-//! is never used again. Dropping the last [`Connection`] handle closes it (a call in flight
-//! holds a handle, so that happens once it is idle).
+//! intervals, a stalled write) fails every call waiting on it at once with a retryable
+//! transport error, and is never used again. Dropping the last [`Connection`] handle closes
+//! it (a call in flight holds a handle, so that happens once it is idle).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -29,10 +33,11 @@ use switchman_core::{Error, ErrorKind, Result};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::{debug, info, trace, warn};
 
+use super::exchange::event::MAX_EVENT_BODY;
 use super::exchange::{HEADER_LEN, HESSIAN2, Header, event, status};
 
 /// Dubbo's default payload limit, both directions: 8 MiB.
@@ -41,9 +46,18 @@ pub const DEFAULT_PAYLOAD: usize = 8 * 1024 * 1024;
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(60);
 /// Dubbo's default connect timeout: 3 s.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a pending write may go without the peer accepting a byte: 30 s.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Frames waiting for the writer; a caller beyond it waits (within its timeout).
 const QUEUE: usize = 1024;
+/// Bytes (headers and bodies) of the frames queued or being written; a caller beyond it
+/// waits (within its timeout), a heartbeat or its answer beyond it is dropped. A frame larger
+/// than this counts as this much (it is then alone in the queue).
+pub(crate) const QUEUE_BYTES: usize = 16 * 1024 * 1024;
+/// A body announced up to this size is allocated at once when its header arrives; a larger
+/// one (possible only with a payload limit above it, or none) grows as its bytes come.
+const RESERVE_AT_ONCE: usize = DEFAULT_PAYLOAD;
 /// Bodies up to this size are copied into the write buffer; larger ones are written directly.
 const INLINE_BODY: usize = 16 * 1024;
 /// The write buffer is written out once it holds this much.
@@ -62,6 +76,10 @@ pub struct ExchangeConfig {
     pub payload: usize,
     /// How long establishing a TCP connection may take (default 3 s).
     pub connect_timeout: Duration,
+    /// How long a pending write may go without the provider accepting a byte before the
+    /// connection is closed (default 30 s; zero: no limit). A provider that stops reading
+    /// otherwise holds the queued frames and every call waiting behind them.
+    pub write_timeout: Duration,
 }
 
 impl Default for ExchangeConfig {
@@ -70,6 +88,7 @@ impl Default for ExchangeConfig {
             heartbeat: DEFAULT_HEARTBEAT,
             payload: DEFAULT_PAYLOAD,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
         }
     }
 }
@@ -145,11 +164,13 @@ impl Connection {
             address: address.to_string(),
             heartbeat: config.heartbeat,
             payload: config.payload,
+            write_timeout: config.write_timeout,
             epoch: Instant::now(),
             next_id: AtomicI64::new(0),
             calls: Mutex::new(Calls::default()),
             in_flight: AtomicUsize::new(0),
             frames,
+            queue_bytes: Arc::new(Semaphore::new(QUEUE_BYTES)),
             stop,
             closed: AtomicBool::new(false),
             readonly: AtomicBool::new(false),
@@ -157,6 +178,8 @@ impl Connection {
             last_read: AtomicU64::new(0),
             last_write: AtomicU64::new(0),
             late: AtomicU64::new(0),
+            #[cfg(test)]
+            probe: Probe::default(),
         });
         tokio::spawn(read_loop(shared.clone(), rd, shared.stop.subscribe()));
         tokio::spawn(write_loop(
@@ -207,11 +230,15 @@ impl Connection {
         let (tx, rx) = oneshot::channel();
         s.register(id, tx)?;
         let waiting = Waiting { shared: s, id };
-        let frame = Frame {
-            header: Header::request(id, serialization, true, len).encode(),
-            body,
-        };
         let exchange = async {
+            let queued = s.queue_bytes.clone().acquire_many_owned(cost(&body)).await;
+            let frame = Frame {
+                header: Header::request(id, serialization, true, len).encode(),
+                body,
+                _queued: queued.ok()?,
+            };
+            #[cfg(test)]
+            s.probe_queued();
             s.frames.send(frame).await.ok()?;
             rx.await.ok()
         };
@@ -274,6 +301,22 @@ impl Connection {
         Arc::ptr_eq(&self.handle.shared, &other.handle.shared)
     }
 
+    /// The largest capacity of the read buffer so far, and the bytes read.
+    #[cfg(test)]
+    pub(crate) fn read_probe(&self) -> (usize, usize) {
+        let p = &self.handle.shared.probe;
+        (
+            p.read_capacity.load(Ordering::SeqCst),
+            p.read_bytes.load(Ordering::SeqCst),
+        )
+    }
+
+    /// The most bytes queued for the writer at once so far.
+    #[cfg(test)]
+    pub(crate) fn queued_high_water(&self) -> usize {
+        self.handle.shared.probe.queued_high.load(Ordering::SeqCst)
+    }
+
     /// Responses that came after their call had given up.
     #[cfg(test)]
     pub(crate) fn late_responses(&self) -> u64 {
@@ -285,6 +328,14 @@ impl Connection {
 struct Frame {
     header: [u8; HEADER_LEN],
     body: Bytes,
+    /// Its share of [`QUEUE_BYTES`], given back when the frame is written (or dropped).
+    _queued: OwnedSemaphorePermit,
+}
+
+/// What a frame with `body` counts against [`QUEUE_BYTES`].
+fn cost(body: &[u8]) -> u32 {
+    // QUEUE_BYTES fits in u32.
+    (HEADER_LEN + body.len()).min(QUEUE_BYTES) as u32
 }
 
 /// Request ids are sequential: spread them with a multiplicative hash instead of SipHash.
@@ -319,6 +370,7 @@ struct Shared {
     address: String,
     heartbeat: Duration,
     payload: usize,
+    write_timeout: Duration,
     /// Timestamps are milliseconds since this instant.
     epoch: Instant,
     next_id: AtomicI64,
@@ -326,6 +378,8 @@ struct Shared {
     /// `calls.waiting.len()`, readable without the lock (updated under it).
     in_flight: AtomicUsize,
     frames: mpsc::Sender<Frame>,
+    /// [`QUEUE_BYTES`] of permits: the bytes queued (closed with the connection).
+    queue_bytes: Arc<Semaphore>,
     stop: watch::Sender<bool>,
     closed: AtomicBool,
     readonly: AtomicBool,
@@ -333,6 +387,17 @@ struct Shared {
     last_read: AtomicU64,
     last_write: AtomicU64,
     late: AtomicU64,
+    #[cfg(test)]
+    probe: Probe,
+}
+
+/// What the tests observe of the buffers.
+#[cfg(test)]
+#[derive(Default)]
+struct Probe {
+    read_capacity: AtomicUsize,
+    read_bytes: AtomicUsize,
+    queued_high: AtomicUsize,
 }
 
 /// Removes a call's entry when the call gives up (timeout or cancellation).
@@ -406,6 +471,8 @@ impl Shared {
             std::mem::take(&mut calls.waiting)
         };
         self.stop.send_replace(true);
+        // Callers waiting for room in the queue fail at once.
+        self.queue_bytes.close();
         if waiting.is_empty() {
             debug!(address = %self.address, reason, "dubbo connection closed");
         } else {
@@ -416,6 +483,12 @@ impl Shared {
         }
     }
 
+    #[cfg(test)]
+    fn probe_queued(&self) {
+        let queued = QUEUE_BYTES - self.queue_bytes.available_permits();
+        self.probe.queued_high.fetch_max(queued, Ordering::SeqCst);
+    }
+
     fn touch_read(&self) {
         self.last_read.store(self.now_ms(), Ordering::Relaxed);
     }
@@ -424,13 +497,21 @@ impl Shared {
         self.last_write.store(self.now_ms(), Ordering::Relaxed);
     }
 
-    /// Queues a frame the transport itself sends (heartbeats and their answers). Dropped when
-    /// the queue is full: traffic is flowing then, and the reader must never wait on it.
-    fn send_control(&self, header: Header, body: Bytes) {
+    /// Queues a frame the transport itself sends (heartbeats and their answers, always a few
+    /// bytes of this side's own). Dropped when the queue is full: traffic is flowing then (or
+    /// the provider stopped reading), and the reader must never wait on it.
+    fn send_control(&self, header: Header, body: &'static [u8]) {
+        let Ok(queued) = self.queue_bytes.clone().try_acquire_many_owned(cost(body)) else {
+            trace!(address = %self.address, "write queue full or closed: control frame dropped");
+            return;
+        };
         let frame = Frame {
             header: header.encode(),
-            body,
+            body: Bytes::from_static(body),
+            _queued: queued,
         };
+        #[cfg(test)]
+        self.probe_queued();
         if self.frames.try_send(frame).is_err() {
             trace!(address = %self.address, "write queue full or closed: control frame dropped");
         }
@@ -479,17 +560,17 @@ impl Shared {
                 }
             }
             event::Event::Other if h.is_two_way() => {
-                // A heartbeat: answer with the serialized null of the same serialization
-                // (which is what the request carried).
-                let ser = h.serialization();
-                let reply = match event::null_body(ser) {
-                    Some(null) => Bytes::from_static(null),
-                    None => body,
+                // A heartbeat: answer with the serialized null of the same serialization when
+                // this side knows it, else with Hessian2's (Java answers in its own
+                // serialization too); never with the provider's bytes.
+                let (ser, null) = match event::null_body(h.serialization()) {
+                    Some(null) => (h.serialization(), null),
+                    None => (HESSIAN2, event::HESSIAN2_NULL),
                 };
                 trace!(address = %self.address, id = h.id, "answering the provider's heartbeat");
                 self.send_control(
-                    Header::response(h.id, ser, status::OK, true, reply.len() as i32),
-                    reply,
+                    Header::response(h.id, ser, status::OK, true, null.len() as i32),
+                    null,
                 );
             }
             event::Event::Other => {
@@ -516,7 +597,7 @@ impl Shared {
                     false,
                     MESSAGE.len() as i32,
                 ),
-                Bytes::from_static(MESSAGE),
+                MESSAGE,
             );
         }
     }
@@ -581,6 +662,13 @@ async fn read_frames(s: &Shared, rd: &mut OwnedReadHalf) -> String {
                 Err(e) => return format!("bad frame: {e}"),
             };
             let len = h.len as usize;
+            if h.is_event() && len > MAX_EVENT_BODY {
+                // Java refuses these too (`deserialization.event.size`): no event is longer.
+                warn!(address = %s.address, id = h.id, len, limit = MAX_EVENT_BODY, "the provider sent an event body over the limit: protocol error, closing the connection");
+                return format!(
+                    "protocol error: an event body of {len} bytes (at most {MAX_EVENT_BODY} accepted)"
+                );
+            }
             if s.over_payload(len) {
                 buf.advance(HEADER_LEN);
                 s.oversized(&h);
@@ -588,7 +676,12 @@ async fn read_frames(s: &Shared, rd: &mut OwnedReadHalf) -> String {
                 continue;
             }
             if buf.len() < HEADER_LEN + len {
-                buf.reserve(HEADER_LEN + len - buf.len());
+                // The rest of the frame at once when it is no larger than a default payload;
+                // else the buffer grows as the bytes come (a header alone reserves nothing).
+                let missing = HEADER_LEN + len - buf.len();
+                if missing <= RESERVE_AT_ONCE {
+                    buf.reserve(missing);
+                }
                 break;
             }
             buf.advance(HEADER_LEN);
@@ -600,7 +693,15 @@ async fn read_frames(s: &Shared, rd: &mut OwnedReadHalf) -> String {
         }
         match rd.read_buf(&mut buf).await {
             Ok(0) => return "the provider closed the connection".to_string(),
-            Ok(_) => s.touch_read(),
+            Ok(_n) => {
+                #[cfg(test)]
+                {
+                    let p = &s.probe;
+                    p.read_bytes.fetch_add(_n, Ordering::SeqCst);
+                    p.read_capacity.fetch_max(buf.capacity(), Ordering::SeqCst);
+                }
+                s.touch_read();
+            }
             Err(e) => return format!("reading failed: {e}"),
         }
     }
@@ -612,6 +713,7 @@ async fn write_loop(
     mut queue: mpsc::Receiver<Frame>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let stall = shared.write_timeout;
     let work = async {
         let mut buf = BytesMut::with_capacity(WRITE_CHUNK);
         while let Some(first) = queue.recv().await {
@@ -619,20 +721,20 @@ async fn write_loop(
             while let Some(frame) = next.take() {
                 buf.extend_from_slice(&frame.header);
                 if frame.body.len() > INLINE_BODY {
-                    wr.write_all(&buf).await?;
+                    write_all(&mut wr, &buf, stall).await?;
                     buf.clear();
-                    wr.write_all(&frame.body).await?;
+                    write_all(&mut wr, &frame.body, stall).await?;
                 } else {
                     buf.extend_from_slice(&frame.body);
                     if buf.len() >= WRITE_CHUNK {
-                        wr.write_all(&buf).await?;
+                        write_all(&mut wr, &buf, stall).await?;
                         buf.clear();
                     }
                 }
                 next = queue.try_recv().ok();
             }
             if !buf.is_empty() {
-                wr.write_all(&buf).await?;
+                write_all(&mut wr, &buf, stall).await?;
                 buf.clear();
             }
             wr.flush().await?;
@@ -643,11 +745,43 @@ async fn write_loop(
     tokio::select! {
         result = work => {
             if let Err(e) = result {
+                if e.kind() == std::io::ErrorKind::TimedOut {
+                    warn!(address = %shared.address, error = %e, "closing a connection whose provider stopped reading");
+                }
                 shared.close(&format!("writing failed: {e}"));
             }
         }
         () = stopped(&mut stop) => {}
     }
+}
+
+/// Writes all of `data`, failing when the peer accepts no byte of it for `stall` (zero: no
+/// limit): a peer that stops reading fills the socket buffers and then every write waits.
+async fn write_all(
+    wr: &mut OwnedWriteHalf,
+    mut data: &[u8],
+    stall: Duration,
+) -> std::io::Result<()> {
+    if stall.is_zero() {
+        return wr.write_all(data).await;
+    }
+    while !data.is_empty() {
+        match tokio::time::timeout(stall, wr.write(data)).await {
+            Ok(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(Ok(n)) => data = &data[n..],
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "the provider accepted no byte for {} ms (it stopped reading)",
+                        stall.as_millis()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Dubbo's client timers: a heartbeat after one idle interval (nothing read, or nothing
@@ -680,7 +814,7 @@ async fn heartbeat_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             trace!(address = %shared.address, id, read_idle, write_idle, "sending a heartbeat");
             shared.send_control(
                 Header::event_request(id, HESSIAN2, true, event::HESSIAN2_NULL.len() as i32),
-                Bytes::from_static(event::HESSIAN2_NULL),
+                event::HESSIAN2_NULL,
             );
         }
     }

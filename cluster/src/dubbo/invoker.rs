@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use tracing::trace;
 
 use super::body::{Reply, check_serialization, decode_response, encode_request, form_of};
+use super::params::{Consumer, EndpointParams, ProviderParams};
 use super::pool::Entry;
 use super::token::{EndpointToken, to_add};
 use super::{ExchangeConfig, HESSIAN2, Pool};
@@ -30,10 +31,12 @@ use super::{ExchangeConfig, HESSIAN2, Pool};
 ///   that is not overloaded by its name alone.
 ///
 /// One multiplexed connection per provider address is shared by every call (Dubbo's default;
-/// a provider's `connections=N` parameter makes N); heartbeats on an idle connection every 60 s
-/// (or the provider's `heartbeat` parameter), closed and made again after three missed ones; a provider's readonly
-/// event (graceful shutdown) stops new calls to it without counting as an outlier strike; an 8
-/// MiB payload limit both ways (or the provider's `payload` parameter when smaller); the
+/// a provider's `connections=N` parameter makes N, at most 16); heartbeats on an idle
+/// connection every 60 s (or the provider's `heartbeat` parameter, 1 s to a day), closed and
+/// made again after three missed ones; a provider's readonly event (graceful shutdown) stops
+/// new calls to it without counting as an outlier strike; an 8 MiB payload limit both ways (or
+/// the provider's `payload` parameter when smaller, at least 1 KiB). Out-of-range provider
+/// numbers are logged and replaced (see the README's dubbo:// section); the
 /// attempt's timeout travels as the `timeout` attachment, and the provider's `token` parameter
 /// (Dubbo's token authorization: `token=true` registers a random UUID) as the `token`
 /// attachment, as Java consumers send it. A `token` attachment of the call's own is sent
@@ -119,6 +122,11 @@ impl DubboInvoker {
         self
     }
 
+    /// The consumer's own settings, for reading the provider's parameters.
+    fn consumer(&self) -> Consumer {
+        Consumer::new(&self.config, self.heartbeat_set)
+    }
+
     /// The connection pool (to [`Pool::retain`] addresses, or count connections).
     pub fn pool(&self) -> &Pool {
         &self.pool
@@ -135,8 +143,8 @@ impl DubboInvoker {
         self.call_on(None, target, inv, timeout).await
     }
 
-    /// [`DubboInvoker::call`] on an endpoint's own connections and with its token read once
-    /// (`None`: the pool's, the token read from `target`).
+    /// [`DubboInvoker::call`] on an endpoint's own connections and with its token and
+    /// parameters read once (`None`: the pool's, both read from `target`).
     async fn call_on(
         &self,
         endpoint: Option<&DubboEndpoint>,
@@ -149,12 +157,11 @@ impl DubboInvoker {
         let form = form_of(inv, self.generic);
         let token = to_add(endpoint.map(|e| &e.token), target, &inv.attachments, false);
         let body = encode_request(target, inv, timeout, form, token.as_ref())?;
-        let limit = target
-            .param("payload")
-            .and_then(|p| p.parse::<usize>().ok())
-            .filter(|&p| p > 0)
-            .map_or(self.config.payload, |p| p.min(self.config.payload));
-        if body.len() > limit {
+        let params = match endpoint {
+            Some(e) => e.params.get(target),
+            None => ProviderParams::for_call(target, &self.consumer()),
+        };
+        if let Some(limit) = params.payload.filter(|&limit| body.len() > limit) {
             return Err(Error::new(
                 ErrorKind::LimitExceeded,
                 format!(
@@ -165,19 +172,12 @@ impl DubboInvoker {
                 ),
             ));
         }
-        let connections = target
-            .param("connections")
-            .and_then(|c| c.parse::<usize>().ok())
-            .unwrap_or(0);
+        let ProviderParams {
+            connections,
+            heartbeat,
+            ..
+        } = params;
         let connect_timeout = self.config.connect_timeout.min(timeout);
-        let heartbeat = if self.heartbeat_set {
-            None
-        } else {
-            target
-                .param("heartbeat")
-                .and_then(|h| h.parse::<u64>().ok())
-                .map(Duration::from_millis)
-        };
         let conn = match endpoint {
             Some(e) => {
                 self.pool
@@ -229,11 +229,13 @@ impl Invoker for DubboInvoker {
 /// The dubbo:// client of one endpoint, made by [`DubboInvoker`] as a [`MakeEndpoint`]: it
 /// owns the connections to its address (shared with the other endpoints there, such as
 /// another group on the same port), which close when the last endpoint at the address is
-/// dropped and its calls have ended. It reads the provider's `token` once.
+/// dropped and its calls have ended. It reads the provider's `token`, `connections`,
+/// `heartbeat` and `payload` once.
 pub struct DubboEndpoint {
     invoker: DubboInvoker,
     entry: Arc<Entry>,
     token: EndpointToken,
+    params: EndpointParams,
 }
 
 impl std::fmt::Debug for DubboEndpoint {
@@ -248,6 +250,7 @@ impl MakeEndpoint for DubboInvoker {
             invoker: self.clone(),
             entry: self.pool.endpoint_entry(instance.address()),
             token: EndpointToken::new(instance),
+            params: EndpointParams::new(instance, self.consumer()),
         })
     }
 }

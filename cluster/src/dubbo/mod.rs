@@ -26,7 +26,10 @@
 //!   of [`ExchangeConfig::heartbeat`] (default 60 s); after one interval with nothing read or
 //!   nothing written the connection sends an event request (two-way, Hessian null `N`);
 //!   after three intervals with nothing read it closes. A heartbeat from the provider is
-//!   answered at once with an event response (status 20, null body, same id).
+//!   answered at once with an event response (status 20, same id, this side's own null body:
+//!   of the request's serialization when it is Hessian2 or fastjson2, else Hessian2's; never
+//!   the provider's bytes). An event body over 15 bytes (Java's `deserialization.event.size`)
+//!   is a protocol error that closes the connection.
 //! - **Readonly** (`"R"`, Hessian `0x01 0x52`): a provider shutting down gracefully (its
 //!   shutdown hook, `HeaderExchangeServer.close`, or the QoS `gracefulShutdown` command)
 //!   sends this one-way event on every connection; [`Connection::is_readonly`] turns true
@@ -41,12 +44,21 @@
 //! [`ExchangeConfig::payload`] (default 8 MiB) bounds bodies both ways: a larger request
 //! fails before it is sent; a response announcing more fails its call (not retryable: the
 //! provider processed it) and its body is read and discarded without breaking the
-//! connection.
+//! connection. A body is allocated as its bytes arrive beyond 8 MiB, so a header alone
+//! (with no payload limit) reserves nothing big.
+//!
+//! The frames waiting to be written are bounded in number (1024) and in bytes (16 MiB); a
+//! call beyond waits within its timeout. A connection whose peer accepts no byte of a pending
+//! write for [`ExchangeConfig::write_timeout`] (default 30 s: it stopped reading) is closed.
+//!
+//! The provider's `connections`, `heartbeat` and `payload` parameters (registry data) are
+//! bounded: see `params.rs` for their ranges and what applies outside them.
 
 mod body;
 mod connection;
 pub mod exchange;
 mod invoker;
+mod params;
 mod pool;
 #[cfg(test)]
 mod tests;
@@ -54,8 +66,8 @@ pub(crate) mod token;
 
 pub use body::{Reply, descriptor};
 pub use connection::{
-    Connection, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT, DEFAULT_PAYLOAD, ExchangeConfig,
-    Response,
+    Connection, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT, DEFAULT_PAYLOAD, DEFAULT_WRITE_TIMEOUT,
+    ExchangeConfig, Response,
 };
 pub use exchange::{FASTJSON2, HESSIAN2, Header, HeaderError, PROTOBUF, status};
 pub use invoker::{DubboEndpoint, DubboInvoker};

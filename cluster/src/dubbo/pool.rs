@@ -1,7 +1,7 @@
 //! The connections of one invoker, by provider address.
 //!
 //! Each address has `connections` slots (the provider's `connections=N`, 0 meaning one shared
-//! connection, Dubbo's default). Slots are filled lazily and taken in turn; a closed
+//! connection, Dubbo's default; at most 16). Slots are filled lazily and taken in turn; a closed
 //! connection is replaced the next time its slot comes up, and concurrent callers wait for one
 //! connect instead of each opening their own. Readonly connections (the provider announced a
 //! graceful shutdown) are skipped; when every connection of an address is readonly, the pool
@@ -21,6 +21,7 @@ use crate::by_address::SharedByAddress;
 use tokio::time::Instant;
 
 use super::connection::{Connection, ExchangeConfig};
+use super::params::MAX_CONNECTIONS;
 
 /// Connections per provider address, shared by every call of one invoker. Cheap to clone;
 /// clones share the connections.
@@ -104,8 +105,8 @@ impl Pool {
     }
 
     /// A live connection to `address`: `connections` connections per address (the
-    /// provider's `connections=N`; 0 means one shared connection), made lazily and used in
-    /// turn; a closed one is replaced when its turn comes. Waiting for another caller's
+    /// provider's `connections=N`; 0 means one shared connection; at most 16), made lazily
+    /// and used in turn; a closed one is replaced when its turn comes. Waiting for another caller's
     /// connect and connecting together take at most `connect_timeout`.
     ///
     /// Fails with a retryable transport error when connecting fails or times out, and with a
@@ -152,7 +153,8 @@ impl Pool {
         connect_timeout: Duration,
         heartbeat: Option<Duration>,
     ) -> Result<Connection> {
-        let slot = match entry.pick(connections.max(1), self.readonly_hold()) {
+        let n = connections.clamp(1, MAX_CONNECTIONS);
+        let slot = match entry.pick(n, self.readonly_hold()) {
             Pick::Ready(c) => return Ok(c),
             Pick::Draining => return Err(draining(address)),
             Pick::Connect(slot) => slot,

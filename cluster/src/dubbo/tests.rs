@@ -13,7 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::exchange::{FLAG_EVENT, FLAG_REQUEST, FLAG_TWO_WAY, event};
+use super::exchange::{FLAG_EVENT, FLAG_REQUEST, FLAG_TWO_WAY, HEADER_LEN, event};
 use super::*;
 
 const LONG: Duration = Duration::from_secs(10);
@@ -23,6 +23,7 @@ fn config() -> ExchangeConfig {
         heartbeat: Duration::from_secs(60),
         payload: DEFAULT_PAYLOAD,
         connect_timeout: Duration::from_secs(3),
+        ..ExchangeConfig::default()
     }
 }
 
@@ -829,4 +830,291 @@ async fn connecting_to_nothing_is_a_retryable_transport_error() {
         .await
         .unwrap();
     assert_eq!(r.body, &b"v6"[..]);
+}
+
+// ---- Hostile providers (#26 items 2 and 3) ----
+
+/// The Hessian2 body of a successful call returning the int 5 (flag 1, then 5).
+const FIVE: &[u8] = &[0x91, 0x95];
+
+/// A provider answering every call with [`FIVE`] and every heartbeat with `N`; it sends the
+/// time of each heartbeat it receives on `beats` (when given).
+async fn answers_five(mut s: TcpStream, beats: Option<mpsc::UnboundedSender<Instant>>) {
+    while let Some((h, _)) = read_frame(&mut s).await {
+        if h.is_event() {
+            if let Some(b) = &beats {
+                let _ = b.send(Instant::now());
+            }
+            if h.is_two_way() {
+                let reply = Header::response(h.id, h.serialization(), status::OK, true, 1);
+                write_frame(&mut s, reply, b"N").await;
+            }
+        } else if h.is_two_way() {
+            write_frame(&mut s, ok(h.id, FIVE), FIVE).await;
+        }
+    }
+}
+
+fn add() -> switchman_core::Invocation {
+    switchman_core::Invocation::new("add")
+        .with_args(vec![2.into(), 3.into()])
+        .with_types(["int", "int"])
+}
+
+/// An instance at the fake provider's `address` with the provider parameters `params`.
+fn provider(address: &str, params: &[(&str, &str)]) -> Arc<switchman_core::Instance> {
+    let (host, port) = address.rsplit_once(':').unwrap();
+    let mut b = switchman_core::Instance::builder(host, port.parse().unwrap());
+    for (k, v) in params {
+        b = b.param(k, v);
+    }
+    Arc::new(b.build())
+}
+
+#[tokio::test]
+async fn a_huge_connections_parameter_opens_at_most_16_connections() {
+    use switchman_core::{Invoker, MakeEndpoint};
+    for value in ["18446744073709551615", "20000"] {
+        // Through an endpoint (as the directory calls), and through the invoker's own pool.
+        for through_endpoint in [true, false] {
+            let (address, accepted) = fake(|_, s| answers_five(s, None)).await;
+            let target = provider(&address, &[("connections", value)]);
+            let invoker = DubboInvoker::new();
+            let endpoint = invoker.make(&target);
+            for _ in 0..40 {
+                let got = if through_endpoint {
+                    endpoint.invoke(&target, &add(), LONG).await
+                } else {
+                    invoker.invoke(&target, &add(), LONG).await
+                };
+                assert_eq!(got.unwrap(), 5, "connections={value}");
+            }
+            assert_eq!(
+                accepted.load(Ordering::SeqCst),
+                16,
+                "connections={value} (endpoint: {through_endpoint})"
+            );
+        }
+    }
+    // Not a number, negative: Dubbo's default, one shared connection.
+    for value in ["-3", "many", ""] {
+        let (address, accepted) = fake(|_, s| answers_five(s, None)).await;
+        let target = provider(&address, &[("connections", value)]);
+        let endpoint = DubboInvoker::new().make(&target);
+        for _ in 0..5 {
+            assert_eq!(endpoint.invoke(&target, &add(), LONG).await.unwrap(), 5);
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "connections={value:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_heartbeat_parameter_of_1_ms_is_raised_to_one_second() {
+    use switchman_core::{Invoker, MakeEndpoint};
+    let (beats_tx, mut beats) = mpsc::unbounded_channel();
+    let (address, accepted) = fake(move |_, s| answers_five(s, Some(beats_tx.clone()))).await;
+    let target = provider(&address, &[("heartbeat", "1")]);
+    let endpoint = DubboInvoker::new().make(&target);
+    // Calls across two heartbeat intervals of the raised value: each interval ends with the
+    // provider receiving a heartbeat (the barrier), never sooner than one second after the
+    // last call, and every call goes over the one connection.
+    for _ in 0..2 {
+        assert_eq!(endpoint.invoke(&target, &add(), LONG).await.unwrap(), 5);
+        let called = Instant::now();
+        let beat = tokio::time::timeout(LONG, beats.recv())
+            .await
+            .expect("a heartbeat within 10 s")
+            .unwrap();
+        let idle = beat.duration_since(called);
+        assert!(
+            idle >= Duration::from_millis(950),
+            "heartbeat after {idle:?} of idleness: the 1 ms interval was not raised"
+        );
+    }
+    assert_eq!(endpoint.invoke(&target, &add(), LONG).await.unwrap(), 5);
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "one connection, never closed"
+    );
+}
+
+/// A provider whose first frame is the header of a response of `len` bytes (to request 0),
+/// followed by 1 MiB of it; then it reads (and drops) what comes until the end.
+async fn announces(len: i32, mut s: TcpStream) {
+    s.write_all(&Header::response(0, HESSIAN2, status::OK, false, len).encode())
+        .await
+        .unwrap();
+    let _ = s.write_all(&vec![0u8; 1 << 20]).await;
+    let mut sink = [0u8; 1024];
+    while s.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+}
+
+#[tokio::test]
+async fn a_2_gib_header_reserves_a_bounded_buffer() {
+    // The consumer's own `payload` 0 (Dubbo's "no limit"): the announced body is read as it
+    // comes, without reserving its 2 GiB at once.
+    let (address, _) = fake(|_, s| announces(i32::MAX, s)).await;
+    let conn = Connection::connect(
+        &address,
+        ExchangeConfig {
+            payload: 0,
+            ..config()
+        },
+    )
+    .await
+    .unwrap();
+    until(|| conn.read_probe().1 >= 16 + (1 << 20)).await;
+    let (capacity, _) = conn.read_probe();
+    assert!(
+        capacity <= DEFAULT_PAYLOAD + (1 << 20),
+        "the read buffer grew to {capacity} bytes"
+    );
+    assert!(!conn.is_closed(), "waiting for the rest of the body");
+
+    // The provider's `payload=0` (registry data): the consumer's 8 MiB limit applies, a
+    // 2 GiB answer fails its call and is skipped, nothing reserved for it.
+    let (address, _) = fake(|_, mut s: TcpStream| async move {
+        let (h, _) = read_frame(&mut s).await.unwrap();
+        s.write_all(&Header::response(h.id, HESSIAN2, status::OK, false, i32::MAX).encode())
+            .await
+            .unwrap();
+        let _ = s.write_all(&vec![0u8; 1 << 20]).await;
+        let mut sink = [0u8; 1024];
+        while s.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+    })
+    .await;
+    let target = provider(&address, &[("payload", "0")]);
+    let invoker = DubboInvoker::new();
+    let e = switchman_core::Invoker::invoke(&invoker, &target, &add(), LONG)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LimitExceeded, "{e}");
+    let conn = invoker.pool().connections(&address).pop().unwrap();
+    until(|| conn.read_probe().1 >= 16 + (1 << 20)).await;
+    assert!(conn.read_probe().0 <= 1 << 20, "{:?}", conn.read_probe());
+}
+
+/// A provider that writes `frames` event requests (two-way, serialization id 7, which this
+/// side does not know) of `body` bytes without reading anything; then reads until the end of
+/// the stream and reports it on `eof`.
+async fn floods_events(
+    mut s: TcpStream,
+    frames: usize,
+    body: usize,
+    eof: mpsc::UnboundedSender<()>,
+) {
+    let mut frame = Header::event_request(1, 7, true, body as i32)
+        .encode()
+        .to_vec();
+    frame.resize(HEADER_LEN + body, b'x');
+    for _ in 0..frames {
+        if s.write_all(&frame).await.is_err() {
+            break;
+        }
+    }
+    let mut sink = [0u8; 64 * 1024];
+    while s.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+    let _ = eof.send(());
+}
+
+#[tokio::test]
+async fn event_bodies_over_15_bytes_close_the_connection() {
+    // 64 heartbeat requests of 1 MiB each, from a provider that reads nothing meanwhile.
+    let (eof_tx, mut eof) = mpsc::unbounded_channel();
+    let (address, _) = fake(move |_, s| floods_events(s, 64, 1 << 20, eof_tx.clone())).await;
+    let conn = Connection::connect(&address, config()).await.unwrap();
+    let e = conn
+        .request(HESSIAN2, Bytes::from_static(b"x"), LONG)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
+    assert!(
+        e.message().contains(&address) && e.message().contains("event"),
+        "{e}"
+    );
+    assert!(conn.is_closed());
+    tokio::time::timeout(LONG, eof.recv())
+        .await
+        .expect("the consumer closed the socket")
+        .unwrap();
+    assert!(
+        conn.queued_high_water() < 1024,
+        "nothing of the provider's bodies was queued: {}",
+        conn.queued_high_water()
+    );
+}
+
+#[tokio::test]
+async fn a_heartbeat_of_an_unknown_serialization_is_answered_with_our_own_body() {
+    let (replies_tx, mut replies) = mpsc::unbounded_channel();
+    let (address, _) = fake(move |_, mut s: TcpStream| {
+        let replies_tx = replies_tx.clone();
+        async move {
+            // 15 bytes: the largest event body accepted (Java's `deserialization.event.size`).
+            let body = b"0123456789abcde";
+            write_frame(&mut s, Header::event_request(77, 7, true, 15), body).await;
+            let _ = replies_tx.send(read_frame(&mut s).await);
+            // 16 bytes: a protocol error, the connection closes.
+            write_frame(
+                &mut s,
+                Header::event_request(78, 7, true, 16),
+                b"0123456789abcdef",
+            )
+            .await;
+            let _ = replies_tx.send(read_frame(&mut s).await);
+        }
+    })
+    .await;
+    let conn = Connection::connect(&address, config()).await.unwrap();
+    let (h, body) = replies.recv().await.unwrap().unwrap();
+    assert_eq!(h, Header::response(77, HESSIAN2, status::OK, true, 1));
+    assert_eq!(body, b"N", "Hessian2 null, not the provider's bytes");
+    assert!(
+        replies.recv().await.unwrap().is_none(),
+        "no answer to the 16-byte event: the consumer closed the connection"
+    );
+    assert!(conn.is_closed());
+}
+
+#[tokio::test]
+async fn a_provider_that_stops_reading_is_closed_and_the_write_queue_stays_bounded() {
+    let (done_tx, done) = tokio::sync::watch::channel(false);
+    let (address, _) = fake(move |_, s: TcpStream| {
+        let mut done = done.clone();
+        async move {
+            // Holds the socket open, reading nothing.
+            let _ = done.wait_for(|d| *d).await;
+            drop(s);
+        }
+    })
+    .await;
+    let write_timeout = Duration::from_millis(500);
+    let conn = Connection::connect(
+        &address,
+        ExchangeConfig {
+            write_timeout,
+            ..config()
+        },
+    )
+    .await
+    .unwrap();
+    let started = Instant::now();
+    // 48 MiB of requests: more than the socket buffers and the queue's byte bound together.
+    let calls = (0..48).map(|_| conn.request(HESSIAN2, Bytes::from(vec![1u8; 1 << 20]), LONG));
+    let results = futures::future::join_all(calls).await;
+    let took = started.elapsed();
+    for r in results {
+        let e = r.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
+        assert!(e.is_retryable(), "{e}");
+    }
+    assert!(conn.is_closed());
+    assert!(took < Duration::from_secs(5), "closed after {took:?}");
+    assert!(
+        conn.queued_high_water() <= super::connection::QUEUE_BYTES,
+        "{} bytes queued at once",
+        conn.queued_high_water()
+    );
+    done_tx.send_replace(true);
 }
