@@ -369,11 +369,13 @@ impl<'c> Attempter<'c> {
     /// the call's first needs a retry from the budget (see [`Attempter`]).
     pub async fn attempt(self, pick: Pick<'_>) -> Result<Value> {
         let started_before = self.book.started.fetch_add(1, Ordering::AcqRel);
-        if started_before > 0 && !self.fan_out && !self.book.take_grant() {
-            if let Err(e) = self.unasked_retry(pick) {
-                self.book.started.fetch_sub(1, Ordering::AcqRel);
-                return Err(e);
-            }
+        if started_before > 0
+            && !self.fan_out
+            && !self.book.take_grant()
+            && let Err(e) = self.unasked_retry(pick)
+        {
+            self.book.started.fetch_sub(1, Ordering::AcqRel);
+            return Err(e);
         }
         let (snap, i) = (pick.snap, pick.index);
         let ep = &snap.endpoints()[i];
@@ -583,11 +585,9 @@ impl<'c> Call<'c> {
                 .map_or(self.settings.sticky, |l| l.sticky),
             None => false,
         };
-        if sticky {
-            if let Some(i) = self.sticky_pick(snap, &routed) {
-                self.tried.push(i);
-                return Ok(Pick::new(snap, i));
-            }
+        if sticky && let Some(i) = self.sticky_pick(snap, &routed) {
+            self.tried.push(i);
+            return Ok(Pick::new(snap, i));
         }
         let i = self.pick(snap, &routed, balancing)?;
         if sticky {

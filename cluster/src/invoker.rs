@@ -267,20 +267,20 @@ impl Inner {
             let mut e = self
                 .config
                 .resolve_for_snapshot(method, snapshot, &providers);
-            if let Some(r) = e.resolved_for.as_mut() {
-                if let Some(specs) = r.specs.clone() {
-                    r.balancing = snap.balancing(|i| {
-                        let spec = specs.get(i)?;
-                        if let Some((_, b)) = memo.iter().find(|(s, _)| s == spec) {
-                            return b.clone();
-                        }
-                        let b = self.balancer_for(spec, snap.balancer());
-                        if memo.len() < MAX_BALANCER_SPECS {
-                            memo.push((spec.clone(), b.clone()));
-                        }
-                        b
-                    });
-                }
+            if let Some(r) = e.resolved_for.as_mut()
+                && let Some(specs) = r.specs.clone()
+            {
+                r.balancing = snap.balancing(|i| {
+                    let spec = specs.get(i)?;
+                    if let Some((_, b)) = memo.iter().find(|(s, _)| s == spec) {
+                        return b.clone();
+                    }
+                    let b = self.balancer_for(spec, snap.balancer());
+                    if memo.len() < MAX_BALANCER_SPECS {
+                        memo.push((spec.clone(), b.clone()));
+                    }
+                    b
+                });
             }
             Arc::new(e)
         };

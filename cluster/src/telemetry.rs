@@ -262,10 +262,10 @@ impl<V> CowMap<V> {
         if let Some(v) = map.get(key) {
             return v.clone();
         }
-        if map.len() >= self.cap {
-            if let Some(v) = self.overflow.get() {
-                return v.clone();
-            }
+        if map.len() >= self.cap
+            && let Some(v) = self.overflow.get()
+        {
+            return v.clone();
         }
         drop(map);
         self.insert(key, make)

@@ -9,6 +9,7 @@
 //! - [`Invocation`]: one call (method, JSON arguments, attachments).
 //! - [`Invoker`]: the transport that performs one attempt against one instance.
 //! - [`Error`]: one error type with an [`ErrorKind`] and a retryability decided where it is born.
+//! - [`yaml`]: the one bounded YAML reader every registry, config-centre and file parser uses.
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -23,6 +24,7 @@ mod invocation;
 mod invoker;
 mod service_key;
 pub mod url;
+pub mod yaml;
 
 pub use error::{Error, ErrorKind, Result};
 pub use instance::{

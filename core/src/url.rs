@@ -69,10 +69,10 @@ fn scrub(input: &str) -> String {
         let end = out[start..]
             .find(['/', '?'])
             .map_or(out.len(), |i| start + i);
-        if let Some(at) = out[start..end].rfind('@').map(|i| start + i) {
-            if let Some(colon) = out[start..at].find(':').map(|i| start + i) {
-                out.replace_range(colon + 1..at, "***");
-            }
+        if let Some(at) = out[start..end].rfind('@').map(|i| start + i)
+            && let Some(colon) = out[start..at].find(':').map(|i| start + i)
+        {
+            out.replace_range(colon + 1..at, "***");
         }
     }
     let Some(q) = out.find('?') else {

@@ -105,10 +105,10 @@ pub fn encode<'a>(
 /// through an existing file or link (`create_new`).
 pub fn store(path: &PathBuf, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    if let Some(dir) = path.parent() {
-        if !dir.as_os_str().is_empty() {
-            std::fs::create_dir_all(dir)?;
-        }
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir)?;
     }
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create_new(true);

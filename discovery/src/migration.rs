@@ -48,7 +48,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use serde_norway::Value;
+use switchman_core::yaml::{self, Mapping, Value};
 use tokio::time::Instant;
 use tracing::{info, warn};
 
@@ -289,9 +289,9 @@ struct Common {
     force: Option<bool>,
 }
 
-fn common(map: &serde_norway::Mapping, at: &str) -> Result<Common, String> {
+fn common(map: &Mapping, at: &str) -> Result<Common, String> {
     let field = |k: &str| -> Result<Option<String>, String> {
-        match map.get(Value::String(k.to_string())) {
+        match map.get(k) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => scalar(v)
                 .map(Some)
@@ -321,8 +321,8 @@ fn common(map: &serde_norway::Mapping, at: &str) -> Result<Common, String> {
     Ok(c)
 }
 
-fn entries(map: &serde_norway::Mapping, name: &str) -> Result<Vec<SubMigrationRule>, String> {
-    let Some(v) = map.get(Value::String(name.to_string())) else {
+fn entries(map: &Mapping, name: &str) -> Result<Vec<SubMigrationRule>, String> {
+    let Some(v) = map.get(name) else {
         return Ok(Vec::new());
     };
     let items = match v {
@@ -337,7 +337,7 @@ fn entries(map: &serde_norway::Mapping, name: &str) -> Result<Vec<SubMigrationRu
         };
         let at = format!("{name}[{i}].");
         let service_key = m
-            .get(Value::String("serviceKey".into()))
+            .get("serviceKey")
             .and_then(scalar)
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty())
@@ -370,11 +370,15 @@ impl MigrationRule {
         if text.trim().is_empty() {
             return Ok(None);
         }
-        let doc: Value = serde_norway::from_str(text).map_err(|e| format!("not YAML: {e}"))?;
+        // Bounded (switchman_core::yaml): an alias bomb is refused at the node limit.
+        let doc: Value = yaml::from_str(text, "migration rule").map_err(|e| match e.limit() {
+            Some(_) => e.detail(),
+            None => format!("not YAML: {}", e.detail()),
+        })?;
         let Value::Mapping(map) = &doc else {
             return Err("not a mapping (expected key, step, threshold, interfaces, ...)".into());
         };
-        let key = match map.get(Value::String("key".into())) {
+        let key = match map.get("key") {
             None | Some(Value::Null) => None,
             Some(v) => Some(scalar(v).ok_or("key is not a single value")?),
         };
@@ -918,6 +922,32 @@ applications:
 
     fn state(defaults: MigrationDefaults) -> MigrationState {
         MigrationState::new("DemoService", defaults)
+    }
+
+    /// `x: &a [0,0,…]` and `y: [*a,*a,…]` after `rule`: n×m nodes from `size` bytes.
+    fn alias_bomb(rule: &str, size: usize) -> String {
+        let room = size.saturating_sub(rule.len() + 20);
+        format!(
+            "{rule}x: &a [{}]\ny: [{}]\n",
+            vec!["0"; room / 4].join(","),
+            vec!["*a"; room / 6].join(",")
+        )
+    }
+
+    #[test]
+    fn alias_bombs_are_refused_and_the_last_good_rule_stays() {
+        for size in [5 * 1024, 64 * 1024] {
+            let e = MigrationRule::parse(&alias_bomb("step: FORCE_INTERFACE\n", size)).unwrap_err();
+            assert!(
+                e.starts_with("over the YAML node limit: more than 100000 nodes"),
+                "{size}: {e}"
+            );
+        }
+        let mut s = state(MigrationDefaults::default());
+        assert!(s.set_rule_text(Some("step: FORCE_APPLICATION\n"), "node"));
+        let bomb = alias_bomb("step: FORCE_INTERFACE\n", 5 * 1024);
+        assert!(!s.set_rule_text(Some(&bomb), "node"), "refused");
+        assert_eq!(s.rule.step, Some(ForceApplication), "the good rule stays");
     }
 
     #[test]

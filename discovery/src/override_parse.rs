@@ -133,13 +133,13 @@ pub fn from_override_url_all(url: &Url) -> Result<Vec<Configurator>> {
             )));
         }
     }
-    if let Some(cat) = url.param("category") {
-        if !cat.split(',').any(|c| CATEGORIES.contains(&c.trim())) {
-            return Err(Error::bad_config(format!(
-                "override {}: category {cat:?} is not a configurator category",
-                what()
-            )));
-        }
+    if let Some(cat) = url.param("category")
+        && !cat.split(',').any(|c| CATEGORIES.contains(&c.trim()))
+    {
+        return Err(Error::bad_config(format!(
+            "override {}: category {cat:?} is not a configurator category",
+            what()
+        )));
     }
     let side = url.param("side").unwrap_or("provider");
     if side == "consumer" {
@@ -273,11 +273,11 @@ pub fn from_override_url_all(url: &Url) -> Result<Vec<Configurator>> {
         for pa in provider_addrs {
             let narrowed = narrow(host_rule.as_deref(), pa)
                 .map_err(|e| unsupported(format!("override {}: {e}", what())))?;
-            if let Some(addr) = narrowed {
-                if !seen.contains(&addr) {
-                    out.push(with_address(&base, addr.as_deref()));
-                    seen.push(addr);
-                }
+            if let Some(addr) = narrowed
+                && !seen.contains(&addr)
+            {
+                out.push(with_address(&base, addr.as_deref()));
+                seen.push(addr);
             }
         }
     }
@@ -355,7 +355,7 @@ fn narrow(
 /// `parameters`) fail the whole text, so the caller keeps its last good rules. Items that are
 /// consumer-side or use unsupported features are skipped (logged at debug level).
 pub fn from_yaml(text: &str, source: &str) -> Result<Vec<Configurator>> {
-    use serde_norway::Value;
+    use switchman_core::yaml::{self, Value};
     if text.len() > MAX_RULE_BYTES {
         return Err(Error::bad_config(format!(
             "{source}: configurator rule of {} bytes is over the {MAX_RULE_BYTES}-byte limit",
@@ -365,8 +365,11 @@ pub fn from_yaml(text: &str, source: &str) -> Result<Vec<Configurator>> {
     if text.trim().is_empty() {
         return Ok(Vec::new());
     }
-    let doc: Value = serde_norway::from_str(text)
-        .map_err(|e| Error::bad_config(format!("{source}: not YAML: {e}")))?;
+    // Bounded (switchman_core::yaml): an alias bomb is refused at the node limit.
+    let doc: Value = yaml::from_str(text, source).map_err(|e| match e.limit() {
+        Some(_) => Error::from(e),
+        None => Error::bad_config(format!("{source}: not YAML: {}", e.detail())),
+    })?;
     let bad = |msg: String| Error::bad_config(format!("{source}: {msg}"));
     if let Value::Sequence(items) = &doc {
         // Dubbo's compatible form: a JSON array of override URLs.
@@ -395,7 +398,7 @@ pub fn from_yaml(text: &str, source: &str) -> Result<Vec<Configurator>> {
             "expected a mapping with configVersion, scope, key and configs".into(),
         ));
     };
-    let get = |k: &str| map.get(Value::String(k.to_string()));
+    let get = |k: &str| map.get(k);
     let scalar = |v: &Value| -> Option<String> {
         match v {
             Value::String(s) => Some(s.clone()),
@@ -431,7 +434,7 @@ pub fn from_yaml(text: &str, source: &str) -> Result<Vec<Configurator>> {
         let Value::Mapping(item) = item else {
             return Err(bad(format!("configs[{i}] is not a mapping")));
         };
-        let iget = |k: &str| item.get(Value::String(k.to_string()));
+        let iget = |k: &str| item.get(k);
         let list = |k: &str| -> Result<Vec<String>> {
             match iget(k) {
                 None | Some(Value::Null) => Ok(Vec::new()),
@@ -841,6 +844,27 @@ configs:
         .unwrap();
         assert!(!off[0].enabled);
         assert!(from_yaml("", "s").unwrap().is_empty());
+    }
+
+    #[test]
+    fn alias_bombs_are_refused_naming_the_source_and_the_limit() {
+        let rule = "configVersion: v3.0\nscope: service\nkey: demo.Greeter\nconfigs:\n  - side: provider\n    parameters:\n      weight: 200\n";
+        for size in [5 * 1024, 64 * 1024] {
+            let room = size - rule.len() - 20;
+            let bomb = format!(
+                "{rule}x: &a [{}]\ny: [{}]\n",
+                vec!["0"; room / 4].join(","),
+                vec!["*a"; room / 6].join(",")
+            );
+            let e = from_yaml(&bomb, "/dubbo/config/dubbo/demo.Greeter.configurators").unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::BadConfig);
+            assert!(
+                e.message().starts_with(
+                    "/dubbo/config/dubbo/demo.Greeter.configurators: over the YAML node limit"
+                ),
+                "{size}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -21,13 +21,12 @@ use crate::{DirectoryUpdater, Update};
 
 fn read_rules(path: &PathBuf) -> Result<BTreeMap<String, String>> {
     // An empty file (or only comments) means "no rules", not an error.
-    if let Ok(text) = std::fs::read_to_string(path) {
-        if text
+    if let Ok(text) = std::fs::read_to_string(path)
+        && text
             .lines()
             .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
-        {
-            return Ok(BTreeMap::new());
-        }
+    {
+        return Ok(BTreeMap::new());
     }
     let chain =
         switchman_router::source::load(path).map_err(|e| Error::bad_config(e.to_string()))?;

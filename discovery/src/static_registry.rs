@@ -24,6 +24,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use serde::Deserialize;
+use switchman_core::yaml::{self, Limits, Value};
 use switchman_core::{BoxFuture, Error, Instance, Result, ServiceKey, Url};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
@@ -172,11 +173,20 @@ fn read_limited(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| Error::bad_config(format!("{}: {e}", path.display())))
 }
 
+/// A static registry file is read within these: a whole [`MAX_FILE_BYTES`] file, and the
+/// nodes of that many bytes of short records (`- {address: 10.0.0.1:80}` is 4 nodes in 25
+/// bytes); depth as [`Limits::DEFAULT`].
+const YAML_LIMITS: Limits = Limits {
+    max_bytes: MAX_FILE_BYTES as usize,
+    max_nodes: 400_000,
+    ..Limits::DEFAULT
+};
+
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum FileShape {
-    List(Vec<serde_norway::Value>),
-    Doc { providers: Vec<serde_norway::Value> },
+    List(Vec<Value>),
+    Doc { providers: Vec<Value> },
 }
 
 #[derive(Deserialize)]
@@ -186,7 +196,7 @@ struct Record {
     #[serde(default)]
     protocol: Option<String>,
     #[serde(default)]
-    weight: Option<serde_norway::Value>,
+    weight: Option<Value>,
     #[serde(default, alias = "interface")]
     service: Option<String>,
     #[serde(default)]
@@ -196,14 +206,14 @@ struct Record {
     #[serde(default)]
     path: Option<String>,
     #[serde(default)]
-    metadata: std::collections::BTreeMap<String, serde_norway::Value>,
+    metadata: std::collections::BTreeMap<String, Value>,
 }
 
-fn scalar_text(v: &serde_norway::Value) -> Option<String> {
+fn scalar_text(v: &Value) -> Option<String> {
     match v {
-        serde_norway::Value::String(s) => Some(s.clone()),
-        serde_norway::Value::Number(n) => Some(n.to_string()),
-        serde_norway::Value::Bool(b) => Some(b.to_string()),
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
         _ => None,
     }
 }
@@ -269,11 +279,15 @@ pub fn parse_yaml(text: &str, source: &str) -> Result<(Vec<Instance>, Vec<EntryE
     if text.trim().is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
-    let shape: FileShape = serde_norway::from_str(text).map_err(|e| {
-        Error::bad_config(format!(
-            "{source}: not a list of providers (or a `providers:` list): {e}"
-        ))
-    })?;
+    // Bounded (switchman_core::yaml), with room for a whole file of records.
+    let shape: FileShape =
+        yaml::from_str_with(text, source, &YAML_LIMITS).map_err(|e| match e.limit() {
+            Some(_) => Error::from(e),
+            None => Error::bad_config(format!(
+                "{source}: not a list of providers (or a `providers:` list): {}",
+                e.detail()
+            )),
+        })?;
     let items = match shape {
         FileShape::List(l) | FileShape::Doc { providers: l } => l,
     };
@@ -286,10 +300,10 @@ pub fn parse_yaml(text: &str, source: &str) -> Result<(Vec<Instance>, Vec<EntryE
     let mut errors = Vec::new();
     for (k, item) in items.into_iter().enumerate() {
         let res = match &item {
-            serde_norway::Value::String(s) => Url::parse(s.trim())
+            Value::String(s) => Url::parse(s.trim())
                 .map_err(|e| e.to_string())
                 .and_then(|u| Instance::from_url(&u).map_err(|e| e.message().to_string())),
-            serde_norway::Value::Mapping(_) => serde_norway::from_value::<Record>(item)
+            Value::Mapping(_) => yaml::from_value::<Record>(item)
                 .map_err(|e| format!("bad record: {e}"))
                 .and_then(record_to_instance),
             _ => Err("an entry must be a URL string or a record with `address`".to_string()),

@@ -731,10 +731,10 @@ pub fn to_json(v: &Value) -> Json {
 fn object_json(o: &Object) -> Json {
     match o.class.as_str() {
         "java.math.BigDecimal" | "java.util.UUID" | "java.io.File" => {
-            if let [(name, Value::String(s))] = &o.fields[..] {
-                if name == "value" {
-                    return Json::String(s.clone());
-                }
+            if let [(name, Value::String(s))] = &o.fields[..]
+                && name == "value"
+            {
+                return Json::String(s.clone());
             }
         }
         "java.math.BigInteger" => {
@@ -764,10 +764,10 @@ fn object_json(o: &Object) -> Json {
         return Json::Object(out);
     }
     // hessian-lite's EnumSerializer: a class of the single field `name`.
-    if let [(name, Value::String(s))] = &o.fields[..] {
-        if name == "name" {
-            return Json::String(s.clone());
-        }
+    if let [(name, Value::String(s))] = &o.fields[..]
+        && name == "name"
+    {
+        return Json::String(s.clone());
     }
     let mut out = serde_json::Map::new();
     out.insert("class".into(), Json::String(o.class.clone()));

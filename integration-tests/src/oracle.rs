@@ -1546,10 +1546,10 @@ fn gen_configurator(g: &mut Gen) -> (String, Value) {
         if n > 1 {
             g.feat("several");
             let specific = |u: &String| !u.starts_with("override://0.0.0.0");
-            if let Some(first_general) = urls.iter().position(|u| !specific(u)) {
-                if urls[..first_general].iter().any(specific) {
-                    g.feat("specific-before-general");
-                }
+            if let Some(first_general) = urls.iter().position(|u| !specific(u))
+                && urls[..first_general].iter().any(specific)
+            {
+                g.feat("specific-before-general");
             }
         }
         json!({"provider": provider, "format": "override", "urls": urls, "watch": WATCHED})

@@ -729,10 +729,10 @@ async fn node_owner(client: &zk::Client, instance: &Instance) -> Option<i64> {
     let dir = format!("/dubbo/{}/providers", instance.service().interface);
     let needle = format!("127.0.0.1%3A{}%2F", instance.port());
     for child in client.list_children(&dir).await.unwrap_or_default() {
-        if child.contains(&needle) {
-            if let Ok(Some(stat)) = client.check_stat(&format!("{dir}/{child}")).await {
-                return Some(stat.ephemeral_owner);
-            }
+        if child.contains(&needle)
+            && let Ok(Some(stat)) = client.check_stat(&format!("{dir}/{child}")).await
+        {
+            return Some(stat.ephemeral_owner);
         }
     }
     None

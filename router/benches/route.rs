@@ -1,5 +1,6 @@
 //! Per-call routing cost (method condition rule, tag rule, no rule) at 10, 1k and 10k
-//! instances, and the rebuild of a route table at 10k instances.
+//! instances, the rebuild of a route table at 10k instances, and reading a hostile rule (a
+//! YAML alias bomb, refused at the node limit).
 //!
 //! Kept short (small warm-up and measurement windows) so a full run stays bounded:
 //! `cargo bench -p switchman-router --bench route`.
@@ -105,12 +106,38 @@ fn rebuild(c: &mut Criterion) {
     g.finish();
 }
 
+/// `x: &a [0,0,…]` and `y: [*a,*a,…]` after a valid rule, `size` bytes in all: millions of
+/// nodes once aliases are expanded.
+fn alias_bomb(size: usize) -> String {
+    let rule = "scope: service\nkey: com.foo.Bar\nconditions:\n  - method = find* => zone = z1\n";
+    let room = size.saturating_sub(rule.len() + 20);
+    format!(
+        "{rule}x: &a [{}]\ny: [{}]\n",
+        vec!["0"; room / 4].join(","),
+        vec!["*a"; room / 6].join(",")
+    )
+}
+
+fn hostile_rule(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rule_parse");
+    for size in [10 * 1024, 64 * 1024] {
+        let text = alias_bomb(size);
+        g.bench_with_input(BenchmarkId::new("alias_bomb", size), &text, |b, text| {
+            b.iter(|| {
+                let refused = RouterChain::new().with_rule(SVC, black_box(text)).is_err();
+                assert!(refused);
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(1))
         .sample_size(20);
-    targets = per_call, rebuild
+    targets = per_call, rebuild, hostile_rule
 }
 criterion_main!(benches);

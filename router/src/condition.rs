@@ -1,7 +1,7 @@
 //! Condition rules: the v2 `when => then` grammar, v3.0 YAML (a pipeline of v2 strings) and
 //! v3.1 YAML (multi-destination `from`/`to`).
 
-use serde_norway::Value;
+use switchman_core::yaml::{Mapping, Value};
 
 use crate::error::RuleError;
 use crate::pattern::{MatchPair, Pattern, Resolve};
@@ -328,10 +328,10 @@ pub fn lint_v2(text: &str) -> Vec<String> {
                 _ => has_value = true,
             }
         }
-        if let Some(k) = key.filter(|_| !has_value) {
-            if !matches!(k, "true" | "false") {
-                out.push(format!("{side} part: `{k}` has no value"));
-            }
+        if let Some(k) = key.filter(|_| !has_value)
+            && !matches!(k, "true" | "false")
+        {
+            out.push(format!("{side} part: `{k}` has no value"));
         }
     }
     out
@@ -436,7 +436,7 @@ pub(crate) fn yaml_text(v: &Value) -> Option<String> {
 }
 
 /// Reads the common fields. Unknown fields are ignored, as Dubbo does.
-pub(crate) fn parse_meta(map: &serde_norway::Mapping) -> Result<RuleMeta, String> {
+pub(crate) fn parse_meta(map: &Mapping) -> Result<RuleMeta, String> {
     let mut meta = RuleMeta::default();
     for (k, v) in map {
         let Some(k) = k.as_str() else { continue };
@@ -480,7 +480,7 @@ pub(crate) enum CondVersion {
 
 /// Reads `configVersion` as Dubbo's `ConditionRuleParser` does: `v3.1*` is multi-destination,
 /// anything sorting after `v3.1` is unsupported, the rest (or none) is v3.0.
-pub(crate) fn cond_version(map: &serde_norway::Mapping) -> Result<CondVersion, String> {
+pub(crate) fn cond_version(map: &Mapping) -> Result<CondVersion, String> {
     let Some(v) = map.get("configVersion").and_then(yaml_text) else {
         return Ok(CondVersion::V30);
     };

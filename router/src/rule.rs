@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use serde_norway::Value;
 use switchman_core::Url;
+use switchman_core::yaml::{self, Value};
 
 use crate::condition::{
     CondVersion, RuleMeta, Scope, Step, cond_error, cond_version, find_line, parse_meta,
@@ -108,12 +108,13 @@ pub(crate) fn parse_rule(key: &str, text: &str) -> Result<Rule, RuleError> {
 }
 
 fn parse_yaml(key: &str, text: &str, is_tag_key: bool) -> Result<Rule, RuleError> {
-    let value: Value = serde_norway::from_str(text).map_err(|e| {
-        let loc = e.location();
-        RuleError::new(key, format!("invalid YAML: {e}")).at(
-            loc.as_ref().map(|l| l.line()),
-            loc.as_ref().map(|l| l.column()),
-        )
+    // Bounded: an alias bomb is refused at the node limit, not expanded (switchman_core::yaml).
+    let value: Value = yaml::from_str(text, &format!("rule {key}")).map_err(|e| {
+        let message = match e.limit() {
+            Some(_) => e.message().to_string(),
+            None => format!("invalid YAML: {}", e.message()),
+        };
+        RuleError::new(key, message).at(e.line(), e.column())
     })?;
     let Some(map) = value.as_mapping() else {
         return Err(RuleError::new(key, "a YAML rule must be a mapping").at(Some(1), None));
@@ -288,7 +289,7 @@ fn parse_route_url(key: &str, text: &str) -> Result<Rule, RuleError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -387,6 +388,54 @@ mod tests {
             panic!()
         };
         assert_eq!(steps[0].text(), "method=find* => host=1.2.3.4");
+    }
+
+    /// `x: &a [0,0,…]` and `y: [*a,*a,…]` around a valid rule: n×m nodes from `size` bytes.
+    pub(crate) fn alias_bomb(rule: &str, size: usize) -> String {
+        let room = size.saturating_sub(rule.len() + 20);
+        format!(
+            "{rule}x: &a [{}]\ny: [{}]\n",
+            vec!["0"; room / 4].join(","),
+            vec!["*a"; room / 6].join(",")
+        )
+    }
+
+    #[test]
+    fn alias_bombs_are_refused_at_the_yaml_node_limit() {
+        let condition = "scope: service\nkey: demo.Greeter\nconditions:\n  - method = sayHello => host = 1.2.3.4\n";
+        let tag = "key: shop\ntags:\n  - name: gray\n    addresses: [\"10.0.0.1:20880\"]\n";
+        for (key, rule) in [
+            ("demo.Greeter::.condition-router", condition),
+            ("shop.tag-router", tag),
+        ] {
+            for size in [5 * 1024, MAX_RULE_BYTES] {
+                let bomb = alias_bomb(rule, size);
+                assert!(bomb.len() <= MAX_RULE_BYTES);
+                let e = parse_rule(key, &bomb).unwrap_err();
+                assert_eq!(e.key, key);
+                assert!(
+                    e.message
+                        .starts_with("over the YAML node limit: more than 100000 nodes"),
+                    "{size}: {e}"
+                );
+                assert!(e.line.is_some(), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_bomb_leaves_the_chain_in_force() {
+        let key = "demo.Greeter::.condition-router";
+        let good = "scope: service\nkey: demo.Greeter\nconditions:\n  - => port = 2\n";
+        let chain = crate::RouterChain::new().with_rule(key, good).unwrap();
+        // The bomb would route to port 1 if it were read.
+        let bomb = alias_bomb(
+            "scope: service\nkey: demo.Greeter\nconditions:\n  - => port = 1\n",
+            5 * 1024,
+        );
+        let e = chain.with_rule(key, &bomb).unwrap_err();
+        assert!(e.message.contains("node limit"), "{e}");
+        assert_eq!(chain.rule_text(key), Some(good));
     }
 
     #[test]

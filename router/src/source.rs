@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_norway::Value;
+use switchman_core::yaml::{self, Value};
 
 use crate::RouterChain;
 use crate::error::RuleError;
@@ -150,7 +150,7 @@ fn doc_key(doc: &str) -> Option<String> {
     if doc.len() > MAX_RULE_BYTES || !looks_like_yaml(doc) {
         return None;
     }
-    let v: Value = serde_norway::from_str(doc).ok()?;
+    let v: Value = yaml::from_str(doc, "rules file document").ok()?;
     let m = v.as_mapping()?;
     let key = m.get("key").and_then(crate::condition::yaml_text)?;
     let suffix = if m.contains_key("tags") {
@@ -178,6 +178,22 @@ mod tests {
         );
         assert_eq!(keys::app_condition("shop"), "shop.condition-router");
         assert_eq!(keys::tag("shop"), "shop.tag-router");
+    }
+
+    #[test]
+    fn a_file_with_an_alias_bomb_is_refused_naming_the_limit() {
+        let good =
+            "scope: service\nkey: \"com.foo.Bar::\"\nconditions:\n  - method = a => port = 1\n";
+        let bomb = crate::rule::tests::alias_bomb(
+            "scope: service\nkey: demo.Greeter\nconditions:\n  - => port = 2\n",
+            MAX_RULE_BYTES,
+        );
+        // The bomb's `key:` is not read either: the document keeps the default key.
+        assert_eq!(doc_key(&bomb), None);
+        let e = chain_from_text(&format!("{good}---\n{bomb}"), "rules.yaml").unwrap_err();
+        assert_eq!(e.key, "rules.yaml");
+        assert!(e.message.contains("YAML node limit"), "{e}");
+        assert!(e.line.is_some_and(|l| l > 5), "the line is the file's: {e}");
     }
 
     #[test]

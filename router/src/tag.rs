@@ -2,9 +2,9 @@
 
 use std::net::Ipv4Addr;
 
-use serde_norway::Value;
 #[cfg(test)]
 use switchman_core::Instance;
+use switchman_core::yaml::{Mapping, Value};
 
 use crate::condition::{RuleMeta, parse_meta, yaml_text};
 
@@ -100,7 +100,7 @@ fn parse_string_match(v: &Value, what: &str) -> Result<StringMatch, String> {
 }
 
 /// Parses a tag rule from its YAML mapping.
-pub(crate) fn parse_tag_rule(map: &serde_norway::Mapping) -> Result<TagRule, String> {
+pub(crate) fn parse_tag_rule(map: &Mapping) -> Result<TagRule, String> {
     let meta = parse_meta(map)?;
     let v30 = map
         .get("configVersion")

@@ -422,14 +422,12 @@ fn pattern_match(p: &str, value: &str, in_when: bool, consumer: &Consumer) -> bo
         };
         return lo <= v && v <= hi;
     }
-    if !in_when {
-        if let Some(name) = p.strip_prefix('$') {
-            let resolved = match name {
-                "zone" => consumer.zone,
-                _ => None,
-            };
-            return glob(resolved, value);
-        }
+    if !in_when && let Some(name) = p.strip_prefix('$') {
+        let resolved = match name {
+            "zone" => consumer.zone,
+            _ => None,
+        };
+        return glob(resolved, value);
     }
     glob(Some(p), value)
 }

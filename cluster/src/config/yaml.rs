@@ -23,8 +23,7 @@ pub(crate) const OUTLIER_KEYS: [&str; 8] = [
     "outlier.max-ejection-percent",
 ];
 
-type Mapping = serde_norway::Mapping;
-type Value = serde_norway::Value;
+use switchman_core::yaml::{self, Mapping, Value};
 
 impl ClusterConfig {
     /// Loads the configuration for `interface` from YAML (or JSON):
@@ -50,9 +49,9 @@ impl ClusterConfig {
     /// Every service is checked, not only `interface`. Unknown keys and invalid values are
     /// errors naming the level, the key and the value (see [`Settings::set`] for the values).
     pub fn from_yaml(text: &str, interface: &str) -> Result<ClusterConfig, Error> {
-        let raw: Value = serde_norway::from_str(text)
-            .map_err(|e| Error::bad_config(format!("cluster config: {e}")))?;
         let what = "cluster config";
+        // Bounded like every YAML we read (switchman_core::yaml).
+        let raw: Value = yaml::from_str(text, what)?;
         let top = mapping(&raw, what)?;
         let mut cfg = ClusterConfig::default();
         let mut outlier = OutlierConfig::default();
@@ -116,10 +115,7 @@ fn key_of<'v>(k: &'v Value, what: &str) -> Result<&'v str, Error> {
 }
 
 fn render(v: &Value) -> String {
-    serde_norway::to_string(v)
-        .unwrap_or_default()
-        .trim_end()
-        .to_string()
+    v.to_string()
 }
 
 /// A scalar as text (numbers and booleans as written; a list of scalars comma-joined, as
@@ -213,4 +209,25 @@ fn apply_outlier(cfg: &mut OutlierConfig, key: &str, v: &Value, what: &str) -> R
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_alias_bomb_is_refused_at_the_yaml_node_limit() {
+        let text = format!(
+            "retries: 2\nx: &a [{}]\ny: [{}]\n",
+            vec!["0"; 1200].join(","),
+            vec!["*a"; 800].join(",")
+        );
+        let e = ClusterConfig::from_yaml(&text, "com.foo.Bar").unwrap_err();
+        assert_eq!(e.kind(), switchman_core::ErrorKind::BadConfig);
+        assert!(
+            e.message()
+                .starts_with("cluster config: over the YAML node limit"),
+            "{e}"
+        );
+    }
 }

@@ -467,10 +467,10 @@ fn build_request(
         ("tri-service-group", key.group.as_ref()),
         ("tri-service-version", key.version.as_ref()),
     ] {
-        if !value.is_empty() {
-            if let Ok(v) = HeaderValue::try_from(value) {
-                headers.insert(name, v);
-            }
+        if !value.is_empty()
+            && let Ok(v) = HeaderValue::try_from(value)
+        {
+            headers.insert(name, v);
         }
     }
     let mut req = Request::new(Full::new(framing::encode_message(message)));

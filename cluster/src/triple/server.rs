@@ -369,10 +369,10 @@ fn trailers_only(content_type: &HeaderValue, status: &Status) -> Response<ResBod
     let mut r = grpc_headers(content_type);
     let h = r.headers_mut();
     h.insert("grpc-status", HeaderValue::from(status.code.as_u32()));
-    if let Ok(m) = HeaderValue::try_from(percent_encode(&status.message)) {
-        if !status.message.is_empty() {
-            h.insert("grpc-message", m);
-        }
+    if let Ok(m) = HeaderValue::try_from(percent_encode(&status.message))
+        && !status.message.is_empty()
+    {
+        h.insert("grpc-message", m);
     }
     r
 }

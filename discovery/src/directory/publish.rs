@@ -432,10 +432,10 @@ impl State {
         if removed > 0 && self.config.maker.is_some() {
             let due = tokio::time::Instant::now() + self.config.drain_grace;
             for p in &previous {
-                if let Some(service) = &p.service {
-                    if !self.published_index.contains_key(&*p.address) {
-                        self.draining.push(p.address.clone(), service.clone(), due);
-                    }
+                if let Some(service) = &p.service
+                    && !self.published_index.contains_key(&*p.address)
+                {
+                    self.draining.push(p.address.clone(), service.clone(), due);
                 }
             }
         }

@@ -630,8 +630,8 @@ async fn weight_only_deltas_patch_the_last_snapshot() {
     let dir = RegistryDirectory::spawn(cfg().router(chain).cache_file(&cache), None);
     let node = |port: u16, weight: u32, enabled: bool| {
         Instance::builder("10.0.0.1", port)
-            .zone(if port % 2 == 0 { "z1" } else { "z2" })
-            .param("zone", if port % 2 == 0 { "z1" } else { "z2" })
+            .zone(if port.is_multiple_of(2) { "z1" } else { "z2" })
+            .param("zone", if port.is_multiple_of(2) { "z1" } else { "z2" })
             .weight(weight)
             .enabled(enabled)
             .build()

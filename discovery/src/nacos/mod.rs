@@ -748,21 +748,21 @@ async fn connect(inner: Weak<Inner>) {
             Some(Err(e)) => not_ready(&me, &mut failures, delay, "config", &e),
             None => {}
         }
-        if let Some(n) = &naming {
-            if config.is_some() || !wants_config {
-                if failures > 0 {
-                    info!(registry = %me.redacted, after_ms = started.elapsed().as_millis() as u64,
+        if let Some(n) = &naming
+            && (config.is_some() || !wants_config)
+        {
+            if failures > 0 {
+                info!(registry = %me.redacted, after_ms = started.elapsed().as_millis() as u64,
                         retries = failures, "connected to nacos");
-                } else {
-                    info!(registry = %me.redacted, "connected to nacos");
-                }
-                me.clients.send_replace(Some(Clients {
-                    naming: n.clone(),
-                    config: config.take(),
-                }));
-                tokio::spawn(watch_health(inner.clone(), n.clone()));
-                return;
+            } else {
+                info!(registry = %me.redacted, "connected to nacos");
             }
+            me.clients.send_replace(Some(Clients {
+                naming: n.clone(),
+                config: config.take(),
+            }));
+            tokio::spawn(watch_health(inner.clone(), n.clone()));
+            return;
         }
         drop(me);
         tokio::time::sleep(delay).await;

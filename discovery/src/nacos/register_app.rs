@@ -111,10 +111,10 @@ impl NacosRegistry {
         let clients = self.clients_within(REGISTER_WAIT).await?;
         let group = self.inner.opts.group.clone();
         let redacted = &self.inner.redacted;
-        if let Some(p) = &publication {
-            if me.regs.settings().storage == StorageType::Remote {
-                publish_report(&clients, p, redacted).await?;
-            }
+        if let Some(p) = &publication
+            && me.regs.settings().storage == StorageType::Remote
+        {
+            publish_report(&clients, p, redacted).await?;
         }
         let mut registered = me.registered.lock().await;
         match (&publication, &removal) {

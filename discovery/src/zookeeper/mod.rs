@@ -402,14 +402,13 @@ impl Registrar for ZookeeperRegistry {
                         tokio::spawn(async move {
                             while session.is_kept(&path) {
                                 let t = session.config.timeout;
-                                if let Ok(conn) = session.client(t).await {
-                                    if ensure_ephemeral(&conn.client, &session.config, &path, &data)
+                                if let Ok(conn) = session.client(t).await
+                                    && ensure_ephemeral(&conn.client, &session.config, &path, &data)
                                         .await
                                         .is_ok()
-                                    {
-                                        info!(path, "provider registered after a retry");
-                                        return;
-                                    }
+                                {
+                                    info!(path, "provider registered after a retry");
+                                    return;
                                 }
                                 tokio::time::sleep(Duration::from_millis(500)).await;
                             }

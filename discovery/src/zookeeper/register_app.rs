@@ -249,10 +249,10 @@ async fn put_persistent(
 ) -> std::result::Result<(), CallError> {
     let t = session.config.timeout;
     let mode = zk::CreateMode::Persistent.with_acls(acls(&session.config));
-    if let Some((parent, _)) = path.rsplit_once('/') {
-        if !parent.is_empty() {
-            call(t, client.mkdir(parent, &mode)).await?;
-        }
+    if let Some((parent, _)) = path.rsplit_once('/')
+        && !parent.is_empty()
+    {
+        call(t, client.mkdir(parent, &mode)).await?;
     }
     match call(t, client.create(path, data, &mode)).await {
         Ok(_) => Ok(()),

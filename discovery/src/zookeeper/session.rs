@@ -178,14 +178,14 @@ pub(crate) async fn ensure_ephemeral(
 ) -> Result<(), CallError> {
     let t = config.timeout;
     let acls = acls(config);
-    if let Some((parent, _)) = path.rsplit_once('/') {
-        if !parent.is_empty() {
-            call(
-                t,
-                client.mkdir(parent, &zk::CreateMode::Persistent.with_acls(acls)),
-            )
-            .await?;
-        }
+    if let Some((parent, _)) = path.rsplit_once('/')
+        && !parent.is_empty()
+    {
+        call(
+            t,
+            client.mkdir(parent, &zk::CreateMode::Persistent.with_acls(acls)),
+        )
+        .await?;
     }
     let mode = zk::CreateMode::Ephemeral.with_acls(acls);
     for _ in 0..3 {

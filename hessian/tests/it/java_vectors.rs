@@ -301,7 +301,7 @@ fn json_of(name: &str) -> Option<Json> {
 }
 
 fn unhex(hex: &str) -> Result<Vec<u8>, String> {
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return Err("odd number of hex digits".into());
     }
     (0..hex.len())
@@ -384,14 +384,14 @@ fn check_vectors(json: &Json) -> Vec<String> {
                 (None, None)
             }
         };
-        if let Some(want) = want {
-            if &decoded != want {
-                failures.push(format!(
-                    "{name}: decoded {}, want {}",
-                    short(&decoded),
-                    short(want)
-                ));
-            }
+        if let Some(want) = want
+            && &decoded != want
+        {
+            failures.push(format!(
+                "{name}: decoded {}, want {}",
+                short(&decoded),
+                short(want)
+            ));
         }
         if let Some(enc) = encode {
             let mut e = Encoder::new();

@@ -87,7 +87,7 @@ fn fleet(n: usize, round: u64) -> Vec<Instance> {
             // 1% of the weights change every round, so every push is a real change.
             let weight = if i == 0 {
                 ROUND_BASE + (round % ROUNDS) as u32
-            } else if (i as u64 + round) % 100 == 0 {
+            } else if (i as u64 + round).is_multiple_of(100) {
                 50
             } else {
                 100

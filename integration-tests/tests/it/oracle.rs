@@ -356,11 +356,11 @@ fn switchman_agrees_with_dubbo() {
         }
         _ => oracle::generate(seed, per_component),
     };
-    if let Ok(path) = std::env::var("SWITCHMAN_ORACLE_DUMP") {
-        if !path.is_empty() {
-            let doc = json!({"cases": cases.iter().map(|c| &c.input).collect::<Vec<_>>()});
-            std::fs::write(&path, doc.to_string()).unwrap_or_else(|e| panic!("{path}: {e}"));
-        }
+    if let Ok(path) = std::env::var("SWITCHMAN_ORACLE_DUMP")
+        && !path.is_empty()
+    {
+        let doc = json!({"cases": cases.iter().map(|c| &c.input).collect::<Vec<_>>()});
+        std::fs::write(&path, doc.to_string()).unwrap_or_else(|e| panic!("{path}: {e}"));
     }
 
     let java = oracle::run_java(&cases).unwrap_or_else(|e| panic!("the Java oracle: {e}"));
@@ -435,12 +435,12 @@ fn switchman_agrees_with_dubbo() {
     );
     println!("{}", tally.table());
     println!("{}", tally.details(&deviations));
-    if let Ok(path) = std::env::var("SWITCHMAN_ORACLE_REPORT") {
-        if !path.is_empty() {
-            let text = serde_json::to_string_pretty(&tally.report()).unwrap();
-            std::fs::write(&path, text).unwrap_or_else(|e| panic!("{path}: {e}"));
-            println!("report: {path}");
-        }
+    if let Ok(path) = std::env::var("SWITCHMAN_ORACLE_REPORT")
+        && !path.is_empty()
+    {
+        let text = serde_json::to_string_pretty(&tally.report()).unwrap();
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{path}: {e}"));
+        println!("report: {path}");
     }
     let new: Vec<&str> = tally.new_disagreements().map(|o| o.id.as_str()).collect();
     assert!(

@@ -382,10 +382,10 @@ async fn the_revision_matches_the_one_java_computes() {
     let zk = raw_client(&zookeeper(), WAIT).await;
     let deadline = Instant::now() + WAIT;
     let node = loop {
-        if let Ok(children) = zk.list_children(&format!("/services/{app}")).await {
-            if let Some(c) = children.first() {
-                break zk_data(&format!("/services/{app}/{c}")).await.unwrap();
-            }
+        if let Ok(children) = zk.list_children(&format!("/services/{app}")).await
+            && let Some(c) = children.first()
+        {
+            break zk_data(&format!("/services/{app}/{c}")).await.unwrap();
         }
         assert!(
             Instant::now() < deadline,

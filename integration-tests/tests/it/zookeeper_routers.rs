@@ -236,10 +236,10 @@ async fn legacy_routers_false_ignores_the_routers_node() {
     let want = format!("{routers}/{node}");
     let seen = tokio::time::timeout(WAIT, async {
         while let Some(u) = on_rx.recv().await {
-            if let Update::Rule { key, text: Some(t) } = u {
-                if key == want {
-                    return t;
-                }
+            if let Update::Rule { key, text: Some(t) } = u
+                && key == want
+            {
+                return t;
             }
         }
         panic!("subscription ended")
