@@ -74,6 +74,7 @@
 //! provider's `MetadataService`): `app.rs`.
 
 mod app;
+mod auth;
 mod mapping;
 mod register_app;
 mod rules;
@@ -541,9 +542,8 @@ impl NacosOptions {
                 props = props.max_retries(servers as u32);
             }
         }
-        if let (Some(u), Some(p)) = (&self.username, &self.password) {
-            props = props.auth_username(u.clone()).auth_password(p.clone());
-        }
+        // The credentials stay out of the SDK's props (printable with `{:?}`): the login
+        // plugin holds them (`auth.rs`).
         props
     }
 
@@ -563,11 +563,21 @@ impl NacosOptions {
         }
     }
 
+    /// The login of a client built with these options (none without a `username`): the
+    /// adapter's own (`auth.rs`), not nacos-sdk's, which logs the password.
+    fn login(&self) -> Option<Arc<dyn nacos_sdk::api::plugin::AuthPlugin>> {
+        let user = self.username.as_deref()?;
+        Some(Arc::new(auth::NacosLogin::new(
+            user,
+            self.password.as_deref().unwrap_or(""),
+        )))
+    }
+
     async fn build_naming(&self) -> Result<NamingService> {
         self.prepare_cache_dir();
         let mut b = NamingServiceBuilder::new(self.client_props());
-        if self.username.is_some() {
-            b = b.enable_auth_plugin_http();
+        if let Some(login) = self.login() {
+            b = b.with_auth_plugin(login);
         }
         match tokio::time::timeout(BUILD_TIMEOUT, b.build()).await {
             Ok(Ok(n)) => Ok(n),
@@ -581,8 +591,8 @@ impl NacosOptions {
 
     async fn build_config(&self) -> Result<ConfigService> {
         let mut b = ConfigServiceBuilder::new(self.client_props());
-        if self.username.is_some() {
-            b = b.enable_auth_plugin_http();
+        if let Some(login) = self.login() {
+            b = b.with_auth_plugin(login);
         }
         match tokio::time::timeout(BUILD_TIMEOUT, b.build()).await {
             Ok(Ok(c)) => Ok(c),
@@ -725,10 +735,10 @@ async fn connect(inner: Weak<Inner>) {
         let together =
             naming.is_none() && config.is_none() && wants_config && me.opts.several_servers();
         let (built_naming, built_config) = if together {
-            let (n, c) = tokio::join!(me.opts.build_naming(), me.opts.build_config());
+            let (n, c) = tokio::join!(build_naming(&me.opts), build_config(&me.opts));
             (Some(n), Some(c))
         } else if naming.is_none() {
-            (Some(me.opts.build_naming().await), None)
+            (Some(build_naming(&me.opts).await), None)
         } else {
             (None, None)
         };
@@ -739,7 +749,7 @@ async fn connect(inner: Weak<Inner>) {
         }
         let built_config = match built_config {
             None if naming.is_some() && config.is_none() && wants_config => {
-                Some(me.opts.build_config().await)
+                Some(build_config(&me.opts).await)
             }
             other => other,
         };
@@ -767,6 +777,44 @@ async fn connect(inner: Weak<Inner>) {
         drop(me);
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(BUILD_BACKOFF_MAX);
+    }
+}
+
+/// One naming client build, [supervised](supervised).
+async fn build_naming(opts: &NacosOptions) -> Result<NamingService> {
+    let opts = opts.clone();
+    supervised("naming", async move { opts.build_naming().await }).await
+}
+
+/// One config client build, [supervised](supervised).
+async fn build_config(opts: &NacosOptions) -> Result<ConfigService> {
+    let opts = opts.clone();
+    supervised("config", async move { opts.build_config().await }).await
+}
+
+/// Runs `build` in a task of its own: a panic inside nacos-sdk (0.8.3 has `expect`s on
+/// server answers) fails that build, which the connector retries with backoff, instead of
+/// ending the connector for the life of the process.
+async fn supervised<T: Send + 'static>(
+    client: &str,
+    build: impl std::future::Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    match tokio::spawn(build).await {
+        Ok(built) => built,
+        Err(e) if e.is_panic() => {
+            let payload = e.into_panic();
+            let why = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_string());
+            Err(Error::transport(format!(
+                "nacos {client} client: nacos-sdk panicked while connecting: {why}"
+            )))
+        }
+        Err(e) => Err(Error::transport(format!(
+            "nacos {client} client: the build was cancelled: {e}"
+        ))),
     }
 }
 
@@ -971,6 +1019,24 @@ impl Registrar for NacosRegistry {
 
 #[cfg(test)]
 mod tests {
+    #[tokio::test]
+    async fn a_panic_inside_a_build_is_a_failed_build() {
+        let e = super::supervised::<()>("naming", async {
+            panic!("Response text conversion should succeed")
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(e.kind(), switchman_core::ErrorKind::Transport);
+        assert_eq!(
+            e.message(),
+            "nacos naming client: nacos-sdk panicked while connecting: Response text conversion should succeed"
+        );
+        assert_eq!(
+            super::supervised("config", async { Ok(7) }).await.unwrap(),
+            7
+        );
+    }
+
     use super::*;
     use switchman_core::url::MAX_SERVERS;
 

@@ -1,0 +1,390 @@
+//! Nacos username/password login, in place of nacos-sdk 0.8.3's `HttpLoginAuthPlugin`.
+//!
+//! The SDK's plugin puts the password in the login URL's query string (so every proxy and the
+//! server's access log records it), logs that URL and the password at `debug` and the server's
+//! answer at `error`, and panics when the answer's body fails mid-read, which ends the SDK's
+//! login task for good (the token then expires and every request fails until a restart). This
+//! one, given to the SDK through `with_auth_plugin`:
+//!
+//! - posts `username` and `password` as an `application/x-www-form-urlencoded` body to
+//!   `/nacos/v1/auth/login` (Nacos and rnacos read form fields as they read query parameters);
+//! - logs neither; a refused login is one `warn` line naming the server and the status, with at
+//!   most [`MAX_LOGGED`] bytes of the answer, then `debug` while it keeps failing;
+//! - tries the servers in turn from a random one, each within [`LOGIN_TIMEOUT`], reads at most
+//!   [`MAX_ANSWER`] bytes of an answer, and never panics: a failed login keeps the last token;
+//! - refreshes the token when 90% of its `tokenTtl` has passed (Java's Nacos client refreshes
+//!   in the last tenth of the TTL), the TTL taken within 1 s..=1 day.
+//!
+//! The SDK calls [`AuthPlugin::login`] when a client is built and every 30 s after, and puts
+//! the token on every gRPC request as `accessToken`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nacos_sdk::api::plugin::{AuthContext, AuthPlugin, LoginIdentityContext, RequestResource};
+use tracing::{debug, info, warn};
+
+/// One login request's time limit (connect, send, answer).
+pub(crate) const LOGIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest login answer read (a Nacos answer is about 200 bytes).
+pub(crate) const MAX_ANSWER: usize = 64 * 1024;
+/// The most bytes of a refused login's answer that go to the log.
+pub(crate) const MAX_LOGGED: usize = 200;
+/// The token TTL range: a server's `tokenTtl` (seconds) outside it is clamped.
+const TTL_RANGE: (u64, u64) = (1, 24 * 3600);
+/// The key under which the SDK sends the token (Nacos's `accessToken`).
+const ACCESS_TOKEN: &str = "accessToken";
+
+/// A Nacos login for one registry's clients (naming and config share one).
+pub(crate) struct NacosLogin {
+    username: String,
+    password: String,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    token: Option<String>,
+    /// When the token is due for a refresh; `None`: log in at the next call.
+    refresh_at: Option<Instant>,
+    /// Consecutive failed logins (the first is a warning, the next ones `debug`).
+    failures: u32,
+}
+
+/// What one login attempt against one server gave.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Outcome {
+    /// A token and its TTL (clamped).
+    Token(String, Duration),
+    /// Refused or unusable: why, for the log (no credential in it).
+    Failed(String),
+}
+
+impl std::fmt::Debug for NacosLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NacosLogin")
+            .field("username", &self.username)
+            .field("password", &"***")
+            .finish()
+    }
+}
+
+impl NacosLogin {
+    pub(crate) fn new(username: &str, password: &str) -> Self {
+        NacosLogin {
+            username: username.to_string(),
+            password: password.to_string(),
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn due(&self) -> bool {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.refresh_at.is_none_or(|at| Instant::now() >= at)
+    }
+
+    fn record(&self, server: &str, outcome: Outcome) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match outcome {
+            Outcome::Token(token, ttl) => {
+                if s.failures > 0 {
+                    info!(server, after_failures = s.failures, "nacos login succeeded");
+                }
+                s.token = Some(token);
+                s.refresh_at = Some(Instant::now() + ttl - ttl / 10);
+                s.failures = 0;
+            }
+            Outcome::Failed(why) => {
+                if s.failures == 0 {
+                    warn!(
+                        server,
+                        "nacos login failed (the last token, if any, stays in use): {why}"
+                    );
+                } else {
+                    debug!(
+                        server,
+                        failures = s.failures,
+                        "nacos login still failing: {why}"
+                    );
+                }
+                s.failures = s.failures.saturating_add(1);
+            }
+        }
+    }
+
+    /// The form body: `username=..&password=..`, percent-encoded.
+    fn form(&self) -> String {
+        form_urlencoded::Serializer::new(String::new())
+            .append_pair("username", &self.username)
+            .append_pair("password", &self.password)
+            .finish()
+    }
+
+    /// One login against `server` (`host:port`, the HTTP port), within [`LOGIN_TIMEOUT`].
+    pub(crate) async fn login_once(&self, server: &str) -> Outcome {
+        match tokio::time::timeout(LOGIN_TIMEOUT, self.post(server)).await {
+            Ok(Ok((status, body))) if status.is_success() => parse_answer(&body),
+            Ok(Ok((status, body))) => Outcome::Failed(format!("HTTP {status}: {}", excerpt(&body))),
+            Ok(Err(why)) => Outcome::Failed(why),
+            Err(_) => Outcome::Failed(format!("no answer within {LOGIN_TIMEOUT:?}")),
+        }
+    }
+
+    /// The login request on a fresh connection (logins are rare; the SDK calls this from its
+    /// own runtime and from the caller's, and no connection should outlive either): the
+    /// status and at most [`MAX_ANSWER`] bytes of body.
+    async fn post(&self, server: &str) -> Result<(hyper::StatusCode, Vec<u8>), String> {
+        use http_body_util::BodyExt;
+        use hyper::body::Bytes;
+
+        let tcp = tokio::net::TcpStream::connect(server)
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                .await
+                .map_err(|e| format!("HTTP handshake failed: {e}"))?;
+        let conn = tokio::spawn(conn);
+        let request = hyper::Request::post("/nacos/v1/auth/login")
+            .header(hyper::header::HOST, server)
+            .header(
+                hyper::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(http_body_util::Full::new(Bytes::from(self.form())))
+            .map_err(|e| format!("bad request: {e}"))?;
+        let result = async {
+            let resp = sender
+                .send_request(request)
+                .await
+                .map_err(|e| format!("request failed: {e}"))?;
+            let status = resp.status();
+            let body = http_body_util::Limited::new(resp.into_body(), MAX_ANSWER)
+                .collect()
+                .await
+                .map_err(|e| {
+                    if e.is::<http_body_util::LengthLimitError>() {
+                        format!("HTTP {status}: an answer over {MAX_ANSWER} bytes")
+                    } else {
+                        format!("HTTP {status}: the answer broke off: {e}")
+                    }
+                })?
+                .to_bytes();
+            Ok((status, body.to_vec()))
+        }
+        .await;
+        conn.abort();
+        result
+    }
+}
+
+/// The token and TTL of a login answer (`{"accessToken":"..","tokenTtl":18000,..}`).
+pub(crate) fn parse_answer(body: &[u8]) -> Outcome {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Answer {
+        access_token: String,
+        token_ttl: u64,
+    }
+    match serde_json::from_slice::<Answer>(body) {
+        Ok(a) if !a.access_token.is_empty() && a.access_token.len() <= 8 * 1024 => {
+            let ttl = a.token_ttl.clamp(TTL_RANGE.0, TTL_RANGE.1);
+            Outcome::Token(a.access_token, Duration::from_secs(ttl))
+        }
+        Ok(_) => Outcome::Failed("an empty or oversized accessToken".to_string()),
+        Err(e) => Outcome::Failed(format!("not a login answer ({e}): {}", excerpt(body))),
+    }
+}
+
+/// At most [`MAX_LOGGED`] bytes of `body`, control characters replaced.
+fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(MAX_LOGGED)]);
+    let mut out: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if body.len() > MAX_LOGGED {
+        out.push('…');
+    }
+    out
+}
+
+impl AuthPlugin for NacosLogin {
+    fn login<'a, 'b>(
+        &'a self,
+        server_list: Arc<Vec<String>>,
+        _auth_context: Arc<AuthContext>,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'b>>
+    where
+        'a: 'b,
+        Self: 'b,
+    {
+        Box::pin(async move {
+            if !self.due() || server_list.is_empty() {
+                return;
+            }
+            let start = fastrand::usize(..server_list.len());
+            let mut last = None;
+            for k in 0..server_list.len() {
+                let server = &server_list[(start + k) % server_list.len()];
+                match self.login_once(server).await {
+                    Outcome::Token(token, ttl) => {
+                        self.record(server, Outcome::Token(token, ttl));
+                        return;
+                    }
+                    Outcome::Failed(why) => last = Some((server.clone(), why)),
+                }
+            }
+            if let Some((server, why)) = last {
+                self.record(&server, Outcome::Failed(why));
+            }
+        })
+    }
+
+    fn get_login_identity(&self, _: RequestResource) -> LoginIdentityContext {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match &s.token {
+            Some(t) => LoginIdentityContext::default().add_context(ACCESS_TOKEN, t.clone()),
+            None => LoginIdentityContext::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// A one-connection-at-a-time HTTP server answering every request with `answer`; the
+    /// requests it read come back on the channel.
+    async fn server(
+        answer: &'static [u8],
+    ) -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                // Read the head and the announced body.
+                loop {
+                    let n = s.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    if let Some(head_end) = text.find("\r\n\r\n") {
+                        let len = text[..head_end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                            })
+                            .unwrap_or(0);
+                        if buf.len() >= head_end + 4 + len {
+                            break;
+                        }
+                    }
+                }
+                let _ = tx.send(String::from_utf8_lossy(&buf).to_string());
+                let _ = s.write_all(answer).await;
+                let _ = s.shutdown().await;
+            }
+        });
+        (addr, rx)
+    }
+
+    #[tokio::test]
+    async fn credentials_travel_in_the_body_never_the_url() {
+        let (addr, mut requests) = server(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 51\r\n\r\n{\"accessToken\":\"tok-1\",\"tokenTtl\":18000,\"x\":true}  ",
+        )
+        .await;
+        let login = NacosLogin::new("ops user", "p&ss=w?rd#1");
+        login
+            .login(Arc::new(vec![addr]), Arc::new(AuthContext::default()))
+            .await;
+        let req = requests.recv().await.unwrap();
+        let head = req.lines().next().unwrap();
+        assert_eq!(head, "POST /nacos/v1/auth/login HTTP/1.1", "{req}");
+        assert!(!head.contains("p&ss") && !head.contains("p%26ss"), "{req}");
+        assert!(
+            req.ends_with("username=ops+user&password=p%26ss%3Dw%3Frd%231"),
+            "{req}"
+        );
+        let s = login.state.lock().unwrap();
+        assert_eq!(s.token.as_deref(), Some("tok-1"));
+        // Refreshed at 90% of 18000 s.
+        let left = s.refresh_at.unwrap() - Instant::now();
+        assert!(left > Duration::from_secs(16_100) && left <= Duration::from_secs(16_200));
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_breaks_off_or_is_refused_keeps_the_last_token_and_never_panics() {
+        let login = NacosLogin::new("u", "secret-pw");
+        login.record("x", Outcome::Token("old".into(), Duration::from_secs(1)));
+        login.state.lock().unwrap().refresh_at = None;
+        // Announces 100 bytes, sends 10, closes: the SDK's plugin panicked here.
+        let (cut, _r1) = server(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"accessTo").await;
+        let (refused, _r2) =
+            server(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 13\r\n\r\nunknown user!").await;
+        for addr in [cut, refused] {
+            match login.login_once(&addr).await {
+                Outcome::Failed(why) => assert!(!why.contains("secret-pw"), "{why}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        login
+            .login(
+                Arc::new(vec![
+                    server(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 2\r\n\r\nno")
+                        .await
+                        .0,
+                ]),
+                Arc::new(AuthContext::default()),
+            )
+            .await;
+        let s = login.state.lock().unwrap();
+        assert_eq!(s.token.as_deref(), Some("old"));
+        assert_eq!(s.failures, 1);
+    }
+
+    #[tokio::test]
+    async fn an_oversized_answer_is_refused() {
+        let mut big = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+        big.extend(std::iter::repeat_n(b'x', MAX_ANSWER + 10));
+        let big: &'static [u8] = Box::leak(big.into_boxed_slice());
+        let (addr, _r) = server(big).await;
+        match NacosLogin::new("u", "p").login_once(&addr).await {
+            Outcome::Failed(why) => assert!(why.contains("an answer over"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn answers_are_checked() {
+        assert_eq!(
+            parse_answer(br#"{"accessToken":"t","tokenTtl":0}"#),
+            Outcome::Token("t".into(), Duration::from_secs(1))
+        );
+        assert_eq!(
+            parse_answer(br#"{"accessToken":"t","tokenTtl":99999999999}"#),
+            Outcome::Token("t".into(), Duration::from_secs(24 * 3600))
+        );
+        assert!(matches!(
+            parse_answer(br#"{"accessToken":"","tokenTtl":5}"#),
+            Outcome::Failed(_)
+        ));
+        assert!(
+            matches!(parse_answer(b"<html>\x1b[31m"), Outcome::Failed(w) if !w.contains('\x1b'))
+        );
+        let f = format!("{:?}", NacosLogin::new("u", "hunter2"));
+        assert!(!f.contains("hunter2"), "{f}");
+    }
+}
