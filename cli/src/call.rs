@@ -17,6 +17,8 @@ use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, Result};
 #[derive(Debug, clap::Args)]
 pub(crate) struct CallArgs {
     /// Registry address: zookeeper://h:p, nacos://h:p?namespace=.., or a static YAML file.
+    /// A cluster: zookeeper://h1:p1,h2:p2,h3:p3[/chroot] or nacos://h1:p1,h2:p2?namespace=..
+    /// (or ?backup=h2:p2,h3:p3 on either; nacos also ?endpoint=host:port, an address server).
     registry: String,
     /// Service (Dubbo interface, or a plain Nacos service name).
     service: String,

@@ -32,7 +32,9 @@ use switchman_discovery::registrar_from_url;
 /// Arguments of `switchman provider`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ProviderArgs {
-    /// Registry address: zookeeper://h:p[?backup=..] or nacos://h:p?namespace=..
+    /// Registry address: zookeeper://h:p or nacos://h:p?namespace=..; a cluster:
+    /// zookeeper://h1:p1,h2:p2,h3:p3[/chroot], nacos://h1:p1,h2:p2?namespace=.., or
+    /// ?backup=h2:p2,h3:p3 on either (nacos also ?endpoint=host:port, an address server).
     /// Repeat it to register in several registries.
     #[arg(long, required = true)]
     registry: Vec<String>,

@@ -33,7 +33,8 @@ const MIN_HEIGHT: u16 = 8;
 /// Arguments of `switchman top`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct TopArgs {
-    /// Registry address (zookeeper://h:p, nacos://h:p, a static YAML file), followed by
+    /// Registry address (zookeeper://h:p, nacos://h:p, a static YAML file; a cluster as
+    /// zookeeper://h1:p1,h2:p2 or nacos://h1:p1,h2:p2, or ?backup=h2:p2 on either), followed by
     /// SERVICE: view a registry subscription. With --admin: just SERVICE, optional (default:
     /// the first consumer the endpoint lists).
     registry: Option<String>,

@@ -21,6 +21,8 @@ use switchman_discovery::{
 #[derive(Debug, clap::Args)]
 pub(crate) struct WatchArgs {
     /// Registry address: zookeeper://h:p, nacos://h:p?namespace=.., or a static YAML file.
+    /// A cluster: zookeeper://h1:p1,h2:p2,h3:p3[/chroot] or nacos://h1:p1,h2:p2?namespace=..
+    /// (or ?backup=h2:p2,h3:p3 on either; nacos also ?endpoint=host:port, an address server).
     registry: String,
     /// Service (Dubbo interface, or a plain Nacos service name).
     service: String,
