@@ -506,7 +506,7 @@ impl<'c> Call<'c> {
             settings,
             telemetry,
             book,
-            deadline: settings.deadline.map(|d| Instant::now() + d),
+            deadline: settings.deadline.map(crate::config::deadline_after),
             rng: fastrand::Rng::new(),
             tried: Tried::new(),
             failed: Vec::new(),

@@ -45,7 +45,8 @@ use serde_json::Value;
 use switchman_core::{Error, Invocation};
 use switchman_loadbalance::OutlierConfig;
 
-pub use durations::DEFAULT_TIMEOUT;
+pub(crate) use durations::deadline_after;
+pub use durations::{DEFAULT_TIMEOUT, MAX_PROVIDER_TIMEOUT};
 pub use hedge::Hedge;
 pub use merger::Merger;
 pub use mock::{FallbackFn, Mock, MockAction};

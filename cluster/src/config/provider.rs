@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use switchman_loadbalance::BalancerKind;
-use tracing::debug;
+use tracing::{debug, warn};
 
-use super::durations::DEFAULT_TIMEOUT;
+use super::durations::{DEFAULT_TIMEOUT, MAX_PROVIDER_TIMEOUT};
 use super::{Balancer, HashArguments, HashNodes, Settings};
 
 /// The keys a provider registers for its callers. Dubbo reads `timeout` and `actives` for the
@@ -47,10 +47,16 @@ impl ProviderLayer {
         let t = value.trim();
         let ok = match key {
             "timeout" => t.parse::<i64>().ok().map(|n| {
-                self.timeout = Some(if n > 0 {
-                    Duration::from_millis(n as u64)
-                } else {
+                self.timeout = Some(if n <= 0 {
                     DEFAULT_TIMEOUT
+                } else if n as u64 > MAX_PROVIDER_TIMEOUT.as_millis() as u64 {
+                    warn!(
+                        key,
+                        value, "a provider's timeout over a day (registry data): taken as one day"
+                    );
+                    MAX_PROVIDER_TIMEOUT
+                } else {
+                    Duration::from_millis(n as u64)
                 })
             }),
             "actives" => t

@@ -288,7 +288,7 @@ impl TripleInvoker {
     ) -> Result<Answer> {
         let address = target.address();
         let method = call.method;
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::config::deadline_after(timeout);
         let mut sent = false;
         let outcome = tokio::time::timeout_at(
             deadline,

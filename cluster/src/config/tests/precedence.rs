@@ -360,3 +360,17 @@ fn attachments_that_do_not_parse_are_errors_naming_them() {
             .is_none()
     );
 }
+
+/// A provider registering a timeout of `i64::MAX` ms (registry data) gets one day, so no
+/// caller computes a deadline beyond the clock; within the range the value stands.
+#[test]
+fn a_provider_timeout_over_a_day_is_one_day() {
+    let providers = [
+        ProviderKeys::parse(&params(&[("timeout", "9223372036854775807")])),
+        ProviderKeys::parse(&params(&[("m.timeout", "86400001")])),
+        ProviderKeys::parse(&params(&[("timeout", "86400000")])),
+    ];
+    let e = ClusterConfig::default().resolve_for_snapshot(Some("m"), 1, &providers);
+    let t: Vec<Duration> = (0..3).map(|i| e.timeout_for(i)).collect();
+    assert_eq!(t, [crate::MAX_PROVIDER_TIMEOUT; 3]);
+}
