@@ -56,7 +56,7 @@ pub(crate) struct CallArgs {
     loadbalance: String,
     /// Per-attempt timeout in ms, a consumer service-level setting: a provider's own
     /// `{method}.timeout` beats it, its service-level `timeout` does not. Unset: the
-    /// provider's values, else Dubbo's 1000 ms.
+    /// provider's values, else Dubbo's default (1000 ms; 3000 ms to a tri:// provider).
     #[arg(long)]
     timeout: Option<u64>,
     /// Retries after a failed attempt (failover; background retries for failback), a consumer

@@ -258,7 +258,9 @@ impl Inner {
         let providers: Vec<ProviderKeys> = snap
             .endpoints()
             .iter()
-            .map(|e| ProviderKeys::parse(e.instance.params()))
+            .map(|e| {
+                ProviderKeys::parse(e.instance.params()).protocol(e.instance.protocol().as_str())
+            })
             .collect();
         // The balancer of each distinct spec, looked up once for this resolution (endpoints
         // and methods mostly share one or two specs).

@@ -49,7 +49,7 @@ pub use call::{Attempter, Call, Candidates, DEADLINE_FLOOR, Pick};
 pub use config::{
     Balancer, ClusterConfig, DEFAULT_TIMEOUT, Effective, FallbackFn, Forks, HashArguments,
     HashNodes, Hedge, MAX_ATTEMPTS, MAX_PROVIDER_TIMEOUT, Merger, Mock, MockAction, Percent,
-    Retries, Settings, Strategy,
+    Retries, Settings, Strategy, TRIPLE_DEFAULT_TIMEOUT,
 };
 pub use endpoint::{LayeredMaker, TowerEndpoint};
 pub use http_invoker::{DEFAULT_DRAIN_GRACE, DEFAULT_MAX_BODY, HttpInvoker, RestRoute};

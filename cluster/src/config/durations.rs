@@ -6,6 +6,11 @@ use std::time::Duration;
 /// Dubbo's default `timeout`: what an attempt gets when no layer sets a positive one.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(1000);
 
+/// Dubbo's default `timeout` of a `tri://` provider (`TripleInvoker` passes 3000 ms where
+/// `DubboInvoker` passes 1000): what an attempt to a Triple endpoint gets when no layer sets a
+/// positive one.
+pub const TRIPLE_DEFAULT_TIMEOUT: Duration = Duration::from_millis(3000);
+
 /// The longest `timeout` a provider's registration can give its callers: one day. Dubbo has
 /// no bound; a larger value (registry data, up to `i64::MAX` ms) is taken as this, warned.
 pub const MAX_PROVIDER_TIMEOUT: Duration = Duration::from_secs(24 * 3600);

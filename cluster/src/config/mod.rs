@@ -46,7 +46,7 @@ use switchman_core::{Error, Invocation};
 use switchman_loadbalance::OutlierConfig;
 
 pub(crate) use durations::deadline_after;
-pub use durations::{DEFAULT_TIMEOUT, MAX_PROVIDER_TIMEOUT};
+pub use durations::{DEFAULT_TIMEOUT, MAX_PROVIDER_TIMEOUT, TRIPLE_DEFAULT_TIMEOUT};
 pub use hedge::Hedge;
 pub use merger::Merger;
 pub use mock::{FallbackFn, Mock, MockAction};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use switchman_loadbalance::BalancerKind;
 use tracing::{debug, warn};
 
-use super::durations::{DEFAULT_TIMEOUT, MAX_PROVIDER_TIMEOUT};
+use super::durations::{MAX_PROVIDER_TIMEOUT, TRIPLE_DEFAULT_TIMEOUT};
 use super::{Balancer, HashArguments, HashNodes, Settings};
 
 /// The keys a provider registers for its callers. Dubbo reads `timeout` and `actives` for the
@@ -27,7 +27,7 @@ pub(crate) const PROVIDER_KEYS: [&str; 6] = [
 /// The provider keys as one layer sets them (`None`: not set there).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct ProviderLayer {
-    /// Positive, or Dubbo's default for a value that is not.
+    /// Positive, or zero for a value that is not (then the protocol's default applies).
     pub(crate) timeout: Option<Duration>,
     /// 0: no cap.
     pub(crate) actives: Option<u32>,
@@ -47,8 +47,10 @@ impl ProviderLayer {
         let t = value.trim();
         let ok = match key {
             "timeout" => t.parse::<i64>().ok().map(|n| {
+                // Not positive: the protocol's default (Dubbo's getMethodPositiveParameter),
+                // decided where the endpoint's protocol is known.
                 self.timeout = Some(if n <= 0 {
-                    DEFAULT_TIMEOUT
+                    Duration::ZERO
                 } else if n as u64 > MAX_PROVIDER_TIMEOUT.as_millis() as u64 {
                     warn!(
                         key,
@@ -114,6 +116,8 @@ impl ProviderLayer {
 pub(crate) struct ProviderKeys {
     service: ProviderLayer,
     methods: Vec<(String, ProviderLayer)>,
+    /// The protocol's default timeout when it is not Dubbo's 1000 ms (`tri`: 3000 ms).
+    default_timeout: Option<Duration>,
 }
 
 impl ProviderKeys {
@@ -154,6 +158,18 @@ impl ProviderKeys {
         out
     }
 
+    /// These keys of a provider speaking `protocol`: a `tri` provider's calls get Triple's
+    /// default timeout ([`TRIPLE_DEFAULT_TIMEOUT`]) when no layer sets a positive one.
+    pub(crate) fn protocol(mut self, protocol: &str) -> ProviderKeys {
+        self.default_timeout = (protocol == "tri").then_some(TRIPLE_DEFAULT_TIMEOUT);
+        self
+    }
+
+    /// The protocol's default timeout, when it is not Dubbo's.
+    pub(crate) fn default_timeout(&self) -> Option<Duration> {
+        self.default_timeout
+    }
+
     /// The service-level layer.
     pub(crate) fn service(&self) -> &ProviderLayer {
         &self.service
@@ -174,6 +190,8 @@ impl ProviderKeys {
 
     /// Whether the provider registered none of the keys.
     pub(crate) fn is_empty(&self) -> bool {
-        self.service == ProviderLayer::default() && self.methods.is_empty()
+        self.service == ProviderLayer::default()
+            && self.methods.is_empty()
+            && self.default_timeout.is_none()
     }
 }

@@ -234,12 +234,19 @@ impl Consumer<'_> {
             .or_else(|| p.and_then(&provider))
     }
 
-    fn limits(&self, p: Option<&ProviderLayer>, pm: Option<&ProviderLayer>) -> Limits {
+    /// The limits of a call to a provider with these layers; `default_timeout`: its protocol's
+    /// (Dubbo's 1000 ms, Triple's 3000 ms), for no layer or a value that is not positive.
+    fn limits(
+        &self,
+        p: Option<&ProviderLayer>,
+        pm: Option<&ProviderLayer>,
+        default_timeout: Duration,
+    ) -> Limits {
         Limits {
             timeout: self
                 .pick(p, pm, |s| s.timeout, |l| l.timeout)
-                .map(positive_or_default)
-                .unwrap_or(DEFAULT_TIMEOUT),
+                .filter(|t| !t.is_zero())
+                .unwrap_or(default_timeout),
             actives: self
                 .pick(p, pm, |s| s.actives, |l| l.actives)
                 .filter(|a| *a > 0),
@@ -313,7 +320,11 @@ impl ClusterConfig {
                 continue;
             }
             let pm = method.and_then(|m| p.method(m));
-            let l = consumer.limits(Some(p.service()), pm);
+            let l = consumer.limits(
+                Some(p.service()),
+                pm,
+                p.default_timeout().unwrap_or(DEFAULT_TIMEOUT),
+            );
             limits_differ |= l != base;
             limits.push(l);
             let s = consumer.balancer(Some(p.service()), pm);

@@ -269,6 +269,26 @@ async fn weighted_fleet(registry: String, options: fn() -> ProviderOptions, tag:
         "{tag}: slow(1500) with a 300 ms timeout failed over in {t_slow:?} ({e}); whole test {:?}",
         started.elapsed()
     );
+
+    // No timeout anywhere (consumer defaults, the providers register none): Triple's default
+    // is 3000 ms, as a Java consumer's `TripleInvoker` uses, so a 1.5 s call answers (with
+    // dubbo://'s 1000 ms it would time out).
+    assert_eq!(target.param("timeout"), None, "{:?}", target.params());
+    let defaults = ClusterInvoker::new(
+        dir.clone(),
+        Arc::new(ProtocolInvoker::new()),
+        ClusterConfig::default(),
+    );
+    let answer = defaults
+        .invoke(&typed("slow", &["int"], vec![1500.into()]))
+        .await
+        .unwrap_or_else(|e| panic!("{tag}: slow(1500) within Triple's default 3000 ms: {e}"));
+    assert!(
+        answer
+            .as_str()
+            .is_some_and(|a| a.starts_with("slow 1500 from ")),
+        "{answer}"
+    );
     drop(dir);
 }
 

@@ -374,3 +374,32 @@ fn a_provider_timeout_over_a_day_is_one_day() {
     let t: Vec<Duration> = (0..3).map(|i| e.timeout_for(i)).collect();
     assert_eq!(t, [crate::MAX_PROVIDER_TIMEOUT; 3]);
 }
+
+/// Dubbo's default timeout is the protocol's: 3000 ms to a `tri://` provider (`TripleInvoker`),
+/// 1000 ms to the others, for no layer and for a value that is not positive
+/// (`getMethodPositiveParameter`); any layer's positive value beats it.
+#[test]
+fn the_default_timeout_is_the_protocols() {
+    let keys =
+        |p: &[(&str, &str)], protocol: &str| ProviderKeys::parse(&params(p)).protocol(protocol);
+    let providers = [
+        keys(&[], "tri"),
+        keys(&[("timeout", "0")], "tri"),
+        keys(&[("m.timeout", "-5")], "tri"),
+        keys(&[("timeout", "700")], "tri"),
+        keys(&[], "dubbo"),
+        keys(&[("timeout", "0")], "dubbo"),
+    ];
+    let ms = |cfg: &ClusterConfig| {
+        let e = cfg.resolve_for_snapshot(Some("m"), 1, &providers);
+        (0..providers.len())
+            .map(|i| e.timeout_for(i).as_millis())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ms(&ClusterConfig::default()),
+        [3000, 3000, 3000, 700, 1000, 1000]
+    );
+    let consumer = ClusterConfig::default().timeout(Duration::from_millis(400));
+    assert_eq!(ms(&consumer), [400, 400, 3000, 400, 400, 400]);
+}
