@@ -303,8 +303,13 @@ fn status_error(addr: &str, code: u8, message: &str) -> Error {
         status::CLIENT_TIMEOUT => (ErrorKind::Timeout, "client timeout", true),
         status::SERVER_TIMEOUT => (ErrorKind::Timeout, "server timeout", true),
         status::BAD_REQUEST => (ErrorKind::BadConfig, "bad request", false),
-        status::SERVICE_NOT_FOUND => (ErrorKind::Transport, "service not found", false),
-        status::SERVICE_ERROR => (ErrorKind::Business, "service error", false),
+        // Java's consumer turns every non-OK status but the timeouts into a RemotingException,
+        // a network-type RpcException that failover retries and failsafe/failback/mock answer.
+        // 70 is what a Java provider sends for a refusal before the method ran (no such
+        // exported service, `executes`/`tps`/`actives` limits, a wrong token, access-key
+        // auth); a business exception is an OK reply carrying the exception, never a status.
+        status::SERVICE_NOT_FOUND => (ErrorKind::Transport, "service not found", true),
+        status::SERVICE_ERROR => (ErrorKind::Transport, "service error", true),
         status::SERVER_THREADPOOL_EXHAUSTED_ERROR => {
             (ErrorKind::Transport, "server thread pool exhausted", true)
         }
@@ -612,8 +617,8 @@ mod tests {
             (30, ErrorKind::Timeout, true),
             (31, ErrorKind::Timeout, true),
             (40, ErrorKind::BadConfig, false),
-            (60, ErrorKind::Transport, false),
-            (70, ErrorKind::Business, false),
+            (60, ErrorKind::Transport, true),
+            (70, ErrorKind::Transport, true),
             (80, ErrorKind::Transport, true),
             (100, ErrorKind::Transport, true),
         ];

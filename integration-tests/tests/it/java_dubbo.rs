@@ -581,7 +581,10 @@ async fn a_java_provider_exported_with_token_true_is_called_with_its_uuid() {
             .contains("Invalid token! Forbid invoke remote service"),
         "the provider refuses a wrong token: {e}"
     );
-    assert_eq!(e.kind(), ErrorKind::Business, "{e}");
+    // Status 70: a refusal, not a business exception (Java's consumer retries it as a
+    // network-type error; here the one provider refuses every attempt).
+    assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
+    assert!(e.is_retryable(), "{e}");
 
     // The invoker alone (no endpoint client): the token is read from the instance.
     let sum = DubboInvoker::new()
@@ -593,7 +596,7 @@ async fn a_java_provider_exported_with_token_true_is_called_with_its_uuid() {
         .await
         .unwrap();
     assert_eq!(sum, json!(5));
-    // 20 typed, 1 generic, 1 alone: the refused call never reached the service (the count
+    // 20 typed, 1 generic, 1 alone: the refused calls never reached the service (the count
     // would be past 22 once the last call's line is read, as lines come in order).
     assert_eq!(provider.calls_of_settled("add", 22, WAIT), 22);
 }
@@ -622,4 +625,71 @@ async fn a_java_provider_with_a_fixed_token_is_called_with_it() {
     let e = cluster.invoke(&wrong).await.unwrap_err();
     assert!(e.message().contains("Invalid token!"), "{e}");
     assert_eq!(provider.calls_of_settled("add", 6, WAIT), 6);
+}
+
+/// A provider's refusal (dubbo:// status 70: here `executes=1` with its one slot busy) is
+/// retried on another provider, as a Java consumer's failover does (the refusal is a
+/// network-type RpcException in Java, not a business error). A has `executes=1` and is busy
+/// with a slow call; B is free: every call through the cluster succeeds on B, though
+/// round-robin sends about half the first attempts to A.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_refusing_with_status_70_is_failed_over() {
+    if java_peer::skipped("a_provider_refusing_with_status_70_is_failed_over") {
+        return;
+    }
+    let zk = zookeeper();
+    let g = group("executes");
+    let opts = |name: &str| {
+        ProviderOptions::zookeeper(&zk)
+            .group(&g)
+            .name(name)
+            .param("warmup", "0")
+    };
+    let (busy, free) = std::thread::scope(|s| {
+        let a = s.spawn(|| JavaProvider::start(&opts("busy").param("executes", "1")));
+        let b = s.spawn(|| JavaProvider::start(&opts("free")));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let dir = directory(&format!("zookeeper://{zk}"), &g, 2).await;
+    let busy_instance = dir
+        .load()
+        .endpoints()
+        .iter()
+        .map(|e| e.instance.clone())
+        .find(|i| i.address() == busy.address())
+        .expect("the busy provider is listed");
+    assert_eq!(busy_instance.param("executes"), Some("1"));
+    // Occupy A's one `slow` slot for 4 s, with a call of its own (not through the cluster).
+    let hold = tokio::spawn(async move {
+        DubboInvoker::new()
+            .invoke(
+                &busy_instance,
+                &typed("slow", &["int"], vec![4000.into()]),
+                Duration::from_secs(10),
+            )
+            .await
+    });
+    let started = busy.calls_of_settled("slow", 1, WAIT);
+    assert_eq!(started, 1, "the holding call runs on the busy provider");
+    let cluster = ClusterInvoker::new(
+        dir.clone(),
+        Arc::new(ProtocolInvoker::new().dubbo(DubboInvoker::new())),
+        ClusterConfig::default()
+            .timeout(Duration::from_secs(3))
+            .loadbalance(switchman_loadbalance::BalancerKind::RoundRobin),
+    );
+    for i in 0..10 {
+        let answer = cluster
+            .invoke(&typed("slow", &["int"], vec![1.into()]))
+            .await
+            .unwrap_or_else(|e| {
+                panic!("call {i}: the refusal must fail over to the free provider: {e}")
+            });
+        let answer = answer.as_str().unwrap_or_default().to_string();
+        assert!(answer.ends_with("from free"), "call {i}: {answer}");
+    }
+    assert_eq!(free.calls_of_settled("slow", 10, WAIT), 10);
+    // The busy one ran only the holding call: the refused attempts never reached `slow`.
+    assert_eq!(busy.calls_of("slow"), 1);
+    hold.await.unwrap().expect("the holding call completes");
 }
