@@ -1,0 +1,157 @@
+//! A TCP proxy a scenario can cut: open connections closed, new ones black-holed.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinHandle};
+
+// ---------------------------------------------------------------------------------------------
+// A TCP proxy that can cut the line
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Line {
+    Open,
+    Cut,
+}
+
+/// Forwards 127.0.0.1:`addr()` to an upstream address; [`TcpProxy::cut`] closes every
+/// connection and black-holes new ones (accepted, read and discarded, never answered or
+/// forwarded) until [`TcpProxy::restore`]: what a client sees when its network partitions.
+#[derive(Debug)]
+pub struct TcpProxy {
+    addr: SocketAddr,
+    line: Arc<watch::Sender<Line>>,
+    conns: Arc<Mutex<Vec<AbortHandle>>>,
+    accept: JoinHandle<()>,
+}
+
+impl TcpProxy {
+    /// Listens on a fresh 127.0.0.1 port and forwards to `upstream`.
+    pub async fn start(upstream: SocketAddr) -> std::io::Result<TcpProxy> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let (line, _) = watch::channel(Line::Open);
+        let line = Arc::new(line);
+        let conns: Arc<Mutex<Vec<AbortHandle>>> = Arc::new(Mutex::new(Vec::new()));
+        let accept = tokio::spawn(accept_loop(listener, upstream, line.clone(), conns.clone()));
+        Ok(TcpProxy {
+            addr,
+            line,
+            conns,
+            accept,
+        })
+    }
+
+    /// The proxy's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn switch(&self, to: Line) {
+        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        self.line.send_replace(to);
+        for c in conns.drain(..) {
+            c.abort();
+        }
+    }
+
+    /// Cuts the line: open connections are closed, new ones are black-holed.
+    pub fn cut(&self) {
+        self.switch(Line::Cut);
+    }
+
+    /// Restores the line: black-holed connections are closed, new ones are forwarded.
+    pub fn restore(&self) {
+        self.switch(Line::Open);
+    }
+}
+
+impl Drop for TcpProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        for c in self
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            c.abort();
+        }
+    }
+}
+
+pub(super) async fn accept_loop(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    line: Arc<watch::Sender<Line>>,
+    conns: Arc<Mutex<Vec<AbortHandle>>>,
+) {
+    loop {
+        let client = match listener.accept().await {
+            Ok((client, _)) => client,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = client.set_nodelay(true);
+        // Decided and registered under the lock `switch` takes: a connection accepted while
+        // the line changes is either aborted by the switch or sees the new state.
+        let mut open = conns.lock().unwrap_or_else(|p| p.into_inner());
+        let task = if *line.borrow() == Line::Open {
+            tokio::spawn(async move {
+                let mut client = client;
+                if let Ok(mut server) = TcpStream::connect(upstream).await {
+                    let _ = server.set_nodelay(true);
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            })
+        } else {
+            tokio::spawn(async move {
+                let mut client = client;
+                let mut buf = [0u8; 1024];
+                while matches!(client.read(&mut buf).await, Ok(n) if n > 0) {}
+            })
+        };
+        open.retain(|c| !c.is_finished());
+        open.push(task.abort_handle());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scratch files
+// ---------------------------------------------------------------------------------------------
+
+/// A fresh scratch directory (see [`crate::nacos_server::scratch_dir`]), removed when dropped.
+#[derive(Debug)]
+pub struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    /// Creates it.
+    ///
+    /// # Panics
+    /// When it cannot be created.
+    pub fn new(prefix: &str) -> ScratchDir {
+        let p = crate::nacos_server::scratch_dir(prefix);
+        std::fs::create_dir_all(&p)
+            .unwrap_or_else(|e| panic!("create scratch directory {}: {e}", p.display()));
+        ScratchDir(p)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
