@@ -1,8 +1,9 @@
 //! Decimal text ↔ the forms of `java.math.BigDecimal` and `java.math.BigInteger`.
 
-/// The longest `BigInteger` magnitude (in 32-bit words) rendered as decimal text: the
-/// conversion is quadratic, and a longer one is not a number anybody reads.
-pub(crate) const MAX_WORDS: usize = 4096;
+/// The longest `BigInteger` magnitude (in 32-bit words, about 9,900 decimal digits) rendered
+/// as decimal text: the conversion is quadratic, and a longer one is not a number anybody
+/// reads (it is given in its Java form instead).
+pub(crate) const MAX_WORDS: usize = 1024;
 
 /// The most decimal digits parsed into a `BigInteger` magnitude.
 const MAX_DIGITS: usize = 40_000;

@@ -702,7 +702,21 @@ fn big_integer(negative: bool, magnitude: &[u32]) -> Value {
 /// milliseconds, an object as `{"class": ..., fields...}`; `BigDecimal`/`BigInteger`/`UUID` as
 /// their decimal (string) text, an enum constant as its name, a `Throwable` as
 /// `{"class", "message", "cause"}` (no stack trace); a [`Value::Ref`] (a cycle) as `null`.
+///
+/// Rendering `BigInteger` magnitudes as decimal is quadratic in their length, and back
+/// references can repeat one number many times: one `to_json` spends at most 16 Mi word
+/// operations on it (sixteen numbers of the longest rendered length, 1024 words, about 9,900
+/// digits); a `BigInteger` past that budget, or longer than that length,
+/// is given in its Java form (`{"class", "signum", "mag", ...}`), which loses nothing.
 pub fn to_json(v: &Value) -> Json {
+    let mut work = BIGNUM_WORK;
+    json(v, &mut work)
+}
+
+/// The most word operations one [`to_json`] spends rendering `BigInteger`s as decimal.
+pub(crate) const BIGNUM_WORK: u64 = 16 * (bignum::MAX_WORDS as u64) * (bignum::MAX_WORDS as u64);
+
+fn json(v: &Value, work: &mut u64) -> Json {
     match v {
         Value::Null | Value::Ref(_) => Json::Null,
         Value::Bool(b) => Json::Bool(*b),
@@ -712,23 +726,23 @@ pub fn to_json(v: &Value) -> Json {
         Value::String(s) => Json::String(s.clone()),
         Value::Binary(b) => Json::String(STANDARD.encode(b)),
         Value::Date(ms) => Json::from(*ms),
-        Value::List(l) => Json::Array(l.items.iter().map(to_json).collect()),
+        Value::List(l) => Json::Array(l.items.iter().map(|i| json(i, work)).collect()),
         Value::Map(m) => {
             let mut out = serde_json::Map::new();
             for (k, v) in &m.entries {
                 let key = match k {
                     Value::String(s) => s.clone(),
-                    other => to_json(other).to_string(),
+                    other => json(other, work).to_string(),
                 };
-                out.insert(key, to_json(v));
+                out.insert(key, json(v, work));
             }
             Json::Object(out)
         }
-        Value::Object(o) => object_json(o),
+        Value::Object(o) => object_json(o, work),
     }
 }
 
-fn object_json(o: &Object) -> Json {
+fn object_json(o: &Object, work: &mut u64) -> Json {
     match o.class.as_str() {
         "java.math.BigDecimal" | "java.util.UUID" | "java.io.File" => {
             if let [(name, Value::String(s))] = &o.fields[..]
@@ -738,7 +752,7 @@ fn object_json(o: &Object) -> Json {
             }
         }
         "java.math.BigInteger" => {
-            if let Some(s) = big_integer_text(o) {
+            if let Some(s) = big_integer_text(o, work) {
                 return Json::String(s);
             }
         }
@@ -749,16 +763,17 @@ fn object_json(o: &Object) -> Json {
         out.insert("class".into(), Json::String(o.class.clone()));
         out.insert(
             "message".into(),
-            o.field("detailMessage").map_or(Json::Null, to_json),
+            o.field("detailMessage")
+                .map_or(Json::Null, |m| json(m, work)),
         );
         let cause = match o.field("cause") {
-            Some(c @ Value::Object(co)) if is_throwable(co) => to_json(c),
+            Some(c @ Value::Object(co)) if is_throwable(co) => json(c, work),
             _ => Json::Null,
         };
         out.insert("cause".into(), cause);
         for (k, v) in &o.fields {
             if !THROWABLE_FIELDS.contains(&k.as_str()) && !out.contains_key(k) {
-                out.insert(k.clone(), to_json(v));
+                out.insert(k.clone(), json(v, work));
             }
         }
         return Json::Object(out);
@@ -773,19 +788,22 @@ fn object_json(o: &Object) -> Json {
     out.insert("class".into(), Json::String(o.class.clone()));
     for (k, v) in &o.fields {
         if k != "class" {
-            out.insert(k.clone(), to_json(v));
+            out.insert(k.clone(), json(v, work));
         }
     }
     Json::Object(out)
 }
 
-/// The decimal text of a `java.math.BigInteger` object (`signum`, `mag`).
-fn big_integer_text(o: &Object) -> Option<String> {
+/// The decimal text of a `java.math.BigInteger` object (`signum`, `mag`), when it is at most
+/// [`bignum::MAX_WORDS`] long and its rendering fits in what is left of `work` (taken from it).
+fn big_integer_text(o: &Object, work: &mut u64) -> Option<String> {
     let signum = o.field("signum")?.as_i64()?;
     let mag = o.field("mag")?.items()?;
-    if mag.len() > bignum::MAX_WORDS {
+    let cost = (mag.len() as u64).pow(2);
+    if mag.len() > bignum::MAX_WORDS || cost > *work {
         return None;
     }
+    *work -= cost;
     let words = mag
         .iter()
         .map(|w| match w {

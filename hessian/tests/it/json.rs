@@ -620,3 +620,31 @@ fn typed_values_where_no_type_is_given() {
         Value::object("com.foo.X", vec![("value", Value::Int(1))])
     );
 }
+
+/// Decimal rendering of `BigInteger` is quadratic in its length, and back references repeat a
+/// number for free (a 4 KB reply with 21 copies of one long number took seconds of CPU): one
+/// `to_json` renders at most 16 Mi word operations of them, the rest in their Java form
+/// (lossless); a number longer than 1024 words is always in its Java form.
+#[test]
+fn big_integer_rendering_is_bounded_per_value() {
+    let long = map(json!("9".repeat(9600)), "java.math.BigInteger");
+    let words = long.field("mag").and_then(Value::items).unwrap().len();
+    assert!((990..=1000).contains(&words), "{words}");
+    let copies = Value::list(vec![long.clone(); 21]);
+    let rendered = to_json(&copies);
+    let items = rendered.as_array().unwrap();
+    let texts = items.iter().filter(|j| j.is_string()).count();
+    let budget = 16 * 1024 * 1024;
+    assert_eq!(texts, budget / (words * words), "{texts} rendered as text");
+    assert_eq!(items[0], json!("9".repeat(9600)));
+    for j in &items[texts..] {
+        assert_eq!(j["class"], json!("java.math.BigInteger"));
+        assert_eq!(j["mag"].as_array().map(Vec::len), Some(words));
+    }
+    let longer = map(json!("9".repeat(9900)), "java.math.BigInteger");
+    assert!(longer.field("mag").and_then(Value::items).unwrap().len() > 1024);
+    assert!(
+        to_json(&longer).is_object(),
+        "over 1024 words: the Java form"
+    );
+}
