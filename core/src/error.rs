@@ -74,14 +74,35 @@ pub struct Error {
     tried: Vec<String>,
 }
 
+/// The longest message an [`Error`] keeps, in bytes. Messages quote what providers send (a
+/// Java exception with its stack trace, an HTTP body, a gRPC message: up to the payload limit,
+/// megabytes) and are logged on every failure; longer text is cut at a character boundary and
+/// ends with how much was cut.
+pub const MAX_MESSAGE: usize = 4096;
+
+fn bounded(mut message: String) -> String {
+    if message.len() <= MAX_MESSAGE {
+        return message;
+    }
+    let mut cut = MAX_MESSAGE;
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let more = message.len() - cut;
+    message.truncate(cut);
+    message.push_str(&format!("… ({more} more bytes)"));
+    message
+}
+
 impl Error {
-    /// A new error of `kind`, retryable as the kind's default says.
+    /// A new error of `kind`, retryable as the kind's default says. A message over
+    /// [`MAX_MESSAGE`] bytes is cut.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Error {
             kind,
             retryable: kind.default_retryable(),
             strike: kind.default_retryable(),
-            message: message.into(),
+            message: bounded(message.into()),
             source: None,
             tried: Vec::new(),
         }
@@ -233,6 +254,23 @@ impl std::error::Error for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_provider_sized_message_is_cut_at_a_character_boundary() {
+        let huge = "é".repeat(1 << 20); // 2 MiB, two bytes a character
+        let e = Error::business(format!("10.0.0.1:20880 threw {huge}"));
+        let m = e.message();
+        assert!(m.len() <= MAX_MESSAGE + 40, "{}", m.len());
+        assert!(m.starts_with("10.0.0.1:20880 threw éé"));
+        let cut = "10.0.0.1:20880 threw ".len() + 2 * (1 << 20) - m.find('…').unwrap();
+        assert!(
+            m.ends_with(&format!("… ({cut} more bytes)")),
+            "{}",
+            &m[m.len() - 40..]
+        );
+        let short = Error::transport("refused");
+        assert_eq!(short.message(), "refused");
+    }
 
     #[test]
     fn retryability_follows_kind_unless_overridden() {
