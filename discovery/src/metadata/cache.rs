@@ -10,7 +10,9 @@
 //! and the fetch is tried again after a pause that doubles up to [`FetchSettings::retry_max`],
 //! for as long as some subscription still waits for it (holds its [`WaitToken`]). Results and
 //! failures are announced on [`MetadataCache::subscribe`]. Ready entries beyond the capacity
-//! are dropped least recently used first.
+//! ([`DEFAULT_CAPACITY`] revisions) or beyond [`MAX_CACHE_BYTES`] of text in all are dropped least
+//! recently used first; one `MetadataInfo` over [`MAX_INFO_BYTES`] (registry and provider
+//! data: a provider's answer may be megabytes) is a failed fetch, not an entry.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -25,6 +27,10 @@ use super::{MetadataFetcher, MetadataInfo, MetadataServiceTarget};
 
 /// Ready entries kept by default.
 pub const DEFAULT_CAPACITY: usize = 512;
+/// The most text (names, parameters) all ready entries hold together: 64 MiB.
+pub const MAX_CACHE_BYTES: usize = 64 << 20;
+/// The most text one `MetadataInfo` may hold to be kept: 4 MiB (a real one is kilobytes).
+pub const MAX_INFO_BYTES: usize = 4 << 20;
 /// Fetches in flight at once, across all entries.
 const MAX_CONCURRENT: usize = 16;
 /// Distinct targets remembered per entry (instances sharing the revision).
@@ -107,6 +113,8 @@ enum Status {
 #[derive(Debug)]
 struct Entry {
     status: Status,
+    /// The text its `MetadataInfo` holds, once ready ([`MetadataInfo::text_bytes`]).
+    bytes: usize,
     used: u64,
     fetches: u64,
     targets: Vec<MetadataServiceTarget>,
@@ -248,6 +256,7 @@ impl MetadataCache {
             key.clone(),
             Entry {
                 status: Status::Fetching,
+                bytes: 0,
                 used: now,
                 fetches: 0,
                 // Dubbo picks a random instance, so one instance does not serve every fetch.
@@ -325,16 +334,18 @@ impl MetadataCache {
     }
 }
 
-/// Drops the least recently used ready entries over `capacity` (entries being fetched are
-/// kept: someone waits for them).
+/// Drops the least recently used ready entries over `capacity` entries or [`MAX_CACHE_BYTES`] of
+/// text (entries being fetched are kept: someone waits for them).
 fn evict(state: &mut State, capacity: usize) {
     loop {
-        let ready = state
+        let (ready, bytes) = state
             .entries
             .values()
             .filter(|e| matches!(e.status, Status::Ready(_)))
-            .count();
-        if ready <= capacity {
+            .fold((0usize, 0usize), |(n, b), e| {
+                (n + 1, b.saturating_add(e.bytes))
+            });
+        if ready <= capacity && bytes <= MAX_CACHE_BYTES {
             return;
         }
         let oldest = state
@@ -441,6 +452,15 @@ async fn run(inner: Arc<Inner>, key: Key, settings: FetchSettings) {
                 )),
             };
             match result {
+                Ok(info) if info.text_bytes() > MAX_INFO_BYTES => {
+                    inner.failed.fetch_add(1, Ordering::Relaxed);
+                    reason = format!(
+                        "{}: a MetadataInfo of {} bytes of text, over the {MAX_INFO_BYTES} kept",
+                        target.address(),
+                        info.text_bytes()
+                    );
+                    debug!(application = %app, revision = %revision, "metadata fetch refused: {reason}");
+                }
                 Ok(info) => {
                     inner.fetched.fetch_add(1, Ordering::Relaxed);
                     metrics::counter!("switchman_metadata_fetches_total", "application" => app.clone(), "outcome" => "ok").increment(1);
@@ -450,6 +470,7 @@ async fn run(inner: Arc<Inner>, key: Key, settings: FetchSettings) {
                         let Some(entry) = state.entries.get_mut(&key) else {
                             return;
                         };
+                        entry.bytes = info.text_bytes();
                         entry.status = Status::Ready(Arc::new(info));
                         let recovered = entry.warned;
                         evict(&mut state, inner.capacity);
@@ -715,6 +736,71 @@ mod tests {
             "the least recently used went"
         );
         assert!(cache.get("shop", "c").is_some());
+    }
+
+    /// Answers every revision `r<n>` with a `MetadataInfo` holding `n` KiB of parameter text.
+    #[derive(Debug)]
+    struct Sized;
+
+    impl MetadataFetcher for Sized {
+        fn fetch<'a>(
+            &'a self,
+            target: &'a MetadataServiceTarget,
+            _timeout: Duration,
+        ) -> BoxFuture<'a, Result<MetadataInfo>> {
+            Box::pin(async move {
+                let kib: usize = target
+                    .revision
+                    .trim_start_matches(|c: char| !c.is_ascii_digit())
+                    .parse()
+                    .unwrap();
+                let service = super::super::ServiceInfo {
+                    name: "demo.Greeter".into(),
+                    params: BTreeMap::from([("blob".to_string(), "x".repeat(kib << 10))]),
+                    ..Default::default()
+                };
+                Ok(MetadataInfo {
+                    app: target.application.clone(),
+                    revision: target.revision.clone(),
+                    services: BTreeMap::from([("demo.Greeter:dubbo".to_string(), service)]),
+                })
+            })
+        }
+    }
+
+    /// Ready entries are bounded by the text they hold too, and one over
+    /// [`MAX_INFO_BYTES`] is a failed fetch: a provider's answer cannot fill the memory.
+    #[tokio::test(start_paused = true)]
+    async fn ready_entries_are_bounded_in_bytes() {
+        let cache = MetadataCache::new(Arc::new(Sized));
+        let _big = cache.lookup(
+            "shop",
+            "r5000",
+            &[target("h", "r5000")],
+            &FetchSettings::default(),
+        );
+        let Lookup::Failed { reason, .. } = settle(&cache, "shop", "r5000").await else {
+            panic!("a 5000 KiB MetadataInfo is refused")
+        };
+        assert!(reason.contains("over the 4194304 kept"), "{reason}");
+        // 20 revisions of 4000 KiB each: 78 MiB, more than MAX_CACHE_BYTES (64 MiB).
+        for k in 0..20 {
+            let rev = format!("r{}", 4000 + k);
+            cache.lookup(
+                "shop",
+                &rev,
+                &[target("h", &rev)],
+                &FetchSettings::default(),
+            );
+            settle(&cache, "shop", &rev).await;
+        }
+        let kept = cache.stats().cached;
+        assert_eq!(kept, MAX_CACHE_BYTES / (4010 << 10), "kept {kept}");
+        assert!(
+            cache.get("shop", "r4000").is_none(),
+            "the least recently used went"
+        );
+        assert!(cache.get("shop", "r4019").is_some());
     }
 
     #[tokio::test(start_paused = true)]

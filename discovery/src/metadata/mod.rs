@@ -46,7 +46,10 @@ use std::time::Duration;
 use serde_json::Value as Json;
 use switchman_core::{BoxFuture, Result};
 
-pub use cache::{DEFAULT_CAPACITY, FetchSettings, Lookup, MetadataCache, MetadataStats, WaitToken};
+pub use cache::{
+    DEFAULT_CAPACITY, FetchSettings, Lookup, MAX_CACHE_BYTES, MAX_INFO_BYTES, MetadataCache,
+    MetadataStats, WaitToken,
+};
 pub use export::{
     AppPublication, AppRegistrations, AppRemoval, ExportSettings, ExportedMetadata,
     METADATA_SERVICE_PORT_PARAM, METADATA_SERVICE_PROTOCOL_PARAM, METADATA_VERSION_KEY,
@@ -77,6 +80,31 @@ pub struct MetadataInfo {
     pub revision: String,
     /// By Dubbo's match key, `{group}/{interface}:{version}:{protocol}`.
     pub services: BTreeMap<String, ServiceInfo>,
+}
+
+impl MetadataInfo {
+    /// The bytes of text it holds (names, keys and values): what bounds it in a cache.
+    pub fn text_bytes(&self) -> usize {
+        let service = |k: &String, s: &ServiceInfo| {
+            k.len()
+                + s.name.len()
+                + s.group.len()
+                + s.version.len()
+                + s.protocol.len()
+                + s.path.len()
+                + s.params
+                    .iter()
+                    .map(|(k, v)| k.len() + v.len())
+                    .sum::<usize>()
+        };
+        self.app.len()
+            + self.revision.len()
+            + self
+                .services
+                .iter()
+                .map(|(k, s)| service(k, s))
+                .sum::<usize>()
+    }
 }
 
 /// One exported service of a [`MetadataInfo`] (Dubbo's `MetadataInfo.ServiceInfo`).
