@@ -120,6 +120,10 @@ pub(crate) struct Inner {
 /// consumer or a provider names); past it, a balancer is built for the snapshot at hand.
 const MAX_BALANCER_SPECS: usize = 64;
 
+/// The longest pause between two failback retries (before jitter): Dubbo retries every 5 s;
+/// doubling from 1 s without a cap reached 18 h by the 16th retry.
+pub(crate) const MAX_FAILBACK_BACKOFF: Duration = Duration::from_secs(60);
+
 impl Inner {
     /// Whether a call can be placed within the service's `actives` caps: always, unless
     /// every endpoint has a cap and this invoker's attempts in flight fill their sum.
@@ -627,8 +631,10 @@ impl Inner {
         tokio::spawn(async move {
             let mut rng = fastrand::Rng::new();
             for k in 0..retries {
-                // Jittered exponential backoff: 1 s, 2 s, 4 s ... each ×[0.5, 1.5).
-                let base = Duration::from_secs(1) * 2u32.saturating_pow(k.min(16));
+                // Jittered exponential backoff: 1 s, 2 s, 4 s ... up to a minute, each
+                // ×[0.5, 1.5).
+                let base = (Duration::from_secs(1) * 2u32.saturating_pow(k.min(6)))
+                    .min(MAX_FAILBACK_BACKOFF);
                 let delay = base.mul_f64(0.5 + rng.f64());
                 tokio::time::sleep(delay).await;
                 let Some(inner) = weak.upgrade() else { return };
@@ -636,6 +642,14 @@ impl Inner {
                 let book = AttemptBook::new();
                 let mut call = Call::new(&inner, &inv, &settings, &telemetry, &book);
                 let outcome = async {
+                    // A background retry is a retry: the service's budget decides, as for
+                    // failover's (a refusal is counted and this retry is skipped).
+                    if !call.retry_allowed() {
+                        return Err(Error::new(
+                            ErrorKind::LimitExceeded,
+                            "failback retry refused by the retry budget",
+                        ));
+                    }
                     let snap = call.snapshot();
                     if let Some(a) = &last {
                         call.avoid(&snap, a);

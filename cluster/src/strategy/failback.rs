@@ -1,5 +1,6 @@
 //! failback: one attempt; on failure answer `null` and retry in the background with jittered
-//! exponential backoff (1 s, 2 s, 4 s ... ×[0.5, 1.5)), not Dubbo's fixed 5 s that makes
+//! exponential backoff (1 s, 2 s, 4 s ... at most 60 s, ×[0.5, 1.5)), each retry taken from
+//! the service's retry budget, not Dubbo's fixed 5 s that makes
 //! synchronized retry storms. The queue is bounded (`failbacktasks`, default 100); retries
 //! stop when the invoker is dropped. `retries` below 0 means Dubbo's 3 and
 //! `failbacktasks <= 0` Dubbo's 100; each background retry avoids the instance the previous

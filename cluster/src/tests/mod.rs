@@ -467,6 +467,43 @@ async fn failback_retries_avoid_the_instance_that_just_failed() {
     }
 }
 
+/// Failback's background retries draw on the service's retry budget like failover's: with a
+/// budget that allows none, the provider sees only the first attempt and the refusals are
+/// counted; and the pause between retries stops doubling at a minute (it reached 18 h).
+#[tokio::test(start_paused = true)]
+async fn failback_retries_take_the_retry_budget_and_back_off_at_most_a_minute() {
+    let fi = FaultInvoker::with(&[(1, &[Refuse])]);
+    let cfg = ClusterConfig::default()
+        .service_settings(Settings::new().strategy(Strategy::Failback).retries(4));
+    let none = BudgetConfig {
+        ratio: 0.0,
+        min_per_sec: 0,
+        window: Duration::from_secs(10),
+    };
+    let c = cluster(&[1], fi.clone(), cfg.clone())
+        .await
+        .with_budget(Some(none));
+    assert_eq!(c.invoke(&inv()).await.unwrap(), Value::Null);
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(
+        fi.calls().len(),
+        1,
+        "no background retry past an empty budget"
+    );
+    assert_eq!(c.budget_refused(), 4);
+    assert_eq!(c.failback_pending(), 0);
+
+    // Without a budget, 12 retries: 1+2+4+...+32 s, then 60 s each, ×[0.5, 1.5) jitter:
+    // at most 1.5 × (63 + 6 × 60) s = 634.5 s in all, where uncapped doubling needs hours.
+    let fi = FaultInvoker::with(&[(1, &[Refuse])]);
+    let cfg = ClusterConfig::default()
+        .service_settings(Settings::new().strategy(Strategy::Failback).retries(12));
+    let c = cluster(&[1], fi.clone(), cfg).await.with_budget(None);
+    c.invoke(&inv()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(634_500)).await;
+    assert_eq!(fi.calls().len(), 1 + 12);
+}
+
 #[tokio::test(start_paused = true)]
 async fn failback_queue_is_bounded_and_retries_stop_when_the_invoker_is_dropped() {
     let fi = FaultInvoker::with(&[(1, &[Refuse])]);
