@@ -34,6 +34,8 @@ pub struct Pool {
 struct Inner {
     config: ExchangeConfig,
     entries: Mutex<HashMap<String, Arc<Entry>>>,
+    /// The entry count at which the next new address first drops dead entries.
+    sweep_at: AtomicUsize,
     /// The connections owned by endpoints (made by the invoker as a `MakeEndpoint`), shared
     /// by the endpoints at one address.
     endpoints: SharedByAddress<Entry>,
@@ -59,6 +61,19 @@ impl Slot {
         lock(&self.conn).clone()
     }
 }
+
+impl Entry {
+    /// Whether one of its connections is open (not closed by the peer, an error or missed
+    /// heartbeats).
+    fn has_open_connection(&self) -> bool {
+        lock(&self.slots)
+            .iter()
+            .any(|s| s.current().is_some_and(|c| !c.is_closed()))
+    }
+}
+
+/// The fewest entries at which a new address sweeps dead ones (see [`Pool::get`]).
+const MIN_SWEEP: usize = 64;
 
 enum Pick {
     Ready(Connection),
@@ -99,6 +114,7 @@ impl Pool {
             inner: Arc::new(Inner {
                 config,
                 entries: Mutex::new(HashMap::new()),
+                sweep_at: AtomicUsize::new(MIN_SWEEP),
                 endpoints: SharedByAddress::default(),
             }),
         }
@@ -207,6 +223,17 @@ impl Pool {
         let mut entries = lock(&self.inner.entries);
         if let Some(e) = entries.get(address) {
             return e.clone();
+        }
+        // Providers come and go (rolling deploys bring new addresses): before the map grows
+        // past twice what the last sweep left (at least MIN_SWEEP), drop the entries that no
+        // call holds and that have no open connection (their provider went away), so it stays
+        // bounded by the live addresses without anyone calling `retain`. Amortized O(1).
+        let sweep_at = self.inner.sweep_at.load(Ordering::Relaxed);
+        if entries.len() >= sweep_at.max(MIN_SWEEP) {
+            entries.retain(|_, e| Arc::strong_count(e) > 1 || e.has_open_connection());
+            self.inner
+                .sweep_at
+                .store((entries.len() * 2).max(MIN_SWEEP), Ordering::Relaxed);
         }
         let e = Arc::new(Entry::default());
         entries.insert(address.to_string(), e.clone());

@@ -801,6 +801,35 @@ async fn retain_drops_connections_of_addresses_that_left() {
     assert!(!pool.is_empty());
 }
 
+/// Entries of providers that went away (their connections closed, no caller holding them)
+/// are dropped when the map would grow past twice what the last sweep left (at least 64),
+/// without anyone calling `retain`: rolling deploys cannot grow the pool without bound.
+#[tokio::test]
+async fn entries_of_closed_providers_are_swept_as_new_addresses_come() {
+    let pool = Pool::new(config());
+    for _ in 0..64 {
+        // A provider that accepts, then goes away.
+        let (address, _) = fake(|_, s: TcpStream| async move { drop(s) }).await;
+        let conn = pool.get(&address, 1, LONG).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while !conn.is_closed() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the connection sees the provider close it");
+    }
+    assert_eq!(pool.len(), 64);
+    let (live, _) = fake(echo).await;
+    let held = pool.get(&live, 1, LONG).await.unwrap();
+    assert_eq!(
+        pool.len(),
+        1,
+        "the 64 dead entries went when a new address came"
+    );
+    assert!(!held.is_closed());
+}
+
 #[tokio::test]
 async fn connecting_to_nothing_is_a_retryable_transport_error() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
