@@ -44,6 +44,8 @@ pub struct StaticRegistry {
 struct Inner {
     list: watch::Sender<Arc<Vec<Instance>>>,
     source: Option<PathBuf>,
+    /// File versions rejected so far (a test waits for one instead of sleeping).
+    rejected: std::sync::atomic::AtomicU64,
 }
 
 impl fmt::Debug for StaticRegistry {
@@ -76,6 +78,7 @@ impl StaticRegistry {
         let (tx, _) = watch::channel(Arc::new(instances));
         StaticRegistry {
             inner: Arc::new(Inner {
+                rejected: Default::default(),
                 list: tx,
                 source: None,
             }),
@@ -109,6 +112,7 @@ impl StaticRegistry {
         }
         let (tx, _) = watch::channel(Arc::new(instances));
         let inner = Arc::new(Inner {
+            rejected: Default::default(),
             list: tx,
             source: Some(path.clone()),
         });
@@ -154,7 +158,10 @@ async fn poll_file(inner: Weak<Inner>, path: PathBuf, every: Duration, text: Str
                 inner.list.send_replace(Arc::new(list));
             }
             Err(e) => {
-                warn!(file = %path.display(), "static registry file rejected, keeping the previous list: {e}")
+                warn!(file = %path.display(), "static registry file rejected, keeping the previous list: {e}");
+                inner
+                    .rejected
+                    .fetch_add(1, std::sync::atomic::Ordering::Release);
             }
         }
     }
@@ -458,7 +465,19 @@ providers:
             other => panic!("{other:?}"),
         }
         std::fs::write(&path, "providers: [unclosed\n").unwrap();
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Barrier: the poller read the broken version and rejected it.
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while reg
+                .inner
+                .rejected
+                .load(std::sync::atomic::Ordering::Acquire)
+                == 0
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the broken file is read and rejected");
         assert_eq!(
             reg.instances().len(),
             2,

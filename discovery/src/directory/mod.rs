@@ -175,6 +175,8 @@ enum Control {
 
 struct Shared {
     current: ArcSwap<Snapshot>,
+    /// Updates the owner task has applied (published or not).
+    applied: std::sync::atomic::AtomicU64,
 }
 
 /// Feeds [`Update`]s to a [`RegistryDirectory`] from anywhere (see
@@ -233,6 +235,7 @@ impl RegistryDirectory {
         let empty = Snapshot::empty(config.service.clone(), config.balancer.clone());
         let shared = Arc::new(Shared {
             current: ArcSwap::from_pointee(empty),
+            applied: std::sync::atomic::AtomicU64::new(0),
         });
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let (epoch_tx, epoch_rx) = watch::channel(0);
@@ -284,6 +287,17 @@ impl RegistryDirectory {
     pub async fn subscribe(registry: &dyn Registry, config: DirectoryConfig) -> Result<Self> {
         let rx = registry.subscribe(&config.service).await?;
         Ok(Self::spawn(config, Some(rx)))
+    }
+
+    /// How many [`Update`]s the directory has applied so far, whether or not they changed
+    /// anything (an update that changes nothing publishes no snapshot). Counted after each
+    /// update's effect is in the directory's state: a caller that sent `n` updates can wait for
+    /// the count to pass them and then know a missing snapshot means "no change", not "not
+    /// yet". Updates queued together are applied together and published as one snapshot.
+    pub fn updates_applied(&self) -> u64 {
+        self.shared
+            .applied
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The current snapshot (one atomic load and a reference-count increment). Keep it as

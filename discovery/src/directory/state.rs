@@ -186,9 +186,11 @@ impl State {
         let mut drain_at: Option<Instant> = None;
         loop {
             let mut force = false;
+            // Updates applied in this turn, counted once the turn's snapshot is decided.
+            let mut applied = 0u64;
             tokio::select! {
                 u = async { updates.as_mut().unwrap().recv().await }, if updates.is_some() => match u {
-                    Some(u) => self.apply(u),
+                    Some(u) => { self.apply(u); applied += 1; }
                     None => {
                         warn!(service = %self.config.service, "registry subscription ended; keeping the last snapshot");
                         updates = None;
@@ -196,7 +198,7 @@ impl State {
                     }
                 },
                 c = control.recv() => match c {
-                    Some(Control::Update(u)) => self.apply(u),
+                    Some(Control::Update(u)) => { self.apply(u); applied += 1; }
                     Some(Control::Router(r)) => self.config.router = r,
                     Some(Control::Balancer(b)) => { self.config.balancer = b; force = true; }
                     None => return,
@@ -215,13 +217,17 @@ impl State {
                 if let Some(rx) = updates.as_mut() {
                     while let Ok(u) = rx.try_recv() {
                         self.apply(u);
+                        applied += 1;
                         drained = true;
                     }
                 }
                 while let Ok(c) = control.try_recv() {
                     drained = true;
                     match c {
-                        Control::Update(u) => self.apply(u),
+                        Control::Update(u) => {
+                            self.apply(u);
+                            applied += 1;
+                        }
                         Control::Router(r) => self.config.router = r,
                         Control::Balancer(b) => {
                             self.config.balancer = b;
@@ -247,6 +253,11 @@ impl State {
                 }
             }
             self.retired.clear();
+            if applied > 0 {
+                self.shared
+                    .applied
+                    .fetch_add(applied, std::sync::atomic::Ordering::Release);
+            }
             let next_drain = self.draining.next_due();
             if next_drain != drain_at {
                 if let Some(due) = next_drain {

@@ -22,6 +22,18 @@ async fn settle(dir: &RegistryDirectory, epoch: u64) -> Arc<Snapshot> {
         .unwrap()
 }
 
+/// Waits until the directory has applied `n` updates in all (a barrier: after it, a snapshot
+/// that did not come means the updates changed nothing).
+async fn applied(dir: &RegistryDirectory, n: u64) {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while dir.updates_applied() < n {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+    .expect("the directory applies its updates");
+}
+
 #[tokio::test]
 async fn reset_add_remove_publish_new_epochs() {
     let dir = RegistryDirectory::spawn(cfg(), None);
@@ -79,7 +91,8 @@ async fn pushed_arcs_are_kept_and_recognised_by_pointer() {
         .collect();
     dir.apply(Update::Reset(copies.clone()));
     dir.apply(Update::add([inst(3, 100)]));
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The third and fourth updates of this directory.
+    applied(&dir, 4).await;
     assert_eq!(dir.load().epoch(), 2, "equal copies published a snapshot");
     // An arrival rebuilds: the snapshot holds the copies the registry sent last.
     dir.apply(Update::add([inst(4, 100)]));
@@ -723,7 +736,8 @@ async fn weight_only_deltas_patch_the_last_snapshot() {
     // Re-sending what the directory holds publishes nothing.
     dir.apply(Update::add(vec![node(1, 8, true)]));
     dir.apply(Update::reset(s4.instances().iter().map(|i| (**i).clone())));
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The ninth and tenth updates of this directory.
+    applied(&dir, 10).await;
     assert_eq!(dir.load().epoch(), s4.epoch());
 }
 
