@@ -15,6 +15,19 @@ use switchman_discovery::{DirectoryConfig, FixedDirectory};
 use tokio::sync::Semaphore;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
+/// A waker that records being woken: polls a service by hand, so "not ready" is checked
+/// without waiting for time to pass, and "woken" without polling again.
+fn flag_waker() -> (Arc<std::sync::atomic::AtomicBool>, std::task::Waker) {
+    struct Flag(Arc<std::sync::atomic::AtomicBool>);
+    impl std::task::Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let woken = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    (woken.clone(), std::task::Waker::from(Arc::new(Flag(woken))))
+}
+
 /// Answers with the port it was sent to; with `gate`, each call first waits for a permit.
 #[derive(Debug, Default)]
 struct Port {
@@ -167,10 +180,10 @@ async fn poll_ready_is_pending_while_in_flight_calls_fill_every_cap() {
     while transport.calls.load(Ordering::SeqCst) < 2 {
         tokio::task::yield_now().await;
     }
+    let (woken, waker) = flag_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
     assert!(
-        tokio::time::timeout(Duration::from_millis(100), svc.ready())
-            .await
-            .is_err(),
+        svc.poll_ready(&mut cx).is_pending(),
         "both endpoints at their cap: not ready"
     );
     // load_shed turns "not ready" into an immediate refusal instead of a queued call.
@@ -184,17 +197,22 @@ async fn poll_ready_is_pending_while_in_flight_calls_fill_every_cap() {
         .unwrap_err();
     assert!(refused.to_string().contains("overloaded"), "{refused}");
 
-    // One call ends: ready again, woken rather than polled.
-    let waiter = tokio::spawn(async move {
-        svc.ready().await.unwrap();
-    });
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    assert!(!waiter.is_finished());
+    // One call ends: ready again, woken rather than polled. (The refused call above never
+    // reached an endpoint: still not ready, and nobody woke the waiter.)
+    assert!(svc.poll_ready(&mut cx).is_pending());
+    assert!(!woken.load(Ordering::SeqCst));
     gate.add_permits(1);
-    tokio::time::timeout(Duration::from_secs(5), waiter)
-        .await
-        .expect("woken when a call ended")
-        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while !woken.load(Ordering::SeqCst) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("woken when a call ended");
+    assert!(matches!(
+        svc.poll_ready(&mut cx),
+        std::task::Poll::Ready(Ok(()))
+    ));
     gate.add_permits(1);
     for c in calls {
         c.await.unwrap().unwrap();
@@ -234,10 +252,10 @@ async fn provider_registered_caps_count_and_an_uncapped_endpoint_keeps_it_ready(
         tokio::task::yield_now().await;
     }
     let mut s1 = c1.clone();
+    let (_, waker) = flag_waker();
     assert!(
-        tokio::time::timeout(Duration::from_millis(100), s1.ready())
-            .await
-            .is_err(),
+        s1.poll_ready(&mut std::task::Context::from_waker(&waker))
+            .is_pending(),
         "the only endpoint registered actives=1 and has a call in flight"
     );
     let mut s2 = c2.clone();
