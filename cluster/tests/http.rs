@@ -97,11 +97,11 @@ async fn statuses_are_classified_where_they_happen() {
 
 #[tokio::test]
 async fn refused_connections_and_timeouts_are_retryable() {
-    // A port nobody listens on: bind, note the port, close.
-    let closed = std::net::TcpListener::bind(LOCAL)
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    // A port that refuses: bound and never listening, held for the whole test (a listener
+    // bound then closed would leave the port to anyone meanwhile).
+    let held = tokio::net::TcpSocket::new_v4().unwrap();
+    held.bind(LOCAL.parse().unwrap()).unwrap();
+    let closed = held.local_addr().unwrap();
     let http = HttpInvoker::new();
     let e = http
         .invoke(
@@ -369,12 +369,14 @@ async fn a_removed_provider_drains_and_its_connections_close_after_the_grace() {
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(
-        established_to(a.addr().port()),
-        1,
-        "the in-flight call's connection"
-    );
+    // The in-flight call's connection, once it is made.
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while established_to(a.addr().port()) != 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the in-flight call's connection");
     dir.apply(Update::Remove(vec![ia.address().to_string()]));
     dir.wait_until(Duration::from_secs(5), |s| s.instances().len() == 1)
         .await

@@ -62,7 +62,17 @@ async fn echo(name: &'static str, delay: Duration) -> HttpProvider {
 }
 
 /// A port nothing listens on: calls to it fail with connection refused (a strike).
-fn dead_port() -> u16 {
+/// A port on 127.0.0.1 that refuses connections for as long as the returned socket lives:
+/// bound, never listening, so no other process or test can take it meanwhile (a listener
+/// bound then dropped would leave the port free for anyone).
+fn dead_port() -> (u16, tokio::net::TcpSocket) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    (socket.local_addr().unwrap().port(), socket)
+}
+
+/// A port free a moment ago, for an endpoint the test binds itself at a known address.
+fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -78,7 +88,7 @@ async fn snapshot_shows_an_ejected_instance_with_its_time_left() {
     switchman::admin::set_metrics_handle(switchman::install_metrics_recorder().unwrap());
     let a = echo("a", Duration::ZERO).await;
     let b = echo("b", Duration::ZERO).await;
-    let dead = dead_port();
+    let (dead, _held) = dead_port();
     let dir = std::env::temp_dir().join(format!("switchman-admin-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("providers.yaml");
@@ -189,11 +199,13 @@ async fn snapshot_shows_an_ejected_instance_with_its_time_left() {
     let (_, services) = get_json(admin, "/services").await;
     assert_eq!(services["consumers"], json!([]));
     drop(held);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(
-        tokio::net::TcpStream::connect(admin).await.is_err(),
-        "the listener stops with its last handle"
-    );
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while tokio::net::TcpStream::connect(admin).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the listener stops with its last handle");
 }
 
 /// An endpoint that leaves the registry while a call to it is in flight is `draining` (with
@@ -460,7 +472,7 @@ async fn references_share_one_admin_port() {
         ),
     )
     .unwrap();
-    let port = dead_port();
+    let port = free_port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let one = Reference::new("it.admin.One")
         .registry(file.to_str().unwrap())
