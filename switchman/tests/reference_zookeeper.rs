@@ -83,9 +83,11 @@ async fn connect_without_a_provider_says_what_the_registry_has() {
         .unwrap_err();
     let took = started.elapsed();
     assert_eq!(e.kind(), ErrorKind::NoProvider, "{e}");
+    // The wait (2 s) plus the look around for what the registry has instead, with room for a
+    // loaded machine: the point is that it ends, with the hint, instead of hanging.
     assert!(
-        took < Duration::from_secs(4),
-        "fails within the wait (+ a short look around): {took:?}"
+        took < Duration::from_secs(2 + 15),
+        "fails after the wait and a look around: {took:?}"
     );
     let m = e.message();
     assert!(
