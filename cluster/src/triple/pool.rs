@@ -100,6 +100,9 @@ impl Entry {
     }
 }
 
+/// The fewest entries at which a new address sweeps dead ones (see [`Pool::entry`]).
+const MIN_SWEEP: usize = 64;
+
 /// A pool entry and, once its address left every tracked directory, when it is dropped.
 struct Slot {
     entry: Arc<Entry>,
@@ -109,6 +112,8 @@ struct Slot {
 /// The connections of one [`super::TripleInvoker`].
 pub(crate) struct Pool {
     entries: Mutex<HashMap<String, Slot>>,
+    /// The entry count at which the next new address first drops dead entries.
+    sweep_at: std::sync::atomic::AtomicUsize,
     /// The connections owned by endpoints (made by the invoker as a `MakeEndpoint`), shared
     /// by the endpoints at one address.
     endpoints: SharedByAddress<Entry>,
@@ -127,6 +132,7 @@ impl Pool {
     pub(crate) fn new(settings: ConnectSettings) -> Self {
         Pool {
             entries: Mutex::new(HashMap::new()),
+            sweep_at: std::sync::atomic::AtomicUsize::new(MIN_SWEEP),
             endpoints: SharedByAddress::default(),
             settings,
         }
@@ -146,6 +152,15 @@ impl Pool {
         let mut map = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = map.get(address) {
             return slot.entry.clone();
+        }
+        // Addresses of providers that went away (no live connection, no call holding the
+        // entry) are dropped before the map grows past twice what the last sweep left (at
+        // least MIN_SWEEP): bounded by the live addresses without anyone calling `retain`.
+        use std::sync::atomic::Ordering;
+        if map.len() >= self.sweep_at.load(Ordering::Relaxed).max(MIN_SWEEP) {
+            map.retain(|_, slot| Arc::strong_count(&slot.entry) > 1 || slot.entry.is_connected());
+            self.sweep_at
+                .store((map.len() * 2).max(MIN_SWEEP), Ordering::Relaxed);
         }
         let e = Arc::new(Entry::default());
         map.insert(
@@ -292,5 +307,32 @@ async fn watch_connection<F: std::future::Future<Output = hyper::Result<()>>>(
     match conn.await {
         Ok(()) => debug!(address = %addr, "Triple connection closed"),
         Err(e) => debug!(address = %addr, error = %e, "Triple connection ended"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Entries with no live connection and no caller holding them go when a new address comes
+    /// and the map has reached twice what the last sweep left (at least 64); an entry a caller
+    /// holds stays.
+    #[test]
+    fn dead_entries_are_swept_as_new_addresses_come() {
+        let pool = Pool::new(ConnectSettings {
+            keep_alive_interval: None,
+            keep_alive_timeout: Duration::from_secs(1),
+            tls: None,
+        });
+        let held = pool.entry("10.0.0.1:50051");
+        for port in 1..64 {
+            drop(pool.entry(&format!("10.0.1.1:{port}")));
+        }
+        assert_eq!(pool.addresses().len(), 64);
+        let _next = pool.entry("10.0.0.2:50051");
+        let mut left = pool.addresses();
+        left.sort();
+        assert_eq!(left, ["10.0.0.1:50051", "10.0.0.2:50051"]);
+        assert!(!held.is_connected());
     }
 }
