@@ -11,8 +11,8 @@
 //! | parameter | default | meaning |
 //! |---|---|---|
 //! | `backup` | | more servers, comma-separated `host[:port]` |
-//! | `session` | 60000 | session timeout (ms), Dubbo's default |
-//! | `timeout` | 5000 | the timeout of each ZooKeeper call and connect attempt (ms) |
+//! | `session` | 60000 | session timeout (ms, 1 to a day), Dubbo's default |
+//! | `timeout` | 5000 | the timeout of each ZooKeeper call and connect attempt (ms, 1 to a day) |
 //! | `group` | `dubbo` | the registry root (`/dubbo`), as in Dubbo |
 //! | `application` | | the consumer's application: its config-centre keys are watched too |
 //! | `protocol` | any | the protocols this consumer accepts, e.g. `tri,http` |
@@ -140,13 +140,18 @@ impl fmt::Debug for ZkConfig {
     }
 }
 
+/// The longest `session` or `timeout` a ZooKeeper URL may give: one day.
+const MAX_MS: u64 = 24 * 3600 * 1000;
+
 fn ms_param(url: &Url, key: &str, default: Duration) -> Result<Duration> {
     match url.param(key) {
         None | Some("") => Ok(default),
+        // At most a day: a session or call timeout beyond that is a typo, and
+        // `18446744073709551615` would overflow the deadlines computed from it.
         Some(v) => match v.trim().parse::<u64>() {
-            Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+            Ok(ms) if ms > 0 && ms <= MAX_MS => Ok(Duration::from_millis(ms)),
             _ => Err(Error::bad_config(format!(
-                "registry {}: {key}={v:?} is not a positive number of milliseconds",
+                "registry {}: {key}={v:?} is not a number of milliseconds from 1 to {MAX_MS}",
                 url.redacted()
             ))),
         },
@@ -539,6 +544,8 @@ mod tests {
         for (s, want) in [
             ("zookeeper://h:1?session=abc", "session"),
             ("zookeeper://h:1?timeout=0", "timeout"),
+            ("zookeeper://h:1?timeout=18446744073709551615", "timeout"),
+            ("zookeeper://h:1?session=86400001", "session"),
             ("zookeeper://h:1/a//b", "chroot"),
             ("zookeeper://h:1?backup=x/y", "backup"),
             ("zookeeper://h:1?app-level=maybe", "app-level"),
