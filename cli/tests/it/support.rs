@@ -1,5 +1,4 @@
-//! Shared by the CLI tests that start `switchman provider` (each test file is its own crate:
-//! `mod support;`).
+//! Shared by the CLI tests that start `switchman provider`.
 
 use std::io::{BufRead, BufReader};
 use std::process::Child;

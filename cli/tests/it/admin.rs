@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod support;
+use super::support;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_switchman"))

@@ -9,7 +9,7 @@ use serde_json::json;
 use switchman_integration_tests::java_peer::{self, DEMO_SERVICE};
 use switchman_integration_tests::{nacos, unique, zookeeper};
 
-mod support;
+use super::support;
 
 /// A running `switchman provider`; killed when dropped.
 struct Provider(Child);
