@@ -30,9 +30,25 @@ pub struct Snapshot {
     /// Tables of other balancers, built on first use (only while settings are resolved for
     /// this snapshot, never on the call path).
     extra: Mutex<Vec<Arc<PickerSet>>>,
+    /// Tables of subsets routed per call ([`Route::Computed`]: more distinct candidate sets
+    /// than the route table precomputes), by balancer and members, kept for this snapshot's
+    /// life: a call routed to a set seen before picks from its table instead of building one
+    /// (a consistent-hash ring, a weight table) again. At most [`COMPUTED_TABLES`], oldest out.
+    computed: Mutex<Vec<ComputedTable>>,
     /// True when the registry's list is empty but the empty-list protection kept the previous
     /// one.
     protected: bool,
+}
+
+/// The most tables of per-call subsets one snapshot keeps ([`Snapshot::pick`]).
+pub(crate) const COMPUTED_TABLES: usize = 64;
+
+/// A table built for a subset routed per call.
+struct ComputedTable {
+    /// The balancer that built it (compared by identity).
+    balancer: Arc<dyn LoadBalance>,
+    members: Arc<[u32]>,
+    picker: Arc<dyn Picker>,
 }
 
 /// One balancer's tables for every routed subset of one snapshot.
@@ -261,6 +277,7 @@ impl Snapshot {
             pickers,
             balancer: p.balancer.clone(),
             extra: Mutex::new(Vec::new()),
+            computed: Mutex::new(Vec::new()),
             protected: p.protected,
         }
     }
@@ -584,8 +601,38 @@ impl Snapshot {
             .first()
             .and_then(|f| balancing?.set_of_endpoint(f))
             .map_or(&self.balancer, |s| &s.balancer);
-        let picker = balancer.prepare(&self.endpoints, routed.to_arc(), SystemTime::now());
+        let picker = self.computed_table(balancer, routed);
         pick_untried(picker.as_ref(), &self.endpoints, ctx, rng)
+    }
+
+    /// The table of `balancer` over the members of `routed` (a per-call subset): the one kept
+    /// from an earlier call, else built now and kept (see [`Snapshot::computed`]).
+    fn computed_table(
+        &self,
+        balancer: &Arc<dyn LoadBalance>,
+        routed: &Routed<'_>,
+    ) -> Arc<dyn Picker> {
+        let members = routed.members();
+        let lock = || self.computed.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = lock()
+            .iter()
+            .find(|t| Arc::ptr_eq(&t.balancer, balancer) && *t.members == *members)
+        {
+            return t.picker.clone();
+        }
+        let members = routed.to_arc();
+        let picker: Arc<dyn Picker> =
+            Arc::from(balancer.prepare(&self.endpoints, members.clone(), SystemTime::now()));
+        let mut kept = lock();
+        if kept.len() >= COMPUTED_TABLES {
+            kept.remove(0);
+        }
+        kept.push(ComputedTable {
+            balancer: balancer.clone(),
+            members,
+            picker: picker.clone(),
+        });
+        picker
     }
 
     /// The tables one method uses in each routed subset, given the balancer it uses when

@@ -1084,3 +1084,75 @@ async fn consecutive_patches_reuse_the_spare_snapshot_and_stay_exact() {
         }
     }
 }
+
+/// More candidate sets than a route table precomputes: those calls are routed per call, and a
+/// set seen before picks from the table kept for it in this snapshot (the balancer prepares
+/// once per set), not from one built per call (#26: registry data must not make every call
+/// rebuild a table or a ring).
+#[tokio::test]
+async fn per_call_subsets_reuse_their_tables() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use switchman_loadbalance::{Endpoint, LoadBalance, Picker, RandomBalance};
+
+    #[derive(Debug)]
+    struct Counting(Arc<AtomicUsize>, RandomBalance);
+    impl LoadBalance for Counting {
+        fn name(&self) -> &str {
+            "random"
+        }
+        fn prepare(
+            &self,
+            endpoints: &[Endpoint],
+            members: Arc<[u32]>,
+            now: SystemTime,
+        ) -> Box<dyn Picker> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            self.1.prepare(endpoints, members, now)
+        }
+    }
+
+    let n = switchman_router::MAX_SUBSETS + 40;
+    let rule: String = (0..n)
+        .map(|i| format!("method = m{i} => id != {i}\n"))
+        .collect();
+    let chain = switchman_router::RouterChain::new()
+        .with_rule("com.foo.Bar::.condition-router", &rule)
+        .unwrap();
+    let prepared = Arc::new(AtomicUsize::new(0));
+    let balancer = Arc::new(Counting(prepared.clone(), RandomBalance));
+    let dir = RegistryDirectory::spawn(cfg().router(chain).balancer(balancer), None);
+    dir.apply(Update::reset((0..n).map(|i| {
+        Instance::builder(format!("10.0.{}.{}", i / 200, i % 200 + 1), 20880)
+            .param("id", &i.to_string())
+            .build()
+    })));
+    let s = settle(&dir, 1).await;
+    let mut rng = fastrand::Rng::with_seed(7);
+    let per_call: Vec<usize> = (0..n)
+        .filter(|i| {
+            s.route(&Invocation::new(format!("m{i}")), &mut rng)
+                .unwrap()
+                .subset()
+                .is_none()
+        })
+        .collect();
+    assert!(!per_call.is_empty(), "some calls are routed per call");
+    let before = prepared.load(Ordering::SeqCst);
+    for &m in per_call.iter().take(3) {
+        for _ in 0..50 {
+            let i = s
+                .select(&Invocation::new(format!("m{m}")), &[], &mut rng)
+                .unwrap();
+            assert_ne!(
+                s.endpoints()[i].instance.param("id"),
+                Some(m.to_string().as_str())
+            );
+        }
+    }
+    let sets = per_call.len().min(3);
+    assert_eq!(
+        prepared.load(Ordering::SeqCst) - before,
+        sets,
+        "one table per per-call set, not one per call"
+    );
+}
