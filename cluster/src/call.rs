@@ -460,6 +460,10 @@ impl<'c> Attempter<'c> {
         }
         if let Err(e) = &result {
             debug!(address = ep.instance.address(), method = %self.invocation.method, error = %e, "attempt failed");
+            if e.is_unavailable() {
+                // Nothing was sent: not an attempt, the next one needs no retry.
+                self.book.started.fetch_sub(1, Ordering::AcqRel);
+            }
         }
         result
     }
@@ -594,6 +598,34 @@ impl<'c> Call<'c> {
             self.inner.remember_sticky(&snap.endpoints()[i].instance);
         }
         Ok(Pick::new(snap, i))
+    }
+
+    /// Selects an endpoint of `snap` and makes one attempt on it, as Dubbo's
+    /// `cluster.availablecheck` does for every strategy: when the endpoint could not take the
+    /// call and nothing was sent ([`Error::is_unavailable`]: a provider shutting down, no
+    /// connection), another untried one is selected, and that is not a retry (neither the
+    /// strategy's `retries` nor the retry budget pays for it). Gives the last endpoint and its
+    /// result; errors only when nothing could be selected at all.
+    pub async fn attempt_available<'s>(
+        &mut self,
+        snap: &'s Arc<Snapshot>,
+    ) -> Result<(Pick<'s>, Result<Value>)> {
+        let mut pick = self.select(snap)?;
+        let mut skipped: Vec<usize> = Vec::new();
+        loop {
+            let result = self.attempter().attempt(pick).await;
+            match &result {
+                Err(e) if e.is_unavailable() && skipped.len() < MAX_ATTEMPTS => {
+                    skipped.push(pick.index());
+                    match self.select(snap) {
+                        Ok(next) if !skipped.contains(&next.index()) => pick = next,
+                        // Every candidate was unavailable: the last one's error.
+                        _ => return Ok((pick, result)),
+                    }
+                }
+                _ => return Ok((pick, result)),
+            }
+        }
     }
 
     /// The settings resolved for `snap` when this call's were resolved for another (the

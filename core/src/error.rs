@@ -72,6 +72,7 @@ pub struct Error {
     message: String,
     source: Option<Source>,
     tried: Vec<String>,
+    unavailable: bool,
 }
 
 /// The longest message an [`Error`] keeps, in bytes. Messages quote what providers send (a
@@ -105,6 +106,7 @@ impl Error {
             message: bounded(message.into()),
             source: None,
             tried: Vec::new(),
+            unavailable: false,
         }
     }
 
@@ -149,6 +151,21 @@ impl Error {
     pub fn with_outlier_strike(mut self, strike: bool) -> Self {
         self.strike = strike;
         self
+    }
+
+    /// Marks the error as "this endpoint could not take the call, and nothing was sent": it is
+    /// shutting down (a dubbo:// provider's readonly event) or no connection to it could be
+    /// made. The cluster then calls another instance without it counting as an attempt, for
+    /// every strategy, as Dubbo's `cluster.availablecheck` skips unavailable invokers.
+    pub fn with_unavailable(mut self, unavailable: bool) -> Self {
+        self.unavailable = unavailable;
+        self
+    }
+
+    /// Whether the endpoint could not take the call and nothing was sent
+    /// ([`Error::with_unavailable`]).
+    pub fn is_unavailable(&self) -> bool {
+        self.unavailable
     }
 
     /// Attaches the underlying cause.

@@ -181,6 +181,7 @@ impl Pool {
                 "connecting to {address} timed out after {} ms",
                 connect_timeout.as_millis()
             ))
+            .with_unavailable(true)
         };
         let _connecting = tokio::time::timeout_at(deadline, slot.connecting.lock())
             .await
@@ -198,7 +199,10 @@ impl Pool {
             heartbeat: heartbeat.unwrap_or(self.inner.config.heartbeat),
             ..self.inner.config.clone()
         };
-        let conn = Connection::connect(address, config).await?;
+        // Not connected: nothing was sent, another instance can take the call.
+        let conn = Connection::connect(address, config)
+            .await
+            .map_err(|e| e.with_unavailable(true))?;
         *lock(&slot.conn) = Some(conn.clone());
         Ok(conn)
     }
@@ -304,4 +308,5 @@ fn draining(address: &str) -> Error {
         "{address} is shutting down: every connection to it received the provider's readonly event"
     ))
     .with_outlier_strike(false)
+    .with_unavailable(true)
 }

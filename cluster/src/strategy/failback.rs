@@ -19,8 +19,8 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
     // that keeps the call from being made (every instance at its `actives` cap) is a failure
     // to retry.
     let snap = call.snapshot();
-    let (failed, e) = match call.select(&snap) {
-        Ok(pick) => match call.attempter().attempt(pick).await {
+    let (failed, e) = match call.attempt_available(&snap).await {
+        Ok((pick, result)) => match result {
             Ok(v) => return Ok(v),
             Err(e) if e.is_business() => return Err(e),
             Err(e) => (Some(pick.instance().key()), e),

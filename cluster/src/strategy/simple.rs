@@ -9,8 +9,8 @@ use crate::call::Call;
 /// failfast: one pick, one attempt, the error at once.
 pub(crate) async fn failfast(call: &mut Call<'_>) -> Result<Value> {
     let snap = call.snapshot();
-    let pick = call.select(&snap)?;
-    match call.attempter().attempt(pick).await {
+    let (pick, result) = call.attempt_available(&snap).await?;
+    match result {
         Ok(v) => Ok(v),
         Err(e) => {
             call.note_failure(pick);
@@ -25,12 +25,8 @@ pub(crate) async fn failfast(call: &mut Call<'_>) -> Result<Value> {
 /// error is the provider's answer: both reach the caller.
 pub(crate) async fn failsafe(call: &mut Call<'_>) -> Result<Value> {
     let snap = call.snapshot();
-    let attempt = match call.select(&snap) {
-        Ok(pick) => call
-            .attempter()
-            .attempt(pick)
-            .await
-            .map_err(|e| (Some(pick), e)),
+    let attempt = match call.attempt_available(&snap).await {
+        Ok((pick, result)) => result.map_err(|e| (Some(pick), e)),
         Err(e) if is_no_provider(&e) => return Err(e),
         Err(e) => Err((None, e)),
     };

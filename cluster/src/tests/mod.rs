@@ -28,6 +28,8 @@ enum Fault {
     Business,
     /// A 503 with `connection: close`: retry elsewhere, no outlier strike.
     Drain,
+    /// Shutting down (a dubbo:// readonly event): nothing sent.
+    Unavailable,
 }
 use Fault::*;
 
@@ -92,6 +94,9 @@ impl Invoker for FaultInvoker {
                 Drain => {
                     Err(Error::transport(format!("{port} is draining")).with_outlier_strike(false))
                 }
+                Unavailable => Err(Error::transport(format!("{port} is shutting down"))
+                    .with_outlier_strike(false)
+                    .with_unavailable(true)),
                 Slow(ms) => {
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                     Result::Ok(Value::from(port))
@@ -410,6 +415,56 @@ async fn failsafe_swallows_invocation_failures_only() {
         matches!(e.kind(), ErrorKind::Forbidden | ErrorKind::NoProvider),
         "{e}"
     );
+}
+
+/// Dubbo's `cluster.availablecheck`: an endpoint that cannot take the call (shutting down,
+/// not connected: nothing sent) is skipped for another one under every strategy, and that is
+/// not a retry. With failfast and provider 1 shutting down, every call answers from 2, with
+/// no retry taken from an empty budget (before: about half the calls failed).
+#[tokio::test]
+async fn unavailable_endpoints_are_skipped_under_every_strategy() {
+    let none = BudgetConfig {
+        ratio: 0.0,
+        min_per_sec: 0,
+        window: Duration::from_secs(10),
+    };
+    for strategy in [Strategy::Failfast, Strategy::Failsafe, Strategy::Failback] {
+        let fi = FaultInvoker::with(&[(1, &[Unavailable]), (2, &[Ok])]);
+        let c = cluster(
+            &[1, 2],
+            fi.clone(),
+            ClusterConfig::default().strategy(strategy),
+        )
+        .await
+        .with_budget(Some(none));
+        for k in 0..40 {
+            let v = c.invoke(&inv()).await.unwrap();
+            assert_eq!(v, json!(2), "{strategy:?} call {k}");
+        }
+        assert_eq!(
+            c.budget_refused(),
+            0,
+            "{strategy:?}: skipping is not a retry"
+        );
+        assert!(
+            fi.calls().contains(&1),
+            "{strategy:?}: 1 was picked and skipped"
+        );
+    }
+    // Every endpoint unavailable: the last one's error, after trying each once.
+    let fi = FaultInvoker::with(&[(1, &[Unavailable]), (2, &[Unavailable])]);
+    let c = cluster(
+        &[1, 2],
+        fi.clone(),
+        ClusterConfig::default().strategy(Strategy::Failfast),
+    )
+    .await;
+    let e = c.invoke(&inv()).await.unwrap_err();
+    assert!(
+        e.is_unavailable() && e.message().contains("shutting down"),
+        "{e}"
+    );
+    assert_eq!(fi.calls().len(), 2);
 }
 
 #[tokio::test(start_paused = true)]

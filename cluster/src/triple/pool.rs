@@ -77,7 +77,10 @@ impl Entry {
         if let Some(s) = self.live() {
             return Ok(s);
         }
-        let sender = connect(settings, address).await?;
+        // Not connected: nothing was sent, another instance can take the call.
+        let sender = connect(settings, address)
+            .await
+            .map_err(|e| e.with_unavailable(true))?;
         self.current.store(Some(Arc::new(sender.clone())));
         Ok(sender)
     }
