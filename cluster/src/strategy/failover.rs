@@ -13,8 +13,13 @@ use crate::strategy::as_answer;
 pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
     let attempts = (call.settings().retries as usize + 1).min(MAX_ATTEMPTS);
     let mut last: Option<Error> = None;
-    for n in 0..attempts {
-        if n > 0 && !call.retry_allowed() {
+    // An endpoint that could not take the call (nothing sent) is skipped without counting as
+    // an attempt or asking the budget (Dubbo's availablecheck), a bounded number of times.
+    let mut skips = 0;
+    let mut skipped = false;
+    let mut n = 0;
+    while n < attempts {
+        if n > 0 && !skipped && !call.retry_allowed() {
             break;
         }
         // Re-list before every attempt: a retry sees instances that came or went meanwhile.
@@ -33,6 +38,12 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
                 call.note_failure(pick);
                 if !e.is_retryable() {
                     return Err(call.fail(e));
+                }
+                skipped = e.is_unavailable() && skips < MAX_ATTEMPTS;
+                if skipped {
+                    skips += 1;
+                } else {
+                    n += 1;
                 }
                 last = Some(e);
             }

@@ -428,7 +428,12 @@ async fn unavailable_endpoints_are_skipped_under_every_strategy() {
         min_per_sec: 0,
         window: Duration::from_secs(10),
     };
-    for strategy in [Strategy::Failfast, Strategy::Failsafe, Strategy::Failback] {
+    for strategy in [
+        Strategy::Failfast,
+        Strategy::Failsafe,
+        Strategy::Failback,
+        Strategy::Failover,
+    ] {
         let fi = FaultInvoker::with(&[(1, &[Unavailable]), (2, &[Ok])]);
         let c = cluster(
             &[1, 2],
