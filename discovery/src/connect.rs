@@ -1,3 +1,4 @@
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +24,21 @@ fn open_remote(address: &str) -> Result<Option<Arc<dyn Remote>>> {
         _ => None,
     };
     Ok(remote)
+}
+
+/// `host:port` (a name or IPv4 address, a port of digits), or a list of them.
+fn looks_like_host_port(s: &str) -> bool {
+    s.split(',').all(|one| match one.rsplit_once(':') {
+        Some((host, port)) => {
+            !host.is_empty()
+                && host
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+                && !port.is_empty()
+                && port.chars().all(|c| c.is_ascii_digit())
+        }
+        None => false,
+    })
 }
 
 fn unknown(address: &str, what: &str) -> Error {
@@ -51,6 +67,13 @@ pub fn registry_from_url(address: &str) -> Result<Arc<dyn Registry>> {
         Some(address)
     };
     if let Some(path) = file {
+        if !address.contains("://") && looks_like_host_port(path) && !Path::new(path).exists() {
+            // `127.0.0.1:2181` is a registry without its scheme far more often than a file.
+            return Err(Error::bad_config(format!(
+                "registry {path}: no such file; a registry address needs its scheme: \
+                 zookeeper://{path} or nacos://{path}"
+            )));
+        }
         return Ok(Arc::new(StaticRegistry::from_file(
             path,
             Duration::from_secs(1),
@@ -156,6 +179,20 @@ mod tests {
         }
         let e = registry_from_url("nacos:user:pw@h:1").unwrap_err();
         assert!(!e.to_string().contains("pw"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_host_and_port_without_a_scheme_is_told_to_add_one() {
+        for bare in ["127.0.0.1:2181", "zk-1.prod:2181,zk-2.prod:2181"] {
+            let e = registry_from_url(bare).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("zookeeper://{bare} or nacos://{bare}")),
+                "{e}"
+            );
+        }
+        // A real path is still a file, and a missing one says so.
+        let e = registry_from_url("providers.yaml").unwrap_err().to_string();
+        assert!(!e.contains("needs its scheme"), "{e}");
     }
 
     #[tokio::test]
