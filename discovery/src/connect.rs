@@ -21,9 +21,23 @@ fn open_remote(address: &str) -> Result<Option<Arc<dyn Remote>>> {
         )?)),
         #[cfg(feature = "nacos")]
         "nacos" => Some(Arc::new(crate::nacos::NacosRegistry::from_url(&url)?)),
+        #[cfg(not(feature = "zookeeper"))]
+        "zookeeper" | "zk" => return Err(feature_off(&url, "zookeeper")),
+        #[cfg(not(feature = "nacos"))]
+        "nacos" => return Err(feature_off(&url, "nacos")),
         _ => None,
     };
     Ok(remote)
+}
+
+/// A registry this build was compiled without.
+#[cfg(not(all(feature = "zookeeper", feature = "nacos")))]
+fn feature_off(url: &Url, feature: &str) -> Error {
+    Error::bad_config(format!(
+        "registry {}: this build has no {feature} registry: enable the `{feature}` feature of \
+         the `switchman` crate (features = [\"{feature}\"])",
+        url.redacted()
+    ))
 }
 
 /// `host:port` (a name or IPv4 address, a port of digits), or a list of them.
@@ -179,6 +193,20 @@ mod tests {
         }
         let e = registry_from_url("nacos:user:pw@h:1").unwrap_err();
         assert!(!e.to_string().contains("pw"), "{e}");
+    }
+
+    /// Built without a registry feature (`cargo test -p switchman-discovery`, default
+    /// features; the workspace build turns them on), its URL names the feature to enable.
+    #[cfg(not(feature = "nacos"))]
+    #[test]
+    fn a_registry_built_without_its_feature_names_the_feature() {
+        let e = registry_from_url("nacos://u:pw@127.0.0.1:8848").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("enable the `nacos` feature of the `switchman` crate"),
+            "{e}"
+        );
+        assert!(!e.to_string().contains("pw@"), "{e}");
     }
 
     #[tokio::test]
