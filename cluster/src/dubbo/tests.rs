@@ -366,18 +366,26 @@ async fn an_idle_connection_sends_heartbeats_and_stays_open() {
     )
     .await
     .unwrap();
-    tokio::time::sleep(heartbeat * 4).await;
+    // The barrier is the heartbeats themselves: one is sent per idle interval, so after five
+    // the connection has been idle (but answered) well past the three intervals that close it.
+    let started = Instant::now();
+    for _ in 0..5 {
+        let (h, body) = tokio::time::timeout(Duration::from_secs(5), beats.recv())
+            .await
+            .expect("a heartbeat per interval")
+            .unwrap();
+        assert_eq!(h.flags, 0xE2, "request | two-way | event | hessian2");
+        assert_eq!(body, b"N");
+    }
+    assert!(
+        started.elapsed() >= heartbeat * 4,
+        "{:?}",
+        started.elapsed()
+    );
     assert!(
         !conn.is_closed(),
         "answered heartbeats keep it open past 3 intervals"
     );
-    let mut n = 0;
-    while let Ok((h, body)) = beats.try_recv() {
-        assert_eq!(h.flags, 0xE2, "request | two-way | event | hessian2");
-        assert_eq!(body, b"N");
-        n += 1;
-    }
-    assert!((2..=6).contains(&n), "{n} heartbeats in 4 intervals");
     let r = conn
         .request(
             HESSIAN2,
@@ -605,9 +613,20 @@ async fn a_long_readonly_connection_is_replaced() {
     let first = pool.get(&address, 1, LONG).await.unwrap();
     until(|| first.is_readonly()).await;
     assert!(pool.get(&address, 1, LONG).await.is_err());
-    tokio::time::sleep(heartbeat * 3 + Duration::from_millis(50)).await;
+    // Refused while readonly; once readonly for three heartbeat intervals it is replaced.
+    let give_up = Instant::now() + Duration::from_secs(5);
+    let again = loop {
+        match pool.get(&address, 1, LONG).await {
+            Ok(c) => break c,
+            Err(e) => assert!(Instant::now() < give_up, "never replaced: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(
+        first.readonly_for().unwrap() >= heartbeat * 3,
+        "not replaced before the hold"
+    );
     assert!(!first.is_closed(), "heartbeats answered: still open");
-    let again = pool.get(&address, 1, LONG).await.unwrap();
     assert!(!again.same(&first) && !again.is_readonly());
     again
         .request(HESSIAN2, Bytes::from_static(b"x"), LONG)

@@ -292,7 +292,15 @@ async fn draining_warming_and_disabled_instances() {
         guard.finish(Duration::from_millis(1500), r.is_ok());
         r
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The call reached `slow` (which answers after 1.5 s): it is in flight.
+    let give_up = std::time::Instant::now() + Duration::from_secs(5);
+    while slow.hits() == 0 {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the call never reached slow"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let epoch = directory.load().epoch();
     let slow_addr = slow.addr().to_string();
     registry.update(|l| l.retain(|i| i.address() != slow_addr));
