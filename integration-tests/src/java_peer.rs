@@ -408,6 +408,41 @@ impl JavaProvider {
         }
     }
 
+    /// A barrier on the output: calls `ping` straight at this provider (its endpoint in
+    /// `snapshot`, through `invoker`) and waits (at most 10 s) until its `CALL ping` line is read.
+    /// The provider prints a call's line before the reply leaves and its lines are read in
+    /// order, so once this returns every call that reached it before is counted: a retry that
+    /// happened shows, and one that did not cannot show later. No sleep.
+    pub async fn settle(
+        &self,
+        snapshot: &switchman_discovery::Snapshot,
+        invoker: &dyn switchman_core::Invoker,
+    ) {
+        let endpoint = snapshot
+            .endpoints()
+            .iter()
+            .find(|e| e.instance.port() == self.port())
+            .unwrap_or_else(|| panic!("{} is not in the snapshot", self.address()));
+        let pings = self.calls_of("ping");
+        invoker
+            .invoke(
+                &endpoint.instance,
+                &switchman_core::Invocation::new("ping"),
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("ping {}: {e}", self.address()));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.calls_of("ping") == pings {
+            assert!(
+                Instant::now() < deadline,
+                "{} answered ping but its CALL line was never read",
+                self.address()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// What it wrote on stderr so far (its logs; the last 256 KiB).
     pub fn output(&self) -> String {
         self.stderr

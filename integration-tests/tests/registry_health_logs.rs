@@ -36,7 +36,7 @@ async fn session_expiry_and_re_registration_are_logged_once_each_with_durations(
     let log = CapturedLog::default();
     let writer = log.clone();
     tracing_subscriber::fmt()
-        .with_env_filter("switchman_discovery=info")
+        .with_env_filter("switchman_discovery=info,switchman_discovery::zookeeper::session=debug")
         .with_ansi(false)
         .with_writer(move || writer.clone())
         .init();
@@ -67,8 +67,15 @@ async fn session_expiry_and_re_registration_are_logged_once_each_with_durations(
     tokio::time::sleep(Duration::from_millis(4500)).await;
     server.signal(0, "CONT");
     until("after the expiry", &log, "provider nodes re-registered").await;
-    // Give any repeated line the time to show.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The subscription is back: the provider is still listed.
+    dir.wait_until(Duration::from_secs(15), |s| s.instances().len() == 1)
+        .await
+        .unwrap();
+    // Every line below comes from the session's one task: once it has stopped, none can repeat
+    // later (the barrier, instead of waiting for lines that should not come).
+    drop(dir);
+    drop(registry);
+    until("after the drop", &log, "ZooKeeper session task stopped").await;
 
     one(&log, "ZooKeeper connection lost", "WARN", &[]);
     one(
@@ -89,8 +96,5 @@ async fn session_expiry_and_re_registration_are_logged_once_each_with_durations(
         "INFO",
         &["nodes=1", "failed=0", "took_ms="],
     );
-    // The subscription is back: the provider is still listed.
-    assert_eq!(dir.load().instances().len(), 1);
-    drop(dir);
     drop(server);
 }

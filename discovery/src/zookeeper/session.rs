@@ -249,10 +249,13 @@ async fn run(
     // Since when ZooKeeper was out of reach (connect failing, or the session ended): the next
     // session's log line says how long that took.
     let mut down_since: Option<std::time::Instant> = None;
+    let stopped = |config: &ZkConfig| {
+        debug!(registry = %config.redacted, "ZooKeeper session task stopped: the registry was dropped");
+    };
     loop {
         let connected = tokio::select! {
             r = connect(&config) => r,
-            _ = stop.changed() => return,
+            _ = stop.changed() => return stopped(&config),
         };
         let client = match connected {
             Ok(c) => c,
@@ -266,7 +269,7 @@ async fn run(
                 down_since.get_or_insert_with(std::time::Instant::now);
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
-                    _ = stop.changed() => return,
+                    _ = stop.changed() => return stopped(&config),
                 }
                 backoff = (backoff * 2).min(Duration::from_secs(2));
                 continue;
@@ -341,7 +344,7 @@ async fn run(
                 }
                 _ = stop.changed() => {
                     clients.send_replace(None);
-                    return;
+                    return stopped(&config);
                 }
             }
         }

@@ -69,17 +69,18 @@ fn user_json() -> Value {
     })
 }
 
-/// Waits (bounded) until the providers' `CALL` lines for `method` stop growing past
-/// `before`, and returns how many came.
-async fn calls_after(providers: [&JavaProvider; 2], method: &str, before: usize) -> usize {
-    let count = || providers.iter().map(|p| p.calls_of(method)).sum::<usize>();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while count() == before && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+/// How many calls of `method` reached the providers since `before`, once each provider's
+/// output holds every call made so far (a ping answered and read: [`JavaProvider::settle`]).
+async fn calls_after(
+    dir: &RegistryDirectory,
+    providers: [&JavaProvider; 2],
+    method: &str,
+    before: usize,
+) -> usize {
+    for p in providers {
+        p.settle(&dir.load(), &ProtocolInvoker::new()).await;
     }
-    // The reader may lag a little: give a retry (if there were one) the time to show.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    count() - before
+    providers.iter().map(|p| p.calls_of(method)).sum::<usize>() - before
 }
 
 /// Two Java tri:// providers at weights 100 and 300 in `registry`: the weighted split, typed
@@ -245,7 +246,7 @@ async fn weighted_fleet(registry: String, options: fn() -> ProviderOptions, tag:
             "{e}"
         );
         assert_eq!(
-            calls_after([&light, &heavy], "fail", before).await,
+            calls_after(&dir, [&light, &heavy], "fail", before).await,
             1,
             "a business exception is not retried: {e}"
         );
@@ -264,7 +265,7 @@ async fn weighted_fleet(registry: String, options: fn() -> ProviderOptions, tag:
     let mut both = vec![light.address(), heavy.address()];
     both.sort();
     assert_eq!(tried, both, "the timeout failed over to the other provider");
-    assert!(calls_after([&light, &heavy], "slow", before).await >= 2);
+    assert!(calls_after(&dir, [&light, &heavy], "slow", before).await >= 2);
     eprintln!(
         "{tag}: slow(1500) with a 300 ms timeout failed over in {t_slow:?} ({e}); whole test {:?}",
         started.elapsed()
