@@ -46,6 +46,12 @@ pub trait Directory: Send + Sync + fmt::Debug + 'static {
     fn epochs(&self) -> Option<watch::Receiver<u64>> {
         None
     }
+
+    /// What the registry adapter last decided from when it reads both discovery levels
+    /// ([`RegistryDirectory::lists`]). `None` by default.
+    fn lists(&self) -> Option<crate::migration::Lists> {
+        None
+    }
 }
 
 impl Directory for RegistryDirectory {
@@ -59,6 +65,10 @@ impl Directory for RegistryDirectory {
 
     fn epochs(&self) -> Option<watch::Receiver<u64>> {
         Some(RegistryDirectory::epochs(self))
+    }
+
+    fn lists(&self) -> Option<crate::migration::Lists> {
+        RegistryDirectory::lists(self)
     }
 }
 

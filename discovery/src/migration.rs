@@ -110,6 +110,33 @@ impl FromStr for MigrationStep {
     }
 }
 
+/// What a subscription with application-level discovery decides from: the migration step in
+/// force, how many providers each level lists, and which list it publishes. The ZooKeeper and
+/// Nacos adapters send it ([`crate::Update::Lists`]) whenever it changes;
+/// [`crate::RegistryDirectory::lists`] and the admin endpoint show it ("why does this consumer
+/// call the interface-level providers?").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lists {
+    /// The step in force (`None`: no migration state, the interface level only).
+    pub step: Option<MigrationStep>,
+    /// Providers listed at the interface level.
+    pub interface_level: usize,
+    /// Instances listed at the application level (metadata fetched).
+    pub app_level: usize,
+    /// The list published.
+    pub using: Source,
+}
+
+impl Source {
+    /// `interface` or `application`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Interface => "interface",
+            Source::Application => "application",
+        }
+    }
+}
+
 /// Which list a subscription publishes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {

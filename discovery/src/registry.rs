@@ -44,6 +44,9 @@ pub enum Update {
         /// The rules, already parsed and validated.
         rules: Vec<Configurator>,
     },
+    /// What an adapter with application-level discovery decided from (sent when it changes):
+    /// kept by the directory for [`crate::RegistryDirectory::lists`], no snapshot of its own.
+    Lists(crate::migration::Lists),
 }
 
 impl Update {

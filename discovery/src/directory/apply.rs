@@ -125,6 +125,7 @@ impl State {
                 // Overrides can change any instance.
                 self.pending.overrides();
             }
+            Update::Lists(lists) => self.decided = Some(lists),
         }
     }
 

@@ -177,6 +177,8 @@ struct Shared {
     current: ArcSwap<Snapshot>,
     /// Updates the owner task has applied (published or not).
     applied: std::sync::atomic::AtomicU64,
+    /// The adapter's last [`Update::Lists`].
+    lists: std::sync::Mutex<Option<crate::migration::Lists>>,
 }
 
 /// Feeds [`Update`]s to a [`RegistryDirectory`] from anywhere (see
@@ -236,6 +238,7 @@ impl RegistryDirectory {
         let shared = Arc::new(Shared {
             current: ArcSwap::from_pointee(empty),
             applied: std::sync::atomic::AtomicU64::new(0),
+            lists: std::sync::Mutex::new(None),
         });
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let (epoch_tx, epoch_rx) = watch::channel(0);
@@ -266,6 +269,7 @@ impl RegistryDirectory {
             epoch_tx,
             cache_tx,
             draining: Default::default(),
+            decided: None,
             spare: None,
             retired: Vec::new(),
         };
@@ -298,6 +302,13 @@ impl RegistryDirectory {
         self.shared
             .applied
             .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// What the registry adapter last decided from, when it reads both levels (ZooKeeper and
+    /// Nacos with application-level discovery): the migration step, each level's size, the
+    /// list in use. `None` before its first decision and for other adapters.
+    pub fn lists(&self) -> Option<crate::migration::Lists> {
+        *self.shared.lists.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The current snapshot (one atomic load and a reference-count increment). Keep it as

@@ -43,6 +43,9 @@ pub(super) struct State {
     pub(super) cache_tx: Option<watch::Sender<Option<Vec<u8>>>>,
     /// Clients of endpoints that left, kept for the drain grace.
     pub(super) draining: Draining,
+    /// An [`Update::Lists`] applied this turn: shown once the turn's snapshot is decided, so a
+    /// reader who sees it also sees the lists the adapter sent before it.
+    pub(super) decided: Option<crate::migration::Lists>,
     /// The snapshot before the current one when the current one was patched from it.
     pub(super) spare: Option<Spare>,
     /// What the last update or snapshot replaced (a registry map, a published list, a
@@ -253,6 +256,9 @@ impl State {
                 }
             }
             self.retired.clear();
+            if let Some(lists) = self.decided.take() {
+                *self.shared.lists.lock().unwrap_or_else(|p| p.into_inner()) = Some(lists);
+            }
             if applied > 0 {
                 self.shared
                     .applied

@@ -1156,3 +1156,32 @@ async fn per_call_subsets_reuse_their_tables() {
         "one table per per-call set, not one per call"
     );
 }
+
+/// An adapter's decision (`Update::Lists`) is kept for `lists()` without a snapshot of its own,
+/// and shown only once the updates sent before it are published.
+#[tokio::test]
+async fn an_adapters_decision_is_kept_without_a_new_snapshot() {
+    use crate::migration::{Lists, MigrationStep, Source};
+    let dir = RegistryDirectory::spawn(cfg(), None);
+    assert_eq!(dir.lists(), None);
+    let decided = Lists {
+        step: Some(MigrationStep::ForceInterface),
+        interface_level: 1,
+        app_level: 2,
+        using: Source::Interface,
+    };
+    dir.apply(Update::reset(vec![inst(1, 100)]));
+    dir.apply(Update::Lists(decided));
+    applied(&dir, 2).await;
+    assert_eq!(dir.lists(), Some(decided));
+    assert_eq!(dir.load().instances().len(), 1, "the list sent before it");
+    let epoch = dir.load().epoch();
+    let later = Lists {
+        app_level: 0,
+        ..decided
+    };
+    dir.apply(Update::Lists(later));
+    applied(&dir, 3).await;
+    assert_eq!(dir.lists(), Some(later));
+    assert_eq!(dir.load().epoch(), epoch, "no snapshot for a decision");
+}

@@ -112,6 +112,9 @@ pub(crate) struct AppSide {
     migration_dirty: bool,
     /// The step must be decided again even if no list changed.
     decide: bool,
+    /// The last decision, and whether it is still to be reported (`Update::Lists`).
+    lists: Option<migration::Lists>,
+    lists_unsent: bool,
 }
 
 impl AppSide {
@@ -161,6 +164,8 @@ impl AppSide {
             migration_listening: false,
             migration_dirty: true,
             decide: false,
+            lists: None,
+            lists_unsent: false,
         })
     }
 
@@ -262,15 +267,33 @@ impl AppSide {
     /// Which list to publish, `interface_level` or the application-level one, as the
     /// migration step decides (see `crate::migration`).
     pub(crate) fn choose(&mut self, interface_level: Vec<Arc<Instance>>) -> Vec<Arc<Instance>> {
-        match self.migration.choose(
+        let using = self.migration.choose(
             self.state.apps(),
             interface_level.len(),
             self.list.len(),
             Instant::now(),
-        ) {
+        );
+        let lists = migration::Lists {
+            step: self.migration.step(),
+            interface_level: interface_level.len(),
+            app_level: self.list.len(),
+            using,
+        };
+        if self.lists != Some(lists) {
+            self.lists = Some(lists);
+            self.lists_unsent = true;
+        }
+        match using {
             Source::Interface => interface_level,
             Source::Application => self.list.clone(),
         }
+    }
+
+    /// The decision of the last [`AppSide::choose`] when it changed since it was last taken.
+    pub(crate) fn take_lists(&mut self) -> Option<migration::Lists> {
+        std::mem::take(&mut self.lists_unsent)
+            .then_some(self.lists)
+            .flatten()
     }
 
     /// Reads what is dirty; returns whether the application-level list was rebuilt or the

@@ -377,6 +377,12 @@ pub(crate) async fn run<R: Send + Sync + 'static>(
                     }
                 }
             }
+            // After the lists: whoever sees this decision sees its list too.
+            if let Some(lists) = app_side.as_mut().and_then(AppSide::take_lists)
+                && tx.send(Update::Lists(lists)).await.is_err()
+            {
+                break 'events;
+            }
             free_after_yield((retired, replaced)).await;
         }
 

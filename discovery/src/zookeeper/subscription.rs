@@ -86,6 +86,8 @@ impl Dirty {
 struct Sent {
     interface_level: Vec<Arc<Instance>>,
     app_level: Vec<Arc<Instance>>,
+    /// The decision last reported (`Update::Lists`), with application-level discovery.
+    lists: Option<crate::migration::Lists>,
     /// Application instances, their revisions and metadata read so far.
     app: app::AppLevel,
     /// Provider nodes parsed so far.
@@ -543,6 +545,19 @@ async fn relist(
         let (updates, retired) = sent.deltas.next(chosen);
         for update in updates {
             send(tx, update).await?;
+        }
+        // After the lists: whoever sees this decision sees its list too.
+        if cfg.app_level && iface != "*" {
+            let lists = crate::migration::Lists {
+                step: sent.migration.as_ref().and_then(|m| m.step()),
+                interface_level: sent.interface_level.len(),
+                app_level: sent.app_level.len(),
+                using: source,
+            };
+            if sent.lists != Some(lists) {
+                sent.lists = Some(lists);
+                send(tx, Update::Lists(lists)).await?;
+            }
         }
         free_after_yield(retired).await;
     }

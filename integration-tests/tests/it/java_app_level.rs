@@ -386,15 +386,16 @@ async fn fifty_synthetic(extra: &str) {
         )
         .await
         .unwrap();
-    let deadline = Instant::now() + WAIT;
-    while cache.get(&app, "rev-b").is_none() {
-        assert!(Instant::now() < deadline, "rev-b never fetched");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The barrier is the moved instance itself: once the snapshot lists it at rev-b, the
+    // fetches that change needed are done.
+    let snap = wait_for(&dir, "instance 7 at rev-b", |s| {
+        routable(s)
+            .iter()
+            .any(|i| i.port() == port(7) && i.param("dubbo.metadata.revision") == Some("rev-b"))
+    })
+    .await;
     assert_eq!(fetcher.calls.load(Ordering::SeqCst), 2, "one more fetch");
     assert_eq!(cache.fetches(&app, "rev-b"), 1);
-    let snap = dir.load();
     assert_eq!(snap.endpoints().len(), 50);
     let moved = routable(&snap)
         .into_iter()

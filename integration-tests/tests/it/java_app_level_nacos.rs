@@ -22,6 +22,7 @@ use switchman_cluster::metadata_service::MetadataServiceClient;
 use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker};
 use switchman_core::{Instance, Invocation, ServiceKey, Url};
 use switchman_discovery::metadata::MetadataCache;
+use switchman_discovery::migration::Source;
 use switchman_discovery::nacos::NacosRegistry;
 use switchman_discovery::{DirectoryConfig, RegistryDirectory, Snapshot};
 use switchman_integration_tests::java_peer::{self, DEMO_SERVICE, JavaProvider, ProviderOptions};
@@ -323,17 +324,22 @@ async fn nacos_register_mode_all_is_one_endpoint_the_application_level_one() {
         .name("both");
     let started = start_mapped(&[opts]);
     let c = consumer(&g, "").await;
-    // Both levels are read: wait until the application level had its chance (its fetch).
+    // Both levels are read: wait for the adapter's decision with both lists (sent after the
+    // list it publishes), which keeps the application level (it covers the interface level).
     let deadline = Instant::now() + WAIT;
-    while c.cache.fetches_of(&app).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "the application level never read"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let snap = wait_for(&c.dir, "the provider", |s| !s.endpoints().is_empty()).await;
+    let decided = loop {
+        match c.dir.lists() {
+            Some(l) if l.app_level > 0 && l.interface_level > 0 => break l,
+            other => assert!(
+                Instant::now() < deadline,
+                "no decision with both levels: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(decided.using, Source::Application, "{decided:?}");
+    assert!(!c.cache.fetches_of(&app).is_empty());
+    let snap = c.dir.load();
     assert_eq!(
         addresses(&snap),
         vec![format!("dubbo {}", started[0].address())]
@@ -379,7 +385,17 @@ async fn nacos_provided_by_finds_an_application_the_mapping_lost() {
             .unwrap(),
         json!("pb")
     );
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Without provided-by the consumer's first decision (taken once its mapping was read and
+    // nothing was left to fetch) has no application-level instance, and nothing was fetched.
+    let deadline = Instant::now() + WAIT;
+    let decided = loop {
+        if let Some(l) = without.dir.lists() {
+            break l;
+        }
+        assert!(Instant::now() < deadline, "no first decision");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(decided.app_level, 0, "{decided:?}");
     assert!(
         without.dir.load().endpoints().is_empty(),
         "{:?}",

@@ -16,6 +16,7 @@ use switchman_cluster::metadata_service::MetadataServiceClient;
 use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker, Strategy};
 use switchman_core::{Invocation, ServiceKey, Url};
 use switchman_discovery::metadata::MetadataCache;
+use switchman_discovery::migration::{Lists, MigrationStep, Source};
 use switchman_discovery::nacos::NacosRegistry;
 use switchman_discovery::zookeeper::ZookeeperRegistry;
 use switchman_discovery::{DirectoryConfig, Registry, RegistryDirectory, Snapshot};
@@ -118,15 +119,26 @@ async fn wait_for(c: &Consumer, what: &str, f: impl Fn(&Snapshot) -> bool) -> In
     Instant::now()
 }
 
-/// Waits until the application level has B's `MetadataInfo` (it is read in every step).
-async fn wait_for_app_level(c: &Consumer, app: &str) {
+/// Waits until the subscription decided with B at the application level (it is read in every
+/// step): B's `MetadataInfo` fetched and the adapter's decision counting it
+/// (`RegistryDirectory::lists`, sent after the list it publishes). Returns that decision.
+async fn wait_for_app_level(c: &Consumer, app: &str) -> Lists {
     let deadline = Instant::now() + WAIT;
-    while c.cache.fetches_of(app).is_empty() {
-        assert!(Instant::now() < deadline, "B's metadata was never fetched");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    loop {
+        if let Some(l) = c.dir.lists().filter(|l| l.app_level > 0) {
+            assert!(
+                !c.cache.fetches_of(app).is_empty(),
+                "{l:?} without B's metadata"
+            );
+            return l;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no decision with B's application-level instance: {:?}",
+            c.dir.lists()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Let the subscription rebuild its application-level list from it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
 }
 
 /// One call of the load: when it started and who answered (or the error).
@@ -454,8 +466,13 @@ async fn zookeeper_step_from_the_registry_url() {
         .metadata_cache(cache.clone());
     let c = consumer(&reg, cache, &pair.group).await;
     wait_for(&c, "A", |s| ports(s) == vec![pair.a.port()]).await;
-    wait_for_app_level(&c, &pair.b_app).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let decided = wait_for_app_level(&c, &pair.b_app).await;
+    assert_eq!(
+        decided.step,
+        Some(MigrationStep::ForceInterface),
+        "{decided:?}"
+    );
+    assert_eq!(decided.using, Source::Interface, "{decided:?}");
     assert_eq!(ports(&c.dir.load()), vec![pair.a.port()], "B never used");
 }
 

@@ -12,6 +12,7 @@ use serde_json::json;
 use switchman_cluster::provider::{HttpProvider, ProviderReply};
 use switchman_cluster::{ClusterConfig, ClusterInvoker, HttpInvoker};
 use switchman_core::{Instance, Invocation, ServiceKey, Url};
+use switchman_discovery::migration::Source;
 use switchman_discovery::nacos::NacosRegistry;
 use switchman_discovery::{DirectoryConfig, RegistryDirectory, Snapshot};
 use switchman_integration_tests::nacos_api::{OpenApiInstance, publish_config};
@@ -181,8 +182,20 @@ async fn provided_by_mapping_reports_and_pushes() {
         json!({"protocol": "http", "weight": "7", "warmup": "0", "side": "provider"}).to_string();
     iface_level.register(&nacos()).unwrap();
     cleanup.instances.push(iface_level);
-    // rnacos pushes within about a second: give it three.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The adapter's decision once it read the interface-level instance (sent after the list
+    // it publishes): the application level stays.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let decided = loop {
+        match dir.lists() {
+            Some(l) if l.interface_level > 0 => break l,
+            other => assert!(
+                std::time::Instant::now() < deadline,
+                "the interface-level instance never read: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(decided.using, Source::Application, "{decided:?}");
     let snap = dir.load();
     assert!(
         endpoints(&snap).contains(&(port(&p3), 9, r("r9"))),
@@ -248,7 +261,21 @@ async fn app_level_false_ignores_application_instances() {
     .await;
     let snap = wait_for(&dir_off, "a first list", |s| s.epoch() > 0).await;
     assert!(snap.endpoints().is_empty(), "{:?}", endpoints(&snap));
-    // Still nothing after the application-level side would have had its chance.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(dir_off.load().endpoints().is_empty());
+    // A later write is the barrier: once an interface-level instance registered after the
+    // application instance is listed, the application instance would have been too.
+    let mut later = OpenApiInstance::new(&format!("providers:{iface}::"), "192.0.2.1", 20880);
+    later.metadata_json = json!({"protocol": "http", "side": "provider"}).to_string();
+    later.register(&nacos()).unwrap();
+    let snap = wait_for(&dir_off, "the later interface-level instance", |s| {
+        !s.endpoints().is_empty()
+    })
+    .await;
+    let listed: Vec<String> = snap
+        .endpoints()
+        .iter()
+        .map(|e| e.instance.address().to_string())
+        .collect();
+    assert_eq!(listed, vec!["192.0.2.1:20880".to_string()]);
+    assert!(dir_off.lists().is_none(), "no application-level side");
+    later.deregister(&nacos()).unwrap();
 }

@@ -168,7 +168,7 @@ pub(super) async fn snapshot(
             let departed = departed.lock().unwrap_or_else(|p| p.into_inner()).clone();
             answer(
                 StatusCode::OK,
-                describe_snapshot(&dir.load(), cluster.as_ref(), &departed),
+                describe_snapshot(&dir.load(), dir.lists(), cluster.as_ref(), &departed),
             )
         }
         Err(None) => answer(

@@ -6,6 +6,7 @@ use std::time::{Instant, SystemTime};
 use serde_json::{Value, json};
 use switchman_cluster::ClusterInvoker;
 use switchman_core::Instance;
+use switchman_discovery::migration::Lists;
 use switchman_discovery::{Directory, Snapshot};
 use switchman_loadbalance::{Endpoint, InstanceStats, effective_weight};
 
@@ -16,11 +17,12 @@ use super::*;
 /// that read a directory themselves (`switchman top REGISTRY SERVICE`); endpoints that left
 /// are not known here, so none is `draining`.
 pub fn snapshot_json(directory: &dyn Directory, cluster: Option<&ClusterInvoker>) -> Value {
-    describe_snapshot(&directory.load(), cluster, &[])
+    describe_snapshot(&directory.load(), directory.lists(), cluster, &[])
 }
 
 pub(super) fn describe_snapshot(
     snap: &Snapshot,
+    lists: Option<Lists>,
     cluster: Option<&ClusterInvoker>,
     departed: &[Departed],
 ) -> Value {
@@ -64,6 +66,15 @@ pub(super) fn describe_snapshot(
         "states": counts,
         "instances": rows,
     });
+    if let Some(l) = lists {
+        // Which level's list is in use, and why (the migration step and both sizes).
+        out["discovery"] = json!({
+            "step": l.step.map(|s| s.as_str()),
+            "interface_level": l.interface_level,
+            "app_level": l.app_level,
+            "using": l.using.as_str(),
+        });
+    }
     if let Some(c) = cluster {
         out["cluster"] = json!({
             "strategy": c.settings("").strategy.to_string(),

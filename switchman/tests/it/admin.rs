@@ -518,3 +518,33 @@ async fn references_share_one_admin_port() {
         "{e}"
     );
 }
+
+/// `/snapshot/{service}` says which discovery level's list is in use and why, when the
+/// registry adapter reads both (`discovery`: the migration step and both sizes).
+#[tokio::test]
+async fn the_snapshot_shows_the_discovery_levels_decision() {
+    use switchman::discovery::Update;
+    use switchman::discovery::migration::{Lists, MigrationStep, Source};
+    let dir = switchman::RegistryDirectory::spawn(
+        DirectoryConfig::new(ServiceKey::new("it.admin.Lists")),
+        None,
+    );
+    let without = switchman::admin::snapshot_json(&dir, None);
+    assert!(without.get("discovery").is_none(), "{without}");
+    dir.apply(Update::Lists(Lists {
+        step: Some(MigrationStep::ApplicationFirst),
+        interface_level: 3,
+        app_level: 2,
+        using: Source::Interface,
+    }));
+    let give_up = std::time::Instant::now() + Duration::from_secs(5);
+    while dir.lists().is_none() {
+        assert!(std::time::Instant::now() < give_up, "never applied");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let with = switchman::admin::snapshot_json(&dir, None);
+    assert_eq!(
+        with["discovery"],
+        json!({"step": "APPLICATION_FIRST", "interface_level": 3, "app_level": 2, "using": "interface"})
+    );
+}
