@@ -17,7 +17,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use crate::budget::{BudgetConfig, RetryBudget};
 use crate::call::{AttemptBook, Call};
 use crate::config::{
-    BalancerSpec, ClusterConfig, Effective, Limits, Mock, MockAction, ProviderKeys,
+    BalancerSpec, ClusterConfig, Dynamic, Effective, Limits, Mock, MockAction, ProviderKeys,
     apply_attachments, equivalent,
 };
 use crate::readiness::Room;
@@ -266,13 +266,15 @@ impl Inner {
                 ProviderKeys::parse(e.instance.params()).protocol(e.instance.protocol().as_str())
             })
             .collect();
+        // What consumer rules set for this consumer, over its own settings.
+        let dynamic = Dynamic::parse(snap.consumer_overrides(), snap.service());
         // The balancer of each distinct spec, looked up once for this resolution (endpoints
         // and methods mostly share one or two specs).
         let mut memo: Vec<(BalancerSpec, Option<Arc<dyn LoadBalance>>)> = Vec::new();
         let mut with_tables = |method: Option<&str>| {
             let mut e = self
                 .config
-                .resolve_for_snapshot(method, snapshot, &providers);
+                .resolve_for_snapshot_with(method, snapshot, &providers, &dynamic);
             if let Some(r) = e.resolved_for.as_mut()
                 && let Some(specs) = r.specs.clone()
             {
@@ -292,7 +294,7 @@ impl Inner {
         };
         let methods = self
             .config
-            .method_names(&providers)
+            .method_names(&providers, &dynamic)
             .into_iter()
             .map(|m| {
                 let e = with_tables(Some(&m));

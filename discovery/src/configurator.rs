@@ -10,13 +10,30 @@ use std::collections::BTreeMap;
 
 use switchman_core::{Error, Instance, Result, ServiceKey};
 
+/// Whom a rule configures: the providers a directory lists, or the consuming application
+/// itself (dubbo-admin's consumer rules: `side: consumer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Side {
+    /// The providers (the default, as in Dubbo).
+    #[default]
+    Provider,
+    /// The consumer: `address` is the consumer's host, `applications` the consumer's; the
+    /// parameters (`timeout`, `retries`, `loadbalance`, `cluster`, `mock`, `{method}.timeout`,
+    /// ...) override the consumer's own settings for the service
+    /// ([`crate::Snapshot::consumer_overrides`]).
+    Consumer,
+}
+
 /// One override rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Configurator {
-    /// `host` or `host:port` the rule is for; `None` for every provider.
+    /// Whom it configures (providers unless said otherwise).
+    pub side: Side,
+    /// `host` or `host:port` the rule is for (for a consumer rule: the consumer's host);
+    /// `None` for every provider (every consumer).
     pub address: Option<String>,
-    /// Limit to providers of these applications (empty: any).
+    /// Limit to providers (consumers) of these applications (empty: any).
     pub applications: Vec<String>,
     /// Limit to providers of these services, matched with [`ServiceKey::accepts`] (so `*`
     /// parts match anything); empty: any service. Dubbo checks the rule's service key
@@ -37,6 +54,7 @@ impl Configurator {
     /// A rule for every provider.
     pub fn for_all() -> Self {
         Configurator {
+            side: Side::Provider,
             address: None,
             applications: Vec::new(),
             services: Vec::new(),
@@ -57,6 +75,12 @@ impl Configurator {
             address,
             ..Self::for_all()
         }
+    }
+
+    /// Builder: a rule for consumers (see [`Side::Consumer`]).
+    pub fn consumer_side(mut self) -> Self {
+        self.side = Side::Consumer;
+        self
     }
 
     /// Builder: one parameter.
@@ -101,9 +125,9 @@ impl Configurator {
         }
     }
 
-    /// Whether the rule is for `instance`.
+    /// Whether the rule is for `instance` (a provider; never for a consumer rule).
     pub fn matches(&self, instance: &Instance) -> bool {
-        if !self.enabled {
+        if !self.enabled || self.side != Side::Provider {
             return false;
         }
         let addr_ok = match &self.address {
@@ -120,6 +144,37 @@ impl Configurator {
                 .is_some_and(|app| self.applications.iter().any(|a| a == app));
         let service_ok =
             self.services.is_empty() || self.services.iter().any(|s| s.accepts(instance.service()));
+        addr_ok && app_ok && service_ok
+    }
+
+    /// Whether the rule is a consumer rule for the consumer at `host` of application
+    /// `application` consuming `service`: its address is every consumer or that host (a
+    /// port in it is ignored: a consumer is named by its host), its applications include
+    /// `application` (or there are none), and its services accept `service`.
+    pub fn matches_consumer(
+        &self,
+        host: &str,
+        application: Option<&str>,
+        service: &ServiceKey,
+    ) -> bool {
+        if !self.enabled || self.side != Side::Consumer {
+            return false;
+        }
+        let addr_ok = match &self.address {
+            None => true,
+            Some(a) => {
+                let h = a
+                    .strip_prefix('[')
+                    .and_then(|r| r.split_once(']'))
+                    .map(|(h, _)| h)
+                    .unwrap_or_else(|| a.rsplit_once(':').map_or(a.as_str(), |(h, _)| h));
+                h == host || a == host
+            }
+        };
+        let app_ok = self.applications.is_empty()
+            || application.is_some_and(|app| self.applications.iter().any(|a| a == app));
+        let service_ok =
+            self.services.is_empty() || self.services.iter().any(|s| s.accepts(service));
         addr_ok && app_ok && service_ok
     }
 
@@ -147,6 +202,29 @@ impl Configurator {
             }
         }
     }
+}
+
+/// The parameters the consumer rules among `rules` set for the consumer at `host` of
+/// `application` consuming `service`: rules for every consumer first, then host rules, each
+/// group in the given order, later ones winning key by key. Empty when none matches.
+pub fn consumer_parameters<'a>(
+    rules: impl IntoIterator<Item = &'a Configurator>,
+    host: &str,
+    application: Option<&str>,
+    service: &ServiceKey,
+) -> BTreeMap<String, String> {
+    let mut matching: Vec<&Configurator> = rules
+        .into_iter()
+        .filter(|r| r.matches_consumer(host, application, service))
+        .collect();
+    matching.sort_by_key(|r| r.address.is_some());
+    let mut out = BTreeMap::new();
+    for r in matching {
+        for (k, v) in &r.parameters {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    out
 }
 
 /// Applies `rules` to `instance`: rules for every provider first, then host rules, then

@@ -36,13 +36,18 @@
 //!   then means every provider on host 10.0.0.1; with `side: provider` it means that one
 //!   provider. A JSON array of `override://` URL strings is accepted too (Dubbo's compatible
 //!   form).
+//! - Consumer rules (`side=consumer`, or a legacy `override://` URL whose host has no port,
+//!   which Dubbo reads as a consumer address; YAML items with `side: consumer`, whose
+//!   `addresses` are consumer hosts and whose `applications`, or an application-scope `key`,
+//!   are consumer applications): parsed into [`crate::configurator::Side::Consumer`] rules. The
+//!   directory applies the ones matching its consumer (host, application, service) to
+//!   [`crate::Snapshot::consumer_overrides`], which override the consumer's own settings, as
+//!   Dubbo's consumer configuration listeners do.
 //!
 //! # What is out of scope
 //!
-//! - Consumer-side rules (`side=consumer`, or a legacy `override://` URL whose host has no
-//!   port, which Dubbo reads as a consumer address): they configure the consuming
-//!   application itself, not the provider instances a directory holds. They are reported as
-//!   [`ErrorKind::Unsupported`] and skipped.
+//! - A consumer rule limited to some providers (`providerAddresses` on a consumer item):
+//!   reported as [`ErrorKind::Unsupported`] and skipped.
 //! - Dubbo 3.0 `match:` conditions, legacy `~key` conditions, `absent://` rules and
 //!   `0.0.0.0:port` addresses (every host on one port): reported as `Unsupported` and skipped,
 //!   so a rule is never applied wider than it was written.
@@ -142,13 +147,7 @@ pub fn from_override_url_all(url: &Url) -> Result<Vec<Configurator>> {
         )));
     }
     let side = url.param("side").unwrap_or("provider");
-    if side == "consumer" {
-        return Err(unsupported(format!(
-            "override {}: consumer-side rule (side=consumer); only provider-side overrides are applied",
-            what()
-        )));
-    }
-    if side != "provider" && side != "*" {
+    if side != "provider" && side != "consumer" && side != "*" {
         return Err(Error::bad_config(format!(
             "override {}: side={side:?} is neither provider nor consumer",
             what()
@@ -162,6 +161,12 @@ pub fn from_override_url_all(url: &Url) -> Result<Vec<Configurator>> {
     }
     let any_host = url.host() == "0.0.0.0" || url.host() == "*";
     let v27 = url.param("configVersion").is_some_and(|v| !v.is_empty());
+    // A consumer rule: `side=consumer`, or (legacy, as Dubbo reads it) a host without a port
+    // that is not every host, which names a consumer. Its host is the consumer's.
+    let legacy_consumer = !v27 && !any_host && url.port().is_none_or(|p| p == 0);
+    if side == "consumer" || legacy_consumer {
+        return consumer_rule(url, (!any_host).then(|| bracket(url.host())));
+    }
     // The host constraint: None = every provider.
     let host_rule: Option<String> = if v27 {
         // Dubbo 2.7+: only the host is compared; providerAddresses carries ports.
@@ -175,43 +180,11 @@ pub fn from_override_url_all(url: &Url) -> Result<Vec<Configurator>> {
                 )));
             }
             Some(p) => Some(format!("{}:{p}", bracket(url.host()))),
-            None if any_host => None,
-            None => {
-                return Err(unsupported(format!(
-                    "override {}: a host without a port names a consumer; consumer-side rules are not applied",
-                    what()
-                )));
-            }
+            // Every host (a host without a port is a consumer rule, above).
+            None => None,
         }
     };
-    let mut base = Configurator::for_all();
-    base.enabled = url
-        .param("enabled")
-        .is_none_or(|v| v.trim().eq_ignore_ascii_case("true"));
-    let app = url
-        .param("application")
-        .or(url.username())
-        .filter(|a| !a.is_empty() && *a != "*");
-    if let Some(a) = app {
-        base.applications = vec![a.to_string()];
-    }
-    let interface = url
-        .param("interface")
-        .filter(|s| !s.is_empty())
-        .unwrap_or(url.path());
-    if interface.is_empty() {
-        return Err(Error::bad_config(format!(
-            "override {}: names no service (no path, no interface parameter)",
-            what()
-        )));
-    }
-    if interface != "*" {
-        base.services = vec![ServiceKey::with(
-            interface,
-            url.param("group").unwrap_or(""),
-            url.param("version").unwrap_or(""),
-        )];
-    }
+    let mut base = scoped(url)?;
     for (k, v) in url.params() {
         if RULE_KEYS.contains(&k.as_str()) {
             continue;
@@ -286,6 +259,72 @@ pub fn from_override_url_all(url: &Url) -> Result<Vec<Configurator>> {
             .map_err(|e| Error::bad_config(format!("override {}: {}", what(), e.message())))?;
     }
     Ok(out)
+}
+
+/// The rule keys and service scope of `url` as one rule ([`from_override_url_all`] reads the
+/// same): the application, the enabled flag and the service key.
+fn scoped(url: &Url) -> Result<Configurator> {
+    let what = || url.redacted();
+    let mut base = Configurator::for_all();
+    base.enabled = url
+        .param("enabled")
+        .is_none_or(|v| v.trim().eq_ignore_ascii_case("true"));
+    let app = url
+        .param("application")
+        .or(url.username())
+        .filter(|a| !a.is_empty() && *a != "*");
+    if let Some(a) = app {
+        base.applications = vec![a.to_string()];
+    }
+    let interface = url
+        .param("interface")
+        .filter(|s| !s.is_empty())
+        .unwrap_or(url.path());
+    if interface.is_empty() {
+        return Err(Error::bad_config(format!(
+            "override {}: names no service (no path, no interface parameter)",
+            what()
+        )));
+    }
+    if interface != "*" {
+        base.services = vec![ServiceKey::with(
+            interface,
+            url.param("group").unwrap_or(""),
+            url.param("version").unwrap_or(""),
+        )];
+    }
+    Ok(base)
+}
+
+/// A consumer rule (dubbo-admin's `side: consumer`): for the consumers at `host` (`None`:
+/// every consumer) of the rule's application, consuming its service. Its parameters override
+/// the consumer's own settings; `providerAddresses` (calls to some providers only) is not
+/// supported and the rule is skipped rather than applied wider than written.
+fn consumer_rule(url: &Url, host: Option<String>) -> Result<Vec<Configurator>> {
+    let what = || url.redacted();
+    if url.param("providerAddresses").is_some_and(|p| {
+        p.split(',')
+            .any(|a| !matches!(a.trim(), "" | "0.0.0.0" | "0.0.0.0:*" | "*"))
+    }) {
+        return Err(unsupported(format!(
+            "override {}: a consumer rule limited to some providers (providerAddresses) is not supported",
+            what()
+        )));
+    }
+    let mut rule = scoped(url)?.consumer_side();
+    rule.address = host;
+    for (k, v) in url.params() {
+        if !RULE_KEYS.contains(&k.as_str()) {
+            rule.parameters.insert(k.clone(), v.trim().to_string());
+        }
+    }
+    if rule.parameters.is_empty() {
+        return Err(Error::bad_config(format!(
+            "override {}: sets no parameter",
+            what()
+        )));
+    }
+    Ok(vec![rule])
 }
 
 fn bracket(host: &str) -> String {
@@ -586,6 +625,12 @@ mod tests {
         Url::parse(s).unwrap()
     }
 
+    fn params(kv: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
     fn provider(host: &str, port: u16, app: &str) -> Instance {
         Instance::builder(host, port)
             .service(ServiceKey::new("com.foo.Bar"))
@@ -632,18 +677,49 @@ mod tests {
         assert!(any.services.is_empty());
     }
 
+    /// Consumer rules: `side=consumer`, or a legacy host without a port (a consumer address,
+    /// as Dubbo reads it), configure consumers, never providers.
+    #[test]
+    fn consumer_rules_are_for_consumers() {
+        use crate::configurator::Side;
+        let key = ServiceKey::new("com.foo.Bar");
+        let all = from_override_url(&url(
+            "override://0.0.0.0/com.foo.Bar?side=consumer&application=shop&timeout=6000&category=configurators",
+        ))
+        .unwrap();
+        assert_eq!(all.side, Side::Consumer);
+        assert_eq!(all.address, None);
+        assert_eq!(all.parameters, params(&[("timeout", "6000")]));
+        assert!(
+            !all.matches(&provider("10.0.0.1", 1, "shop")),
+            "not a provider rule"
+        );
+        assert!(all.matches_consumer("10.9.9.9", Some("shop"), &key));
+        assert!(!all.matches_consumer("10.9.9.9", Some("cart"), &key));
+        assert!(!all.matches_consumer("10.9.9.9", Some("shop"), &ServiceKey::new("x.Y")));
+        let legacy = from_override_url(&url("override://10.0.0.9/com.foo.Bar?retries=0")).unwrap();
+        assert_eq!(legacy.side, Side::Consumer);
+        assert!(legacy.matches_consumer("10.0.0.9", None, &key));
+        assert!(!legacy.matches_consumer("10.0.0.8", None, &key));
+        let rules = [all, legacy];
+        assert_eq!(
+            crate::configurator::consumer_parameters(&rules, "10.0.0.9", Some("shop"), &key),
+            params(&[("timeout", "6000"), ("retries", "0")])
+        );
+    }
+
     #[test]
     fn out_of_scope_and_bad_rules_are_errors_with_kinds() {
         let cases = [
             (
-                "override://10.0.0.9/com.foo.Bar?weight=1",
+                "override://0.0.0.0/com.foo.Bar?side=consumer&timeout=1&providerAddresses=10.0.0.1:1",
                 ErrorKind::Unsupported,
-                "consumer",
+                "providerAddresses",
             ),
             (
-                "override://0.0.0.0/com.foo.Bar?side=consumer&timeout=1",
-                ErrorKind::Unsupported,
-                "consumer",
+                "override://0.0.0.0/com.foo.Bar?side=consumer&category=configurators",
+                ErrorKind::BadConfig,
+                "no parameter",
             ),
             (
                 "override://0.0.0.0/com.foo.Bar?~application=x&weight=1",
@@ -780,9 +856,21 @@ configs:
             "/dubbo/config/dubbo/com.foo.Bar::.configurators",
         )
         .unwrap();
-        // Item 1: one provider; item 2: one rule per application; item 3: consumer side,
-        // skipped; item 4: typed item without its own enabled flag, off as in Dubbo.
-        assert_eq!(rules.len(), 4, "{rules:#?}");
+        // Item 1: one provider; item 2: one rule per application; item 3: a consumer rule
+        // (every consumer); item 4: typed item without its own enabled flag, off as in Dubbo.
+        assert_eq!(rules.len(), 5, "{rules:#?}");
+        let consumer: Vec<_> = rules
+            .iter()
+            .filter(|r| r.side == crate::configurator::Side::Consumer)
+            .collect();
+        assert_eq!(consumer.len(), 1);
+        assert_eq!(consumer[0].address, None);
+        assert_eq!(consumer[0].parameters, params(&[("timeout", "9000")]));
+        let rules: Vec<_> = rules
+            .iter()
+            .filter(|r| r.side == crate::configurator::Side::Provider)
+            .cloned()
+            .collect();
         assert_eq!(rules[0].address.as_deref(), Some("10.0.0.1:20880"));
         assert_eq!(
             rules[0].parameters.get("weight").map(String::as_str),
@@ -836,7 +924,12 @@ configs:
             "compat",
         )
         .unwrap();
-        assert_eq!(rules.len(), 1, "the consumer-address rule is skipped");
+        assert_eq!(rules.len(), 2);
+        assert_eq!(
+            rules[1].side,
+            crate::configurator::Side::Consumer,
+            "a host without a port names a consumer"
+        );
         let off = from_yaml(
             "configVersion: v2.7\nkey: com.foo.Bar\nenabled: false\nconfigs:\n  - parameters: {weight: 1}\n",
             "s",

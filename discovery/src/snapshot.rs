@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -38,6 +38,8 @@ pub struct Snapshot {
     /// True when the registry's list is empty but the empty-list protection kept the previous
     /// one.
     protected: bool,
+    /// What consumer rules set for this consumer ([`Snapshot::consumer_overrides`]).
+    consumer_overrides: Arc<BTreeMap<String, String>>,
 }
 
 /// The most tables of per-call subsets one snapshot keeps ([`Snapshot::pick`]).
@@ -229,6 +231,8 @@ pub(crate) struct SnapshotParts<'a> {
     /// differ from that snapshot's; the balancer tables are patched from its tables for them
     /// ([`Picker::patched`]).
     pub(crate) changed: &'a [u32],
+    /// The consumer rules' parameters for this consumer.
+    pub(crate) consumer_overrides: Arc<BTreeMap<String, String>>,
 }
 
 impl Snapshot {
@@ -279,6 +283,7 @@ impl Snapshot {
             extra: Mutex::new(Vec::new()),
             computed: Mutex::new(Vec::new()),
             protected: p.protected,
+            consumer_overrides: p.consumer_overrides,
         }
     }
 
@@ -352,6 +357,7 @@ impl Snapshot {
             now: SystemTime::now(),
             same_routes_as: None,
             changed: &[],
+            consumer_overrides: Arc::default(),
         })
     }
 
@@ -370,7 +376,17 @@ impl Snapshot {
             now: SystemTime::now(),
             same_routes_as: None,
             changed: &[],
+            consumer_overrides: Arc::default(),
         })
+    }
+
+    /// The parameters that consumer rules (dubbo-admin's `side: consumer` configurators, see
+    /// [`crate::configurator::Side::Consumer`]) set for this consumer of this service:
+    /// `timeout`, `retries`, `loadbalance`, `cluster`, `mock`, `{method}.timeout`, ... as
+    /// strings, later rules winning. The cluster invoker lays them over the consumer's own
+    /// settings. Empty when no rule matches.
+    pub fn consumer_overrides(&self) -> &BTreeMap<String, String> {
+        &self.consumer_overrides
     }
 
     /// Monotonically increasing version of one directory's view; 0 before the first registry

@@ -26,6 +26,26 @@ pub async fn raw_client(connect: &str, within: Duration) -> zookeeper_client::Cl
     .expect("raw ZooKeeper client connects")
 }
 
+/// Writes `data` at `path` (persistent, open ACL), creating it and its parents or replacing
+/// what is there: a config-centre rule as dubbo-admin writes it.
+pub async fn put_node(client: &zookeeper_client::Client, path: &str, data: &[u8]) {
+    let mode =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    if let Some((parent, _)) = path.rsplit_once('/').filter(|(p, _)| !p.is_empty()) {
+        let _ = client.mkdir(parent, &mode).await;
+    }
+    match client.create(path, data, &mode).await {
+        Ok(_) => {}
+        Err(zookeeper_client::Error::NodeExists) => {
+            client
+                .set_data(path, data, None)
+                .await
+                .unwrap_or_else(|e| panic!("set {path}: {e}"));
+        }
+        Err(e) => panic!("create {path}: {e}"),
+    }
+}
+
 /// One server process of a [`ZkServer`].
 #[derive(Debug)]
 struct Node {

@@ -302,7 +302,8 @@ impl ReferenceBuilder {
             )));
         };
         let key = ServiceKey::with(&self.interface, &self.group, &self.version);
-        let mut dir_config = DirectoryConfig::new(key.clone());
+        let mut dir_config =
+            DirectoryConfig::new(key.clone()).consumer(consumer_info(&registry_url, &key).await);
         if let Some(balancer) = self.balancer.take() {
             let balancer = balancer?;
             // The directory builds this balancer's tables with every snapshot; the settings
@@ -477,6 +478,49 @@ fn found_instead(others: &BTreeSet<(String, String)>) -> String {
         })
         .collect();
     format!("; the registry has {}", list.join(", "))
+}
+
+/// This consumer as routing rules and consumer rules (dubbo-admin's `side: consumer`) see it:
+/// the registry URL's `application` (Dubbo's consumer application; `switchman-consumer`
+/// without one) and the host this process reaches the registry from: `DUBBO_IP_TO_REGISTRY`
+/// when set (as in Dubbo), else the local address of a UDP socket connected to the registry's
+/// first server (no packet is sent), else 127.0.0.1.
+async fn consumer_info(registry_url: &str, key: &ServiceKey) -> switchman_router::ConsumerInfo {
+    let url = switchman_core::Url::parse(registry_url).ok();
+    let application = url
+        .as_ref()
+        .and_then(|u| u.param("application"))
+        .filter(|a| !a.is_empty())
+        .unwrap_or("switchman-consumer")
+        .to_string();
+    let from_env = std::env::var("DUBBO_IP_TO_REGISTRY")
+        .ok()
+        .filter(|h| !h.trim().is_empty());
+    let host = match (from_env, &url) {
+        (Some(h), _) => h.trim().to_string(),
+        (None, Some(u)) => {
+            let server = (
+                u.host().trim_matches(['[', ']']).to_string(),
+                u.port().unwrap_or(1),
+            );
+            let v6 = matches!(server.0.parse(), Ok(std::net::IpAddr::V6(_)));
+            let local = async {
+                let socket =
+                    tokio::net::UdpSocket::bind(if v6 { "[::]:0" } else { "0.0.0.0:0" }).await?;
+                socket.connect(server).await?;
+                socket.local_addr()
+            };
+            // A name is resolved: bounded, and 127.0.0.1 when it does not answer.
+            match tokio::time::timeout(Duration::from_secs(2), local).await {
+                Ok(Ok(a)) => a.ip().to_string(),
+                _ => "127.0.0.1".to_string(),
+            }
+        }
+        (None, None) => "127.0.0.1".to_string(),
+    };
+    let consumer = switchman_core::Url::new("consumer", &host, None, &key.interface)
+        .with_param("application", &application);
+    switchman_router::ConsumerInfo::from_url(consumer)
 }
 
 #[cfg(test)]

@@ -52,7 +52,7 @@ pub use merger::Merger;
 pub use mock::{FallbackFn, Mock, MockAction};
 pub(crate) use provider::ProviderKeys;
 pub use resolve::Effective;
-pub(crate) use resolve::{Limits, apply_attachments};
+pub(crate) use resolve::{Dynamic, Limits, apply_attachments};
 pub use settings::Settings;
 pub use strategy::Strategy;
 pub use values::{Balancer, Forks, HashArguments, HashNodes, Percent, Retries};

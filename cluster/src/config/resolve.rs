@@ -11,7 +11,7 @@ use switchman_discovery::Balancing;
 
 use super::durations::{DEFAULT_TIMEOUT, positive_or_default};
 use super::provider::{ProviderKeys, ProviderLayer};
-use super::settings::{DEFAULT_FAILBACK_TASKS, parse_timeout};
+use super::settings::{DEFAULT_FAILBACK_TASKS, SETTING_KEYS, parse_timeout};
 use super::values::{BalancerSpec, DEFAULT_FAILBACK_RETRIES};
 use super::{ClusterConfig, Forks, Hedge, Merger, Mock, Percent, Settings, Strategy};
 
@@ -211,14 +211,52 @@ impl Effective {
     }
 }
 
+/// What consumer rules set for this consumer ([`switchman_discovery::Snapshot::consumer_overrides`],
+/// dubbo-admin's `side: consumer` configurators), as layers over the consumer's own: the
+/// service-level keys over its service and global layers, `{method}.{key}` over its method
+/// layer, as Dubbo's consumer configuration listeners override the reference's URL.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Dynamic {
+    service: Settings,
+    methods: BTreeMap<String, Settings>,
+}
+
+impl Dynamic {
+    /// Parses the rules' parameters with [`Settings::set`]. Registry data: a value that does
+    /// not parse is logged (naming the service, key and value) and skipped, the rest apply;
+    /// keys that are not settings (`priority`, ...) are ignored.
+    pub(crate) fn parse(
+        params: &BTreeMap<String, String>,
+        service: &dyn std::fmt::Display,
+    ) -> Dynamic {
+        let mut d = Dynamic::default();
+        for (k, v) in params {
+            let (layer, key) = if SETTING_KEYS.contains(&k.as_str()) {
+                (&mut d.service, k.as_str())
+            } else {
+                match k.split_once('.') {
+                    Some((m, key)) if !m.is_empty() && SETTING_KEYS.contains(&key) => {
+                        (d.methods.entry(m.to_string()).or_default(), key)
+                    }
+                    _ => continue,
+                }
+            };
+            if let Err(e) = layer.set(key, v) {
+                tracing::warn!(service = %service, "consumer rule parameter {k} skipped: {e}");
+            }
+        }
+        d
+    }
+}
+
 /// The consumer's layers for one method, merged once: the method layer, and the service over
-/// the global layer.
-struct Consumer<'a> {
-    method: Option<&'a Settings>,
+/// the global layer (each under what consumer rules set).
+struct Consumer {
+    method: Option<Settings>,
     rest: Settings,
 }
 
-impl Consumer<'_> {
+impl Consumer {
     /// Dubbo's `getMethodParameter`: consumer method > provider method > consumer > provider.
     fn pick<T: Clone>(
         &self,
@@ -228,6 +266,7 @@ impl Consumer<'_> {
         provider: impl Fn(&ProviderLayer) -> Option<T>,
     ) -> Option<T> {
         self.method
+            .as_ref()
             .and_then(&consumer)
             .or_else(|| pm.and_then(&provider))
             .or_else(|| consumer(&self.rest))
@@ -275,10 +314,16 @@ impl Consumer<'_> {
 }
 
 impl ClusterConfig {
-    fn consumer(&self, method: Option<&str>) -> Consumer<'_> {
+    fn consumer(&self, method: Option<&str>, dynamic: &Dynamic) -> Consumer {
+        let own = method.and_then(|m| self.methods.get(m));
+        let ruled = method.and_then(|m| dynamic.methods.get(m));
         Consumer {
-            method: method.and_then(|m| self.methods.get(m)),
-            rest: self.service.over(&self.global),
+            method: match (ruled, own) {
+                (Some(r), Some(o)) => Some(r.over(o)),
+                (Some(r), None) => Some(r.clone()),
+                (None, o) => o.cloned(),
+            },
+            rest: dynamic.service.over(&self.service.over(&self.global)),
         }
     }
 
@@ -305,8 +350,19 @@ impl ClusterConfig {
         snapshot: u64,
         providers: &[ProviderKeys],
     ) -> Effective {
-        let mut e = self.consumer_side(method);
-        let consumer = self.consumer(method);
+        self.resolve_for_snapshot_with(method, snapshot, providers, &Dynamic::default())
+    }
+
+    /// [`ClusterConfig::resolve_for_snapshot`] under what consumer rules set (`dynamic`).
+    pub(crate) fn resolve_for_snapshot_with(
+        &self,
+        method: Option<&str>,
+        snapshot: u64,
+        providers: &[ProviderKeys],
+        dynamic: &Dynamic,
+    ) -> Effective {
+        let mut e = self.consumer_side(method, dynamic);
+        let consumer = self.consumer(method, dynamic);
         let base = e.base_limits();
         let base_spec = consumer.balancer(None, None);
         let mut limits_differ = false;
@@ -351,9 +407,9 @@ impl ClusterConfig {
     /// Every key but the provider-settable ones: consumer method > consumer service >
     /// consumer global > default. `timeout`/`actives`/`sticky` as for an instance that
     /// registered none.
-    fn consumer_side(&self, method: Option<&str>) -> Effective {
-        let c = self.consumer(method);
-        let merged = match c.method {
+    fn consumer_side(&self, method: Option<&str>, dynamic: &Dynamic) -> Effective {
+        let c = self.consumer(method, dynamic);
+        let merged = match &c.method {
             Some(m) => m.over(&c.rest),
             None => c.rest.clone(),
         };
@@ -366,8 +422,17 @@ impl ClusterConfig {
 
     /// Method names that have settings of their own (consumer side, or provider keys
     /// registered per method by any of `providers`).
-    pub(crate) fn method_names(&self, providers: &[ProviderKeys]) -> Vec<String> {
+    pub(crate) fn method_names(
+        &self,
+        providers: &[ProviderKeys],
+        dynamic: &Dynamic,
+    ) -> Vec<String> {
         let mut names: Vec<String> = self.methods.keys().cloned().collect();
+        for m in dynamic.methods.keys() {
+            if !names.contains(m) {
+                names.push(m.clone());
+            }
+        }
         for p in providers {
             for m in p.method_names() {
                 if !names.iter().any(|n| n == m) {

@@ -124,6 +124,20 @@ impl State {
                 self.rules = apply_order(self.configurators.values().flatten());
                 // Overrides can change any instance.
                 self.pending.overrides();
+                // Consumer rules: what they set for this consumer; a change is a new snapshot
+                // (the cluster resolves its settings per snapshot).
+                let consumer = &self.config.consumer.url;
+                let next = crate::configurator::consumer_parameters(
+                    &self.rules,
+                    consumer.host(),
+                    consumer.param("application"),
+                    &self.config.service,
+                );
+                if *self.consumer_overrides != next {
+                    info!(service = %self.config.service, parameters = ?next, "consumer rules changed what this consumer uses");
+                    self.consumer_overrides = Arc::new(next);
+                    self.pending = Pending::Full;
+                }
             }
             Update::Lists(lists) => self.decided = Some(lists),
         }

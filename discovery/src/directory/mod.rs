@@ -270,6 +270,7 @@ impl RegistryDirectory {
             cache_tx,
             draining: Default::default(),
             decided: None,
+            consumer_overrides: Default::default(),
             spare: None,
             retired: Vec::new(),
         };

@@ -207,6 +207,7 @@ impl State {
             now: SystemTime::now(),
             same_routes_as: Some(&current),
             changed: &changed,
+            consumer_overrides: self.consumer_overrides.clone(),
         }));
         drop(current);
         let counts = Counts {
@@ -336,7 +337,8 @@ impl State {
             && current.is_protected() == protected
             && added == 0
             && changed == 0
-            && next.len() == self.published.len();
+            && next.len() == self.published.len()
+            && *current.consumer_overrides() == *self.consumer_overrides;
         if unchanged && !force {
             debug!(service = %service, epoch = self.epoch, "update changed nothing");
             // The registry's entries may be new `Arc`s equal to the old ones: keep the
@@ -419,6 +421,7 @@ impl State {
             now: SystemTime::now(),
             same_routes_as: same_routes.then_some(&**current),
             changed: &changed_endpoints,
+            consumer_overrides: self.consumer_overrides.clone(),
         }));
         drop(current);
         if added + removed > 0 {

@@ -46,6 +46,9 @@ pub(super) struct State {
     /// An [`Update::Lists`] applied this turn: shown once the turn's snapshot is decided, so a
     /// reader who sees it also sees the lists the adapter sent before it.
     pub(super) decided: Option<crate::migration::Lists>,
+    /// What the consumer rules set for this directory's consumer (see
+    /// [`Snapshot::consumer_overrides`]).
+    pub(super) consumer_overrides: Arc<std::collections::BTreeMap<String, String>>,
     /// The snapshot before the current one when the current one was patched from it.
     pub(super) spare: Option<Spare>,
     /// What the last update or snapshot replaced (a registry map, a published list, a

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use switchman_cluster::dubbo::DubboInvoker;
@@ -735,4 +735,103 @@ async fn a_provider_refusing_with_status_70_is_failed_over() {
     // The busy one ran only the holding call: the refused attempts never reached `slow`.
     assert_eq!(busy.calls_of("slow"), 1);
     hold.await.unwrap().expect("the holding call completes");
+}
+
+/// Consumer rules as dubbo-admin writes them (`side: consumer`, matched by the consumer's
+/// application) change what the consumer uses, as they change a Java consumer: `slow(1500)`
+/// fails on the default 1000 ms timeout, and succeeds once a service rule for this consumer
+/// sets `timeout: 6000`; a rule for another application changes nothing; an
+/// application-scope rule (`{application}.configurators`) with `mock: force:return null`
+/// answers without calling the provider; deleting the rules restores the defaults.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dubbo_admin_consumer_rules_set_the_consumers_timeout_and_mock() {
+    if java_peer::skipped("dubbo_admin_consumer_rules_set_the_consumers_timeout_and_mock") {
+        return;
+    }
+    let zk = zookeeper();
+    let g = group("consumer-rule");
+    let app = unique("shop-consumer");
+    let provider = JavaProvider::start(&ProviderOptions::zookeeper(&zk).group(&g).name("p"));
+    // The registry URL names the consumer application (the adapter reads its rules); the
+    // directory's consumer is that application.
+    let reg = registry_from_url(&format!("zookeeper://{zk}?application={app}")).unwrap();
+    let dir = Arc::new(
+        RegistryDirectory::subscribe(
+            reg.as_ref(),
+            DirectoryConfig::new(ServiceKey::with(DEMO_SERVICE, &g, ""))
+                .consumer(switchman_router::ConsumerInfo::new("127.0.0.1", &app)),
+        )
+        .await
+        .unwrap(),
+    );
+    dir.wait_until(WAIT, |s| s.endpoints().len() == 1)
+        .await
+        .unwrap();
+    let cluster = ClusterInvoker::new(
+        dir.clone(),
+        Arc::new(ProtocolInvoker::new()),
+        ClusterConfig::default().retries(0),
+    );
+    let slow = || typed("slow", &["int"], vec![1500.into()]);
+    let e = cluster.invoke(&slow()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "the default 1000 ms: {e}");
+
+    let client =
+        switchman_integration_tests::zk_server::raw_client(&zk, Duration::from_secs(10)).await;
+    let persistent =
+        || zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let _ = client.mkdir("/dubbo/config/dubbo", &persistent()).await;
+    let service_rule = format!("/dubbo/config/dubbo/{DEMO_SERVICE}::{g}.configurators");
+    // Two items: this application's, then another's (which would win if it matched).
+    let rule = format!(
+        "configVersion: v3.0\nscope: service\nkey: {g}/{DEMO_SERVICE}\nenabled: true\nconfigs:\n- side: consumer\n  addresses: [0.0.0.0]\n  applications: [{app}]\n  parameters:\n    timeout: 6000\n- side: consumer\n  applications: [other-app]\n  parameters:\n    timeout: 7000\n    retries: 9\n"
+    );
+    client
+        .create(&service_rule, rule.as_bytes(), &persistent())
+        .await
+        .unwrap();
+    let snap = dir
+        .wait_until(WAIT, |s| !s.consumer_overrides().is_empty())
+        .await
+        .expect("the consumer rule reaches the directory");
+    assert_eq!(
+        snap.consumer_overrides().get("timeout").map(String::as_str),
+        Some("6000"),
+        "this application's rule only: {:?}",
+        snap.consumer_overrides()
+    );
+    assert!(!snap.consumer_overrides().contains_key("retries"));
+    let started = Instant::now();
+    let reply = cluster.invoke(&slow()).await;
+    assert!(reply.is_ok(), "under the rule's 6000 ms: {reply:?}");
+    assert!(started.elapsed() >= Duration::from_millis(1400));
+
+    // The application's own rule degrades every call of this consumer: no provider call.
+    let app_rule = format!("/dubbo/config/dubbo/{app}.configurators");
+    let mock = format!(
+        "configVersion: v3.0\nscope: application\nkey: {app}\nenabled: true\nconfigs:\n- side: consumer\n  parameters:\n    mock: 'force:return null'\n"
+    );
+    client
+        .create(&app_rule, mock.as_bytes(), &persistent())
+        .await
+        .unwrap();
+    dir.wait_until(WAIT, |s| s.consumer_overrides().contains_key("mock"))
+        .await
+        .expect("the application rule reaches the directory");
+    // The barrier for the provider's count: a ping straight at it, answered and read.
+    provider.settle(&dir.load(), &ProtocolInvoker::new()).await;
+    let calls = provider.calls_of("sayHello");
+    let hello = typed("sayHello", &["java.lang.String"], vec!["x".into()]);
+    assert_eq!(cluster.invoke(&hello).await.unwrap(), Value::Null);
+    provider.settle(&dir.load(), &ProtocolInvoker::new()).await;
+    assert_eq!(provider.calls_of("sayHello"), calls, "forced: not called");
+
+    client.delete(&app_rule, None).await.unwrap();
+    client.delete(&service_rule, None).await.unwrap();
+    dir.wait_until(WAIT, |s| s.consumer_overrides().is_empty())
+        .await
+        .expect("deleting the rules restores the consumer's own settings");
+    let e = cluster.invoke(&slow()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "the default again: {e}");
+    assert!(cluster.invoke(&hello).await.unwrap().is_string());
 }

@@ -131,3 +131,47 @@ async fn check_false_returns_at_once_and_calls_work_once_providers_appear() {
     );
     registrar.unregister(&instance(&p, &key)).await.unwrap();
 }
+
+/// A `Reference` is the consumer its registry URL names (`application=`): a consumer rule
+/// for that application, as dubbo-admin writes it, reaches its directory and sets its
+/// timeout; the same rule for another application does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reference_is_the_consumer_its_registry_url_names_for_consumer_rules() {
+    let zk = zookeeper();
+    let iface = unique("org.example.Ruled").replace('-', "");
+    let app = unique("ruled-consumer");
+    let key = ServiceKey::new(&iface);
+    let p = provider().await;
+    let registrar = registrar_from_url(&format!("zookeeper://{zk}")).unwrap();
+    registrar.register(&instance(&p, &key)).await.unwrap();
+    let reference = Reference::new(&iface)
+        .registry(format!("zookeeper://{zk}?application={app}"))
+        .connect()
+        .await
+        .unwrap();
+    let client =
+        switchman_integration_tests::zk_server::raw_client(&zk, Duration::from_secs(10)).await;
+    // This application's item, then another's that would win if it matched.
+    let rule = format!(
+        "configVersion: v3.0\nscope: service\nkey: {iface}\nconfigs:\n- side: consumer\n  applications: [{app}]\n  parameters: {{timeout: 4321}}\n- side: consumer\n  applications: [someone-else]\n  parameters: {{timeout: 99}}\n"
+    );
+    let path = format!("/dubbo/config/dubbo/{iface}::.configurators");
+    switchman_integration_tests::zk_server::put_node(&client, &path, rule.as_bytes()).await;
+    let snap = reference
+        .directory()
+        .wait_until(Duration::from_secs(20), |s| {
+            !s.consumer_overrides().is_empty()
+        })
+        .await
+        .expect("the rule for this consumer's application arrives");
+    assert_eq!(
+        snap.consumer_overrides().get("timeout").map(String::as_str),
+        Some("4321")
+    );
+    assert_eq!(
+        reference.cluster().settings("sayHello").timeout,
+        Duration::from_millis(4321),
+        "the cluster uses it"
+    );
+    client.delete(&path, None).await.unwrap();
+}

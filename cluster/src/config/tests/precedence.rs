@@ -270,7 +270,7 @@ fn retries_and_forks_come_from_the_consumer_only() {
     let cfg = ClusterConfig::default().global_settings(Settings::new().retries(7).forks(4));
     let e = cfg.resolve(Some("sayHello"), &provider);
     assert_eq!((e.retries, e.forks), (7, Forks::from_dubbo(4)));
-    let names = cfg.method_names(&[ProviderKeys::parse(&provider)]);
+    let names = cfg.method_names(&[ProviderKeys::parse(&provider)], &Dynamic::default());
     assert!(
         names.is_empty(),
         "provider retries make no method of their own"
@@ -402,4 +402,52 @@ fn the_default_timeout_is_the_protocols() {
     );
     let consumer = ClusterConfig::default().timeout(Duration::from_millis(400));
     assert_eq!(ms(&consumer), [400, 400, 3000, 400, 400, 400]);
+}
+
+/// Consumer rules (dubbo-admin's `side: consumer`) lay over the consumer's own settings: the
+/// service-level keys over its service and global layers, `{method}.{key}` over its method
+/// layer; a provider's method-level registration still beats a service-level value, as the
+/// consumer's own would; a value that does not parse is skipped, the others apply.
+#[test]
+fn consumer_rules_override_the_consumers_own_settings() {
+    let rules = params(&[
+        ("timeout", "6000"),
+        ("retries", "5"),
+        ("cluster", "failfast"),
+        ("mock", "force:return null"),
+        ("find.timeout", "250"),
+        ("forks", "many"),
+        ("priority", "3"),
+    ]);
+    let dynamic = Dynamic::parse(&rules, &"demo.Svc");
+    let cfg = ClusterConfig::default()
+        .timeout(Duration::from_millis(1000))
+        .retries(1)
+        .method("find", Settings::new().timeout(Duration::from_millis(900)))
+        .method("get", Settings::new().retries(0));
+    let plain = [ProviderKeys::parse(&BTreeMap::new())];
+    let service = cfg.resolve_for_snapshot_with(None, 1, &plain, &dynamic);
+    assert_eq!(service.timeout, Duration::from_millis(6000));
+    assert_eq!(service.retries, 5);
+    assert_eq!(service.strategy, Strategy::Failfast);
+    assert!(service.mock.is_some(), "force:return null");
+    assert_eq!(service.forks, Forks::from_dubbo(2), "forks=many skipped");
+    // The rule's method key beats the consumer's method setting.
+    let find = cfg.resolve_for_snapshot_with(Some("find"), 1, &plain, &dynamic);
+    assert_eq!(find.timeout, Duration::from_millis(250));
+    // The consumer's own method layer beats the rule's service-level keys.
+    let get = cfg.resolve_for_snapshot_with(Some("get"), 1, &plain, &dynamic);
+    assert_eq!(get.retries, 0);
+    assert_eq!(get.timeout, Duration::from_millis(6000));
+    // A provider's method-level timeout beats a service-level one, the rule's included.
+    let with_method = [ProviderKeys::parse(&params(&[("list.timeout", "2000")]))];
+    let list = cfg.resolve_for_snapshot_with(Some("list"), 1, &with_method, &dynamic);
+    assert_eq!(list.timeout_for(0), Duration::from_millis(2000));
+    // Its method names are resolved for.
+    let names = cfg.method_names(&plain, &dynamic);
+    assert!(names.contains(&"find".to_string()) && names.contains(&"get".to_string()));
+    // Without rules, the consumer's own settings.
+    let own = cfg.resolve_for_snapshot(None, 1, &plain);
+    assert_eq!(own.timeout, Duration::from_millis(1000));
+    assert_eq!(own.retries, 1);
 }
