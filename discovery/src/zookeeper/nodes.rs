@@ -455,11 +455,14 @@ mod tests {
                 enc("override://10.0.0.5/com.foo.Bar?timeout=1"),
             ],
         );
-        assert_eq!(rules.len(), 1, "{rules:?}");
+        assert_eq!(rules.len(), 2, "{rules:?}");
         assert_eq!(
             rules[0].parameters.get("weight").map(String::as_str),
             Some("10")
         );
+        // A host without a port names a consumer: a consumer rule for that host.
+        assert_eq!(rules[1].side, crate::configurator::Side::Consumer);
+        assert_eq!(rules[1].address.as_deref(), Some("10.0.0.5"));
         let cleared = f.configurators(
             "p",
             &[
