@@ -78,6 +78,30 @@ pub trait Registry: Send + Sync + fmt::Debug {
     /// directory meanwhile serves its last snapshot or its snapshot cache. An `Err` means the
     /// request itself is invalid (a bad service key, bad credentials in the address).
     fn subscribe<'a>(&'a self, service: &'a ServiceKey) -> BoxFuture<'a, Result<UpdateReceiver>>;
+
+    /// Makes a consumer of `service` visible where the registry shows consumers, as a Java
+    /// Dubbo consumer is (`consumer` is its `consumer://host/interface?application=...` URL):
+    /// ZooKeeper writes the ephemeral `/dubbo/{interface}/consumers/{encoded URL}` node and keeps
+    /// it across sessions until [`Registry::unregister_consumer`]. Registries where Dubbo shows
+    /// no consumers by default (Nacos, a static list) do nothing: the default.
+    fn register_consumer<'a>(
+        &'a self,
+        service: &'a ServiceKey,
+        consumer: &'a switchman_core::Url,
+    ) -> BoxFuture<'a, Result<()>> {
+        let _ = (service, consumer);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Removes what [`Registry::register_consumer`] made visible.
+    fn unregister_consumer<'a>(
+        &'a self,
+        service: &'a ServiceKey,
+        consumer: &'a switchman_core::Url,
+    ) -> BoxFuture<'a, Result<()>> {
+        let _ = (service, consumer);
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// The provider side of a registry: makes an instance visible to consumers.

@@ -11,6 +11,7 @@ use switchman_cluster::{Balancer, ClusterConfig, ClusterInvoker, ProtocolInvoker
 use switchman_core::{BoxFuture, Error, Invocation, Invoker, MakeEndpoint, Result, ServiceKey};
 use switchman_discovery::{DirectoryConfig, Registry, RegistryDirectory, registry_from_url};
 use switchman_loadbalance::LoadBalance;
+use tracing::warn;
 
 /// How long [`ReferenceBuilder::connect`] waits for the first providers by default (Dubbo's
 /// `check=true` waits for the registry's first answer; 3 s bounds that here).
@@ -43,6 +44,8 @@ pub struct Reference {
     cluster: ClusterInvoker,
     directory: Arc<RegistryDirectory>,
     registry: String,
+    /// Registered as a consumer while any clone lives ([`ReferenceBuilder::register_consumer`]).
+    _consumer: Option<Arc<ConsumerRegistration>>,
     /// Listed on an admin endpoint while any clone lives ([`ReferenceBuilder::admin`]).
     #[cfg(feature = "admin")]
     admin: Option<Arc<crate::admin::Listing>>,
@@ -74,6 +77,7 @@ impl Reference {
             maker: None,
             balancer: None,
             empty_grace: None,
+            register_consumer: true,
             #[cfg(feature = "admin")]
             admin: None,
         }
@@ -158,6 +162,7 @@ pub struct ReferenceBuilder {
     maker: Option<Arc<dyn MakeEndpoint>>,
     balancer: Option<Result<Balancer>>,
     empty_grace: Option<Duration>,
+    register_consumer: bool,
     #[cfg(feature = "admin")]
     admin: Option<std::net::SocketAddr>,
 }
@@ -278,6 +283,16 @@ impl ReferenceBuilder {
         self
     }
 
+    /// Whether the reference registers itself as a consumer where the registry shows them, as a
+    /// Java Dubbo consumer does (default `true`; ZooKeeper: the ephemeral
+    /// `/dubbo/{interface}/consumers/{URL}` node dubbo-admin lists, removed when the last clone
+    /// of the reference is dropped). `register-consumer=false` (or Dubbo's `register=false`) on
+    /// the registry URL turns it off too.
+    pub fn register_consumer(mut self, register: bool) -> Self {
+        self.register_consumer = register;
+        self
+    }
+
     /// Lists the reference on the process's admin endpoint at `addr` (feature `admin`; see
     /// [`crate::admin`]), bound by `connect` unless this process serves one there already
     /// (port 0: a new one on a free port, [`Reference::admin_addr`]). `addr` is bound as given:
@@ -302,8 +317,9 @@ impl ReferenceBuilder {
             )));
         };
         let key = ServiceKey::with(&self.interface, &self.group, &self.version);
-        let mut dir_config =
-            DirectoryConfig::new(key.clone()).consumer(consumer_info(&registry_url, &key).await);
+        let consumer = consumer_info(&registry_url, &key).await;
+        let consumer_url = consumer.url.clone();
+        let mut dir_config = DirectoryConfig::new(key.clone()).consumer(consumer);
         if let Some(balancer) = self.balancer.take() {
             let balancer = balancer?;
             // The directory builds this balancer's tables with every snapshot; the settings
@@ -385,6 +401,19 @@ impl ReferenceBuilder {
                 return Err(Error::no_provider(message));
             }
         }
+        let registration = if self.register_consumer && registers_consumers(&registry_url) {
+            let url = registration_url(&consumer_url, &key);
+            if let Err(e) = registry.register_consumer(&key, &url).await {
+                warn!("{e}");
+            }
+            Some(Arc::new(ConsumerRegistration {
+                registry: registry.clone(),
+                key: key.clone(),
+                url,
+            }))
+        } else {
+            None
+        };
         let cluster = ClusterInvoker::new(directory.clone(), transport, self.config);
         #[cfg(feature = "admin")]
         let (cluster, admin) = match self.admin {
@@ -400,6 +429,7 @@ impl ReferenceBuilder {
             cluster,
             directory,
             registry: registry_url,
+            _consumer: registration,
             #[cfg(feature = "admin")]
             admin,
         })
@@ -478,6 +508,74 @@ fn found_instead(others: &BTreeSet<(String, String)>) -> String {
         })
         .collect();
     format!("; the registry has {}", list.join(", "))
+}
+
+/// A consumer registration, removed when the last clone of its reference goes.
+struct ConsumerRegistration {
+    registry: Arc<dyn switchman_discovery::Registry>,
+    key: ServiceKey,
+    url: switchman_core::Url,
+}
+
+impl Drop for ConsumerRegistration {
+    fn drop(&mut self) {
+        // Without a runtime the registry's session ends with the process (ephemeral node).
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let (registry, key, url) = (self.registry.clone(), self.key.clone(), self.url.clone());
+            rt.spawn(async move {
+                if let Err(e) = registry.unregister_consumer(&key, &url).await {
+                    warn!("{e}");
+                }
+            });
+        }
+    }
+}
+
+/// Whether the registry URL leaves consumer registration on (`register-consumer=false` and
+/// Dubbo's `register=false` turn it off).
+fn registers_consumers(registry_url: &str) -> bool {
+    let Ok(url) = switchman_core::Url::parse(registry_url) else {
+        return true;
+    };
+    let off = |k: &str| {
+        url.param(k)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
+    };
+    !(off("register-consumer") || off("register"))
+}
+
+/// The consumer URL a Java Dubbo 3.3 consumer registers (what dubbo-admin and `ls` show):
+/// `consumer://host/interface?application=..&category=consumers&check=false&interface=..&side=consumer&...`.
+fn registration_url(consumer: &switchman_core::Url, key: &ServiceKey) -> switchman_core::Url {
+    let mut url = switchman_core::Url::new("consumer", consumer.host(), None, &key.interface)
+        .with_param(
+            "application",
+            consumer
+                .param("application")
+                .unwrap_or("switchman-consumer"),
+        )
+        .with_param("category", "consumers")
+        .with_param("check", "false")
+        .with_param("dubbo", "2.0.2")
+        .with_param("interface", &key.interface)
+        .with_param("pid", &std::process::id().to_string())
+        .with_param("side", "consumer")
+        .with_param("switchman", env!("CARGO_PKG_VERSION"))
+        .with_param(
+            "timestamp",
+            &std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0)
+                .to_string(),
+        );
+    if !key.group.is_empty() {
+        url = url.with_param("group", &key.group);
+    }
+    if !key.version.is_empty() {
+        url = url.with_param("version", &key.version);
+    }
+    url
 }
 
 /// This consumer as routing rules and consumer rules (dubbo-admin's `side: consumer`) see it:

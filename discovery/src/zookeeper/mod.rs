@@ -322,7 +322,91 @@ impl ZookeeperRegistry {
     }
 }
 
+impl ZookeeperRegistry {
+    fn consumer_path(&self, service: &ServiceKey, consumer: &Url) -> Result<String> {
+        let iface = service.interface.as_ref();
+        if iface.is_empty() || iface == "*" || iface.contains('/') {
+            return Err(Error::bad_config(format!(
+                "cannot register a consumer of {iface:?}: the interface cannot name a ZooKeeper node"
+            )));
+        }
+        Ok(format!(
+            "{}/{iface}/consumers/{}",
+            self.config().root,
+            consumer.to_encoded()
+        ))
+    }
+}
+
 impl Registry for ZookeeperRegistry {
+    fn register_consumer<'a>(
+        &'a self,
+        service: &'a ServiceKey,
+        consumer: &'a Url,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let path = self.consumer_path(service, consumer)?;
+            let session = &self.inner.session;
+            session.ensure_started();
+            // Kept first: every new session re-creates it (the first one included).
+            session.keep(&path, consumer.host().as_bytes());
+            let cfg = &session.config;
+            let created = match session.client(cfg.timeout).await {
+                Ok(conn) => {
+                    ensure_ephemeral(&conn.client, cfg, &path, consumer.host().as_bytes()).await
+                }
+                Err(e) => Err(e),
+            };
+            match created {
+                Ok(()) => {
+                    info!(registry = %cfg.redacted, service = %service, "consumer registered");
+                    Ok(())
+                }
+                Err(e) => {
+                    // Not fatal for the consumer: the node follows with the next session, or
+                    // with a retry here while it is still wanted.
+                    let session = session.clone();
+                    let data = consumer.host().as_bytes().to_vec();
+                    let shown = format!(
+                        "registry {}: consumer node not created yet ({e})",
+                        cfg.redacted
+                    );
+                    tokio::spawn(async move {
+                        while session.is_kept(&path) {
+                            if let Ok(conn) = session.client(session.config.timeout).await
+                                && ensure_ephemeral(&conn.client, &session.config, &path, &data)
+                                    .await
+                                    .is_ok()
+                            {
+                                return;
+                            }
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        }
+                    });
+                    Err(Error::transport(shown))
+                }
+            }
+        })
+    }
+
+    fn unregister_consumer<'a>(
+        &'a self,
+        service: &'a ServiceKey,
+        consumer: &'a Url,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let path = self.consumer_path(service, consumer)?;
+            let session = &self.inner.session;
+            if session.forget(&path) && !delete_node(session, &path, "consumer node").await {
+                return Err(Error::transport(format!(
+                    "registry {}: could not delete {path} now; it goes when the session ends",
+                    session.config.redacted
+                )));
+            }
+            Ok(())
+        })
+    }
+
     fn subscribe<'a>(&'a self, service: &'a ServiceKey) -> BoxFuture<'a, Result<UpdateReceiver>> {
         Box::pin(async move {
             let iface = service.interface.as_ref();

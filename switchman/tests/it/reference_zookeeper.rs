@@ -175,3 +175,76 @@ async fn a_reference_is_the_consumer_its_registry_url_names_for_consumer_rules()
     );
     client.delete(&path, None).await.unwrap();
 }
+
+/// A reference registers itself as Java Dubbo consumers do: the ephemeral
+/// `/dubbo/{interface}/consumers/{encoded consumer URL}` node dubbo-admin lists, with its
+/// application, group and version; dropping the reference removes it; `register-consumer=false`
+/// on the registry URL registers nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reference_is_listed_as_a_consumer_until_dropped() {
+    let zk = zookeeper();
+    let iface = unique("org.example.Listed").replace('-', "");
+    let app = unique("listed-consumer");
+    let key = ServiceKey::with(&iface, "g1", "1.0.0");
+    let p = provider().await;
+    let registrar = registrar_from_url(&format!("zookeeper://{zk}")).unwrap();
+    registrar.register(&instance(&p, &key)).await.unwrap();
+    let client =
+        switchman_integration_tests::zk_server::raw_client(&zk, Duration::from_secs(10)).await;
+    let consumers = format!("/dubbo/{iface}/consumers");
+    let listed = || async {
+        match client.list_children(&consumers).await {
+            Ok(children) => children
+                .into_iter()
+                .map(|c| switchman::core::Url::from_encoded(&c).unwrap())
+                .collect::<Vec<_>>(),
+            Err(_) => Vec::new(),
+        }
+    };
+    let reference = Reference::new(&iface)
+        .registry(format!("zookeeper://{zk}?application={app}"))
+        .group("g1")
+        .version("1.0.0")
+        .connect()
+        .await
+        .unwrap();
+    let nodes = listed().await;
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    let url = &nodes[0];
+    assert_eq!(url.protocol(), "consumer");
+    assert_eq!(url.path(), iface);
+    for (k, v) in [
+        ("application", app.as_str()),
+        ("category", "consumers"),
+        ("side", "consumer"),
+        ("interface", iface.as_str()),
+        ("group", "g1"),
+        ("version", "1.0.0"),
+    ] {
+        assert_eq!(url.param(k), Some(v), "{k} in {url}");
+    }
+    let clone = reference.clone();
+    drop(reference);
+    assert_eq!(listed().await.len(), 1, "a clone keeps it");
+    drop(clone);
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while !listed().await.is_empty() {
+        assert!(
+            Instant::now() < give_up,
+            "removed when the reference is dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let quiet = Reference::new(&iface)
+        .registry(format!(
+            "zookeeper://{zk}?application={app}&register-consumer=false"
+        ))
+        .group("g1")
+        .version("1.0.0")
+        .connect()
+        .await
+        .unwrap();
+    quiet.call("sayHello", json!(["x"])).await.unwrap();
+    assert!(listed().await.is_empty(), "register-consumer=false");
+}
