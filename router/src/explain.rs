@@ -46,6 +46,8 @@ impl Explanation {
 fn stage_name(s: Stage) -> &'static str {
     match s {
         Stage::Tag => "tag",
+        Stage::ServiceAffinity => "affinity (service scope)",
+        Stage::ApplicationAffinity => "affinity (application scope)",
         Stage::Service => "service scope",
         Stage::Application => "application scope",
     }

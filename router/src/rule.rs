@@ -15,11 +15,14 @@ use crate::tag::{TagRule, parse_tag_rule};
 /// The largest rule text accepted (bytes).
 pub const MAX_RULE_BYTES: usize = 64 * 1024;
 
-/// Where a rule runs in the chain: tag, then service-scope conditions, then
+/// Where a rule runs in the chain: tag, then affinity (service, then provider application:
+/// Dubbo 3.3.6's orders 130 and 135), then service-scope conditions, then
 /// application-scope conditions (Dubbo's order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Stage {
     Tag,
+    ServiceAffinity,
+    ApplicationAffinity,
     Service,
     Application,
 }
@@ -31,6 +34,19 @@ pub(crate) enum Body {
     Condition(Vec<Step>),
     /// A tag rule.
     Tag(TagRule),
+    /// An affinity rule (Dubbo 3.3.6 `{key}.affinity-router`): prefer the providers whose
+    /// parameter `key` equals the consumer's, when they are at least `ratio` percent of the
+    /// candidates.
+    Affinity(Affinity),
+}
+
+/// The body of an affinity rule.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Affinity {
+    /// The parameter compared (`region`, `zone`, ...).
+    pub(crate) key: String,
+    /// The least share of the candidates (0 to 100 percent) the preferred ones must be.
+    pub(crate) ratio: f64,
 }
 
 /// A validated rule.
@@ -95,6 +111,9 @@ pub(crate) fn parse_rule(key: &str, text: &str) -> Result<Rule, RuleError> {
         return Err(RuleError::new(key, "rule text is empty"));
     }
     let is_tag_key = key.ends_with(".tag-router");
+    if key.ends_with(".affinity-router") {
+        return parse_affinity(key, text);
+    }
     if looks_like_yaml(text) {
         parse_yaml(key, text, is_tag_key)
     } else if is_tag_key {
@@ -196,6 +215,93 @@ fn parse_yaml(key: &str, text: &str, is_tag_key: bool) -> Result<Rule, RuleError
             CondVersion::V30 => "condition rule (YAML v3.0)",
             CondVersion::V31 => "condition rule (YAML v3.1, multi-destination)",
         },
+    })
+}
+
+/// An affinity rule, as Dubbo 3.3.6's `AffinityRuleParser` reads it:
+///
+/// ```yaml
+/// configVersion: v3.1     # required, v3.1*
+/// scope: service          # or application (then `key` is the provider application)
+/// key: com.foo.Bar
+/// enabled: true
+/// affinityAware:
+///   key: region           # the parameter compared with the consumer's
+///   ratio: 20             # 0 to 100 (default 0)
+/// ```
+fn parse_affinity(key: &str, text: &str) -> Result<Rule, RuleError> {
+    let value: Value = yaml::from_str(text, &format!("rule {key}")).map_err(|e| {
+        let message = match e.limit() {
+            Some(_) => e.message().to_string(),
+            None => format!("invalid YAML: {}", e.message()),
+        };
+        RuleError::new(key, message).at(e.line(), e.column())
+    })?;
+    let Some(map) = value.as_mapping() else {
+        return Err(
+            RuleError::new(key, "an affinity rule must be a YAML mapping").at(Some(1), None),
+        );
+    };
+    let field_err = |msg: String, field: &str| {
+        let pos = find_line(text, &format!("{field}:"));
+        RuleError::new(key, msg).at(pos.map(|p| p.0), pos.map(|p| p.1))
+    };
+    let meta = parse_meta(map).map_err(|m| {
+        let field = m.trim_start_matches('`').split('`').next().unwrap_or("");
+        field_err(m.clone(), field)
+    })?;
+    let version = map
+        .get("configVersion")
+        .and_then(crate::condition::yaml_text)
+        .unwrap_or_default();
+    if !version.starts_with("v3.1") {
+        return Err(field_err(
+            format!("an affinity rule needs `configVersion: v3.1` (found {version:?})"),
+            "configVersion",
+        ));
+    }
+    let Some(aware) = map.get("affinityAware").and_then(Value::as_mapping) else {
+        return Err(field_err(
+            "an affinity rule needs `affinityAware:` with `key` and `ratio`".into(),
+            "affinityAware",
+        ));
+    };
+    let affinity_key = aware
+        .get("key")
+        .and_then(crate::condition::yaml_text)
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| field_err("`affinityAware.key` is missing or empty".into(), "key"))?;
+    let ratio = match aware.get("ratio") {
+        None | Some(Value::Null) => 0.0,
+        Some(v) => crate::condition::yaml_text(v)
+            .and_then(|t| t.trim().parse::<f64>().ok())
+            .filter(|r| (0.0..=100.0).contains(r))
+            .ok_or_else(|| {
+                field_err(
+                    format!("`affinityAware.ratio` must be a number from 0 to 100, found {v:?}"),
+                    "ratio",
+                )
+            })?,
+    };
+    let stage = match meta.scope {
+        Some(Scope::Application) => Stage::ApplicationAffinity,
+        Some(Scope::Service) => Stage::ServiceAffinity,
+        None => match key.strip_suffix(".affinity-router") {
+            Some(k) if !k.contains(':') => Stage::ApplicationAffinity,
+            _ => Stage::ServiceAffinity,
+        },
+    };
+    Ok(Rule {
+        key: key.into(),
+        raw: text.into(),
+        stage,
+        meta,
+        body: Body::Affinity(Affinity {
+            key: affinity_key,
+            ratio,
+        }),
+        format: "affinity rule (YAML v3.1)",
     })
 }
 

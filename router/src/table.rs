@@ -96,6 +96,15 @@ pub(crate) enum StepKind {
     Keep(Bitset),
     /// v3.1: weighted destinations (empty = traffic disabled).
     Multi(Vec<(Bitset, u32)>),
+    /// Affinity: the providers in the set, when they are not none and at least this share
+    /// (0.0 to 1.0) of the set; else the set unchanged.
+    Prefer(Bitset, f64),
+}
+
+/// Whether an affinity step keeps `r` out of `set` (see [`StepKind::Prefer`]).
+fn preferred(r: &Bitset, set: &Bitset, share: f64) -> bool {
+    let (kept, all) = (r.count(), set.count());
+    kept > 0 && all > 0 && kept as f64 >= share * all as f64
 }
 
 #[derive(Debug, Clone)]
@@ -411,6 +420,10 @@ impl CompiledStep {
                     Ok(None)
                 }
             }
+            StepKind::Prefer(t, share) => {
+                let r = set.and(t);
+                Ok(preferred(&r, set, *share).then_some(r))
+            }
             StepKind::Multi(dests) => {
                 if dests.is_empty() {
                     return Err(&self.block_reason);
@@ -439,6 +452,35 @@ impl CompiledStep {
             }
         }
     }
+}
+
+/// An affinity rule as a step: the providers whose parameter equals the consumer's. A
+/// consumer without the parameter has nothing to prefer: no step (Dubbo would compare with
+/// a missing value and keep no provider).
+fn compile_affinity(
+    rule: &Rule,
+    a: &crate::rule::Affinity,
+    instances: &[Arc<Instance>],
+    consumer: &ConsumerInfo,
+) -> Option<CompiledStep> {
+    let mine = consumer.url.param(&a.key).filter(|v| !v.is_empty())?;
+    let mut set = Bitset::empty(instances.len());
+    for (i, inst) in instances.iter().enumerate() {
+        if inst.param(&a.key) == Some(mine) {
+            set.insert(i);
+        }
+    }
+    let text: Box<str> = format!("{} = {mine} (ratio {}%)", a.key, a.ratio).into();
+    Some(CompiledStep {
+        rule_key: rule.key.clone(),
+        force_reason: "".into(),
+        text,
+        force: false,
+        dyn_when: Vec::new(),
+        kind: StepKind::Prefer(set, a.ratio / 100.0),
+        then_pairs: Vec::new(),
+        block_reason: "".into(),
+    })
 }
 
 fn compile_step(
@@ -736,12 +778,20 @@ impl Machine {
         let mut steps = Vec::new();
         let mut cols = Columns::new(instances);
         for r in ordered.iter().filter(|r| r.meta.enabled) {
-            if let Body::Condition(cs) = &r.body {
-                for (i, s) in cs.iter().enumerate() {
-                    if let Some(c) = compile_step(r, i, s, &mut cols, consumer) {
+            match &r.body {
+                Body::Condition(cs) => {
+                    for (i, s) in cs.iter().enumerate() {
+                        if let Some(c) = compile_step(r, i, s, &mut cols, consumer) {
+                            steps.push(c);
+                        }
+                    }
+                }
+                Body::Affinity(a) => {
+                    if let Some(c) = compile_affinity(r, a, instances, consumer) {
                         steps.push(c);
                     }
                 }
+                Body::Tag(_) => {}
             }
         }
         // Unroll: states reachable before each step.
@@ -766,6 +816,14 @@ impl Machine {
                             it.intern(r, "").map_or(Trans::Slow, Trans::To)
                         } else if step.force {
                             Trans::To(it.empty(&step.force_reason))
+                        } else {
+                            Trans::To(s)
+                        }
+                    }
+                    StepKind::Prefer(t, share) => {
+                        let r = set.and(t);
+                        if preferred(&r, &set, *share) {
+                            it.intern(r, "").map_or(Trans::Slow, Trans::To)
                         } else {
                             Trans::To(s)
                         }

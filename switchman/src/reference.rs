@@ -78,6 +78,7 @@ impl Reference {
             balancer: None,
             empty_grace: None,
             register_consumer: true,
+            consumer_params: Vec::new(),
             #[cfg(feature = "admin")]
             admin: None,
         }
@@ -163,6 +164,7 @@ pub struct ReferenceBuilder {
     balancer: Option<Result<Balancer>>,
     empty_grace: Option<Duration>,
     register_consumer: bool,
+    consumer_params: Vec<(String, String)>,
     #[cfg(feature = "admin")]
     admin: Option<std::net::SocketAddr>,
 }
@@ -293,6 +295,14 @@ impl ReferenceBuilder {
         self
     }
 
+    /// A parameter of this consumer (`region`, `zone`, ...), as routing rules read the
+    /// consumer's URL: `consumer.region` in condition rules, the consumer's value in
+    /// affinity rules (`affinityAware.key: region`).
+    pub fn consumer_param(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.consumer_params.push((key.into(), value.into()));
+        self
+    }
+
     /// Lists the reference on the process's admin endpoint at `addr` (feature `admin`; see
     /// [`crate::admin`]), bound by `connect` unless this process serves one there already
     /// (port 0: a new one on a free port, [`Reference::admin_addr`]). `addr` is bound as given:
@@ -317,7 +327,10 @@ impl ReferenceBuilder {
             )));
         };
         let key = ServiceKey::with(&self.interface, &self.group, &self.version);
-        let consumer = consumer_info(&registry_url, &key).await;
+        let mut consumer = consumer_info(&registry_url, &key).await;
+        for (k, v) in &self.consumer_params {
+            consumer.url.set_param(k, v);
+        }
         let consumer_url = consumer.url.clone();
         let mut dir_config = DirectoryConfig::new(key.clone()).consumer(consumer);
         if let Some(balancer) = self.balancer.take() {

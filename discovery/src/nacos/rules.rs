@@ -45,6 +45,7 @@ pub(crate) fn service_data_ids(key: &ServiceKey, consumer_app: Option<&str>) -> 
     let mut ids = vec![
         format!("{k}.condition-router"),
         format!("{k}.configurators"),
+        format!("{k}.affinity-router"),
     ];
     if let Some(app) = consumer_app.filter(|a| !a.is_empty()) {
         ids.push(format!("{app}.condition-router"));
@@ -54,16 +55,20 @@ pub(crate) fn service_data_ids(key: &ServiceKey, consumer_app: Option<&str>) -> 
 }
 
 /// The data ids watched for a provider application seen in the instance list.
-pub(crate) fn provider_app_data_ids(app: &str) -> [String; 2] {
+pub(crate) fn provider_app_data_ids(app: &str) -> [String; 3] {
     [
         format!("{app}.tag-router"),
         format!("{app}.condition-router"),
+        format!("{app}.affinity-router"),
     ]
 }
 
 /// The kind of rule in `data_id`, `None` for anything else.
 pub(crate) fn kind_of(data_id: &str) -> Option<RuleKind> {
-    if data_id.ends_with(".condition-router") || data_id.ends_with(".tag-router") {
+    if data_id.ends_with(".condition-router")
+        || data_id.ends_with(".tag-router")
+        || data_id.ends_with(".affinity-router")
+    {
         Some(RuleKind::Router)
     } else if data_id.ends_with(".configurators") {
         Some(RuleKind::Configurators)
@@ -152,6 +157,7 @@ mod tests {
             vec![
                 "com.foo.Bar:1.0:g1.condition-router",
                 "com.foo.Bar:1.0:g1.configurators",
+                "com.foo.Bar:1.0:g1.affinity-router",
                 "shop.condition-router",
                 "shop.configurators",
             ]
@@ -160,13 +166,19 @@ mod tests {
             service_data_ids(&ServiceKey::new("com.foo.Bar"), None),
             vec![
                 "com.foo.Bar::.condition-router",
-                "com.foo.Bar::.configurators"
+                "com.foo.Bar::.configurators",
+                "com.foo.Bar::.affinity-router"
             ]
         );
         assert_eq!(
             provider_app_data_ids("bar-app"),
-            ["bar-app.tag-router", "bar-app.condition-router"]
+            [
+                "bar-app.tag-router",
+                "bar-app.condition-router",
+                "bar-app.affinity-router"
+            ]
         );
+        assert_eq!(kind_of("x.affinity-router"), Some(RuleKind::Router));
         assert_eq!(kind_of("x.tag-router"), Some(RuleKind::Router));
         assert_eq!(kind_of("x.configurators"), Some(RuleKind::Configurators));
         assert_eq!(kind_of("x.properties"), None);

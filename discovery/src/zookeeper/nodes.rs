@@ -297,6 +297,7 @@ pub(crate) fn rule_keys(key: &ServiceKey, apps: &BTreeSet<String>) -> Vec<(Strin
         for b in bases {
             out.push((format!("{b}.configurators"), RuleKind::Configurators));
             out.push((format!("{b}.condition-router"), RuleKind::Router));
+            out.push((format!("{b}.affinity-router"), RuleKind::Router));
         }
     }
     for app in apps {
@@ -306,6 +307,7 @@ pub(crate) fn rule_keys(key: &ServiceKey, apps: &BTreeSet<String>) -> Vec<(Strin
         out.push((format!("{app}.configurators"), RuleKind::Configurators));
         out.push((format!("{app}.condition-router"), RuleKind::Router));
         out.push((format!("{app}.tag-router"), RuleKind::Router));
+        out.push((format!("{app}.affinity-router"), RuleKind::Router));
     }
     out
 }
@@ -567,14 +569,16 @@ mod tests {
             vec![
                 "com.foo.Bar:1.0:g.configurators",
                 "com.foo.Bar:1.0:g.condition-router",
+                "com.foo.Bar:1.0:g.affinity-router",
                 "shop.configurators",
                 "shop.condition-router",
-                "shop.tag-router"
+                "shop.tag-router",
+                "shop.affinity-router"
             ]
         );
         let plain = rule_keys(&ServiceKey::new("com.foo.Bar"), &BTreeSet::new());
         assert_eq!(plain[0].0, "com.foo.Bar::.configurators");
-        assert_eq!(plain[2].0, "com.foo.Bar.configurators");
+        assert_eq!(plain[3].0, "com.foo.Bar.configurators");
 
         let i = Instance::builder("10.0.0.1", 8080)
             .service(ServiceKey::with("com.foo.Bar", "g", "1.0"))

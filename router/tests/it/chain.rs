@@ -604,3 +604,81 @@ fn beyond_max_subsets_takes_the_computed_slow_path() {
     assert!(computed > 0, "some calls needed the slow path");
     assert_eq!(run(&t, &call("other")), Out::Keep((0..n as u32).collect()));
 }
+
+const AFFINITY: &str = "com.foo.Bar::.affinity-router";
+
+fn affinity(ratio: &str, extra: &str) -> String {
+    format!(
+        "configVersion: v3.1\nscope: service\nkey: com.foo.Bar\n{extra}affinityAware:\n  key: zone\n  ratio: {ratio}\n"
+    )
+}
+
+fn route_affinity(rule: &str, consumer: &ConsumerInfo) -> Out {
+    let chain = RouterChain::new().with_rule(AFFINITY, rule).unwrap();
+    run(&chain.build(&four(), consumer), &call("find"))
+}
+
+/// Dubbo 3.3.6's affinity router: the providers whose `key` parameter equals the consumer's,
+/// when they are at least `ratio` percent of the candidates; else all of them. The consumer
+/// (zone z2) has one z2 provider of three untagged ones (33%).
+#[test]
+fn affinity_prefers_the_consumers_value_above_the_ratio() {
+    assert_eq!(route_affinity(&affinity("0", ""), &consumer()), keep(&[1]));
+    assert_eq!(route_affinity(&affinity("33", ""), &consumer()), keep(&[1]));
+    assert_eq!(
+        route_affinity(&affinity("34", ""), &consumer()),
+        keep(&[0, 1, 2]),
+        "under the ratio: every candidate"
+    );
+    assert_eq!(
+        route_affinity(&affinity("0", "enabled: false\n"), &consumer()),
+        keep(&[0, 1, 2]),
+        "disabled"
+    );
+    // No provider has the consumer's value: every candidate, even at ratio 0 (a preference
+    // never leaves a call without a provider; Dubbo would return none).
+    let elsewhere = ConsumerInfo::from_url(
+        Url::parse("consumer://10.1.1.1/com.foo.Bar?application=shop&zone=z9").unwrap(),
+    );
+    assert_eq!(
+        route_affinity(&affinity("0", ""), &elsewhere),
+        keep(&[0, 1, 2])
+    );
+    // A consumer without the parameter: nothing to prefer.
+    let plain = ConsumerInfo::new("10.1.1.1", "shop");
+    assert_eq!(route_affinity(&affinity("0", ""), &plain), keep(&[0, 1, 2]));
+    // Before the condition rules: affinity keeps z2, then a non-forced condition that would
+    // leave none (z1) changes nothing.
+    let chain = RouterChain::new()
+        .with_rule(AFFINITY, &affinity("0", ""))
+        .unwrap()
+        .with_rule(SVC, "=> zone = z1")
+        .unwrap();
+    assert_eq!(
+        run(&chain.build(&four(), &consumer()), &call("find")),
+        keep(&[1])
+    );
+}
+
+#[test]
+fn bad_affinity_rules_are_refused_with_their_field() {
+    for (rule, field) in [
+        (affinity("150", ""), "ratio"),
+        (affinity("abc", ""), "ratio"),
+        (
+            "configVersion: v3.0\nkey: com.foo.Bar\naffinityAware:\n  key: zone\n".to_string(),
+            "configVersion",
+        ),
+        (
+            "configVersion: v3.1\nkey: com.foo.Bar\n".to_string(),
+            "affinityAware",
+        ),
+        (
+            "configVersion: v3.1\nkey: com.foo.Bar\naffinityAware:\n  ratio: 10\n".to_string(),
+            "affinityAware.key",
+        ),
+    ] {
+        let e = RouterChain::new().with_rule(AFFINITY, &rule).unwrap_err();
+        assert!(e.to_string().contains(field), "{field}: {e}");
+    }
+}

@@ -248,3 +248,67 @@ async fn a_reference_is_listed_as_a_consumer_until_dropped() {
     quiet.call("sayHello", json!(["x"])).await.unwrap();
     assert!(listed().await.is_empty(), "register-consumer=false");
 }
+
+/// An affinity rule (Dubbo 3.3.6 `{service}.affinity-router`) pushed to ZooKeeper sends the
+/// calls of a consumer in region r2 to the r2 provider only; deleting it spreads them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_affinity_rule_keeps_calls_in_the_consumers_region() {
+    let zk = zookeeper();
+    let iface = unique("org.example.Near").replace('-', "");
+    let key = ServiceKey::new(&iface);
+    let (near, far) = (provider().await, provider().await);
+    let registrar = registrar_from_url(&format!("zookeeper://{zk}")).unwrap();
+    for (p, region) in [(&near, "r2"), (&far, "r1")] {
+        let i = Instance::builder("127.0.0.1", p.addr().port())
+            .protocol(switchman::core::Protocol::Http)
+            .service(key.clone())
+            .param("region", region)
+            .build();
+        registrar.register(&i).await.unwrap();
+    }
+    let reference = Reference::new(&iface)
+        .registry(format!("zookeeper://{zk}"))
+        .consumer_param("region", "r2")
+        .connect()
+        .await
+        .unwrap();
+    reference
+        .directory()
+        .wait_until(Duration::from_secs(20), |s| s.endpoints().len() == 2)
+        .await
+        .unwrap();
+    let client =
+        switchman_integration_tests::zk_server::raw_client(&zk, Duration::from_secs(10)).await;
+    let path = format!("/dubbo/config/dubbo/{iface}::.affinity-router");
+    let rule = format!(
+        "configVersion: v3.1\nscope: service\nkey: {iface}\nenabled: true\naffinityAware:\n  key: region\n  ratio: 0\n"
+    );
+    let epoch = reference.directory().load().epoch();
+    switchman_integration_tests::zk_server::put_node(&client, &path, rule.as_bytes()).await;
+    reference
+        .directory()
+        .wait_until(Duration::from_secs(20), |s| s.epoch() > epoch)
+        .await
+        .expect("the rule reaches the directory");
+    let far_before = far.hits();
+    for _ in 0..40 {
+        reference.call("sayHello", json!(["x"])).await.unwrap();
+    }
+    assert_eq!(
+        far.hits(),
+        far_before,
+        "every call in the consumer's region"
+    );
+    assert!(near.hits() >= 40);
+    let epoch = reference.directory().load().epoch();
+    client.delete(&path, None).await.unwrap();
+    reference
+        .directory()
+        .wait_until(Duration::from_secs(20), |s| s.epoch() > epoch)
+        .await
+        .expect("the deletion reaches the directory");
+    for _ in 0..40 {
+        reference.call("sayHello", json!(["x"])).await.unwrap();
+    }
+    assert!(far.hits() > far_before, "spread again without the rule");
+}
