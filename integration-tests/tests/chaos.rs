@@ -933,12 +933,14 @@ async fn chaos_7_every_provider_failing_stays_within_the_retry_budget() {
 const CALLS_8: usize = 240;
 /// Each caller's pause in scenario 8 (two callers, ~70 calls/s: within the budget's floor).
 const PACE_8: Duration = Duration::from_millis(8);
-/// Absolute slack on the p99 bound of scenario 8. A hedged call takes the hedge delay (the
-/// fast providers' p90) plus a fast attempt, so it lands near 2 x the fast p99 by
-/// construction: the fast providers' p90-to-p99 spread is only ~1 ms here, the hedge timer
-/// rounds up to its 1 ms tick, and this is a shared 2-core machine whose scheduler adds a few
-/// ms to single calls now and then (the p99 of 240 calls is their 3rd worst). Without hedging
-/// the p99 is the slow provider's (~45 ms), far beyond the bound either way.
+/// Absolute slack on the p99 bounds of scenario 8. A hedged call takes the hedge delay plus a
+/// fast attempt, so the hedging bound is exactly that: the hedge delay used (the fast
+/// providers' p90 in the failover-only run) plus the fast attempts' p99 in the hedged run, not
+/// 2 x the latter (the two runs see different load on a shared machine: one proof run measured
+/// a 10 ms hedge against a 6 ms fast p99 and failed 2 x 6 + 5 with 18 ms). The slack covers the
+/// hedge timer's 1 ms tick and the scheduler of a shared 2-core machine adding a few ms to
+/// single calls now and then (the p99 of 240 calls is their 3rd worst). Without hedging the
+/// p99 is the slow provider's (80-100 ms), far beyond the bound either way.
 const SLACK_8: Duration = Duration::from_millis(5);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -973,7 +975,7 @@ async fn chaos_8_one_slow_provider_hedging_and_forking_keep_the_p99() {
     let hedged = Load::run(cluster.clone(), CALLERS, PACE_8, CALLS_8).await;
     let fast_p99_h = percentile(&counter_h.ok_latencies(&fast_addrs), 0.99);
     let p99_h = percentile(&hedged.latencies(), 0.99);
-    let bound_h = fast_p99_h * 2 + SLACK_8;
+    let bound_h = Duration::from_millis(hedge_ms) + fast_p99_h + SLACK_8;
     let fa = Figures::new(
         "8a",
         "one slow provider, hedging",
@@ -1013,7 +1015,7 @@ async fn chaos_8_one_slow_provider_hedging_and_forking_keep_the_p99() {
     .with("budget-refused", cluster.budget_refused())
     .note(format!(
         "recovery n/a; p99 = call p99 with hedge after the fast providers' p90, fast-p99 = \
-         attempts on the 2 fast providers in the same run, bound = 2 x fast-p99 + {}; \
+         attempts on the 2 fast providers in the same run, bound = hedge + fast-p99 + {}; \
          {CALLS_8} calls",
         ms(SLACK_8)
     ));
@@ -1057,7 +1059,7 @@ async fn chaos_8_one_slow_provider_hedging_and_forking_keep_the_p99() {
     assert_eq!(reference.failed() + hedged.failed() + forked.failed(), 0);
     assert!(
         p99_h <= bound_h,
-        "hedging: call p99 {} > 2 x fast p99 {} + {}",
+        "hedging: call p99 {} > hedge {hedge_ms}ms + fast p99 {} + {}",
         ms(p99_h),
         ms(fast_p99_h),
         ms(SLACK_8)
