@@ -53,6 +53,33 @@ impl fmt::Debug for Mock {
     }
 }
 
+/// The value of `return <value>`, as Dubbo's `MockInvoker.parseMockValue` reads it: nothing,
+/// `null` and `empty` are null (Dubbo's `empty` is the return type's empty value, which a JSON
+/// call does not know); `{...}` and `[...]` must be JSON; a number, `true` or `false` is that
+/// JSON value; a quoted text (`"a"` or `'a'`) is the text inside; anything else is the text
+/// itself (`return hello` returns "hello", as in Dubbo).
+fn return_value(v: &str, text: &str) -> Result<Value, Error> {
+    if v.is_empty() || v == "null" || v == "empty" {
+        return Ok(Value::Null);
+    }
+    if v.starts_with(['{', '[']) {
+        return serde_json::from_str(v).map_err(|e| {
+            Error::bad_config(format!(
+                "mock {text:?}: the value after `return` is not JSON: {e}"
+            ))
+        });
+    }
+    for q in ['"', '\''] {
+        if let Some(inner) = v.strip_prefix(q).and_then(|r| r.strip_suffix(q)) {
+            return Ok(Value::String(inner.to_string()));
+        }
+    }
+    Ok(serde_json::from_str::<Value>(v)
+        .ok()
+        .filter(|j| j.is_number() || j.is_boolean())
+        .unwrap_or_else(|| Value::String(v.to_string())))
+}
+
 impl FromStr for Mock {
     type Err = Error;
     /// `force:return {"a":1}`, `fail:return null`, `return []`, `fail:throw`, `throw boom`.
@@ -66,16 +93,7 @@ impl FromStr for Mock {
             (false, t)
         };
         let action = if let Some(v) = rest.strip_prefix("return") {
-            let v = v.trim();
-            if v.is_empty() || v == "null" || v == "empty" {
-                MockAction::Return(Value::Null)
-            } else {
-                MockAction::Return(serde_json::from_str(v).map_err(|e| {
-                    Error::bad_config(format!(
-                        "mock {text:?}: the value after `return` is not JSON: {e}"
-                    ))
-                })?)
-            }
+            MockAction::Return(return_value(v.trim(), text)?)
         } else if let Some(m) = rest.strip_prefix("throw") {
             let m = m.trim();
             MockAction::Throw(if m.is_empty() {

@@ -21,6 +21,21 @@ fn mock_and_hedge_syntax() {
         matches!("fail:throw busy".parse::<Mock>().unwrap(), Mock::Fail(MockAction::Throw(m)) if m == "busy")
     );
     assert!("force:explode".parse::<Mock>().is_err());
+    // Dubbo's parseMockValue: quoted and unquoted text, numbers and booleans.
+    let returned = |m: &str| match m.parse::<Mock>().unwrap() {
+        Mock::Force(MockAction::Return(v)) | Mock::Fail(MockAction::Return(v)) => v,
+        other => panic!("{m}: {other:?}"),
+    };
+    assert_eq!(returned("return hello"), Value::from("hello"));
+    assert_eq!(returned("force:return 'a b'"), Value::from("a b"));
+    assert_eq!(returned("return \"x\""), Value::from("x"));
+    assert_eq!(returned("return 42"), Value::from(42));
+    assert_eq!(returned("return false"), Value::from(false));
+    assert_eq!(returned("return empty"), Value::Null);
+    assert!(
+        "return {".parse::<Mock>().is_err(),
+        "an object must be JSON"
+    );
     assert_eq!("p95".parse::<Hedge>().unwrap(), Hedge::P95);
     assert_eq!(
         "30ms".parse::<Hedge>().unwrap(),
