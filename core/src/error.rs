@@ -211,6 +211,13 @@ impl Error {
         &self.message
     }
 
+    /// The underlying cause as a `T`, when it is one: for a provider's Java exception,
+    /// `e.cause::<switchman::JavaException>()` gives its class, message and cause chain, so a
+    /// caller can `match` on the class.
+    pub fn cause<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        self.source.as_ref()?.downcast_ref::<T>()
+    }
+
     /// The addresses tried by the call that ended in this error, in order (empty when the
     /// error was not produced by a cluster strategy).
     pub fn tried(&self) -> &[String] {
@@ -271,6 +278,15 @@ impl std::error::Error for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cause_is_read_back_by_its_type() {
+        let io = std::io::Error::other("disk");
+        let e = Error::business("threw").with_source(io);
+        assert_eq!(e.cause::<std::io::Error>().unwrap().to_string(), "disk");
+        assert!(e.cause::<std::fmt::Error>().is_none(), "another type");
+        assert!(Error::business("x").cause::<std::io::Error>().is_none());
+    }
 
     #[test]
     fn a_provider_sized_message_is_cut_at_a_character_boundary() {

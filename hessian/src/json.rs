@@ -876,6 +876,23 @@ pub fn java_exception(v: &Value) -> Option<JavaException> {
         Some(c) => java_exception(c).map(Box::new),
         None => None,
     };
+    // A generic call's exception arrives wrapped in Dubbo's GenericException, which names the
+    // original class and message: that is what the caller threw.
+    if o.class.ends_with(".rpc.service.GenericException")
+        && let Some(class) = o
+            .field("exceptionClass")
+            .and_then(|c| c.str())
+            .filter(|c| !c.is_empty())
+    {
+        return Some(JavaException {
+            class: class.to_string(),
+            message: o
+                .field("exceptionMessage")
+                .and_then(|m| m.str().map(str::to_owned))
+                .or(message),
+            cause,
+        });
+    }
     Some(JavaException {
         class: o.class.clone(),
         message,

@@ -59,6 +59,9 @@ pub use switchman_router as router;
 pub use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker, Settings, Strategy};
 pub use switchman_core::{Error, ErrorKind, Instance, Invocation, Invoker, Result, ServiceKey};
 pub use switchman_discovery::{DirectoryConfig, RegistryDirectory, registry_from_url};
+/// A provider's Java exception (class, message, cause chain): the cause of a business [`Error`],
+/// read with `error.cause::<JavaException>()`.
+pub use switchman_hessian::JavaException;
 
 /// The README's Rust examples, compiled as doctests so they stay true.
 #[doc = include_str!("../../README.md")]

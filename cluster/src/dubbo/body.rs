@@ -269,11 +269,12 @@ pub(crate) fn decode_response(target: &Instance, resp: &Response) -> Result<Repl
         2 | 5 => Json::Null,
         0 | 3 => {
             let thrown = d.read().map_err(|e| malformed(e.to_string()))?;
-            let text = match java_exception(&thrown) {
-                Some(ex) => ex.to_string(),
-                None => to_json(&thrown).to_string(),
-            };
-            return Err(Error::business(format!("{addr} threw {text}")));
+            // The Java exception itself is the error's cause (`Error::cause`): class, message
+            // and cause chain, typed.
+            return Err(match java_exception(&thrown) {
+                Some(ex) => Error::business(format!("{addr} threw {ex}")).with_source(ex),
+                None => Error::business(format!("{addr} threw {}", to_json(&thrown))),
+            });
         }
         other => return Err(malformed(format!("unknown result flag {other}"))),
     };

@@ -471,12 +471,18 @@ impl WrapperCodec {
         match exception_code(cx) {
             None | Some(0) => Ok(to_json(&value)),
             Some(code) => {
-                let text = match java_exception(&value) {
+                let ex = java_exception(&value);
+                let text = match &ex {
                     Some(ex) => ex.to_string(),
                     None => to_json(&value).to_string(),
                 };
                 if code == BIZ_EXCEPTION {
-                    Err(Error::business(format!("{address} threw {text}")))
+                    let e = Error::business(format!("{address} threw {text}"));
+                    // The Java exception, typed, as the error's cause (`Error::cause`).
+                    Err(match ex {
+                        Some(ex) => e.with_source(ex),
+                        None => e,
+                    })
                 } else {
                     Err(Status::new(Code::from_u32(code), text).into_error(address, &inv.method))
                 }

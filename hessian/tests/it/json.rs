@@ -558,6 +558,22 @@ fn throwables_give_class_message_and_cause() {
         json!({"class": "com.foo.BizException", "message": null, "cause": null, "code": 7})
     );
 
+    // A generic call's GenericException names what the provider threw.
+    let mut generic = throwable(
+        "com.alibaba.dubbo.rpc.service.GenericException",
+        Some("com.foo.BizException: no stock"),
+        None,
+        0,
+    );
+    if let Value::Object(o) = &mut generic {
+        o.fields
+            .push(("exceptionClass".into(), s("com.foo.BizException")));
+        o.fields.push(("exceptionMessage".into(), s("no stock")));
+    }
+    let e = java_exception(&generic).unwrap();
+    assert_eq!(e.class, "com.foo.BizException");
+    assert_eq!(e.message.as_deref(), Some("no stock"));
+
     // Not throwables.
     assert_eq!(java_exception(&Value::Int(1)), None);
     assert_eq!(

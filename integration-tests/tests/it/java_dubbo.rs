@@ -222,6 +222,12 @@ async fn weighted_fleet(registry: String, options: fn(&str) -> ProviderOptions, 
             .contains("io.switchman.peers.DemoException: boom"),
         "{e}"
     );
+    // Typed: the Java exception is the error's cause.
+    let thrown = e
+        .cause::<switchman_hessian::JavaException>()
+        .expect("the Java exception, typed");
+    assert_eq!(thrown.class, "io.switchman.peers.DemoException");
+    assert_eq!(thrown.message.as_deref(), Some("boom"));
     // Every call that reached a provider is counted once each has answered a later ping.
     for p in [&light, &heavy] {
         p.settle(&dir.load(), &DubboInvoker::new()).await;

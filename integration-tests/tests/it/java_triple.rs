@@ -245,6 +245,10 @@ async fn weighted_fleet(registry: String, options: fn() -> ProviderOptions, tag:
                 .contains(&format!("io.switchman.peers.DemoException: {msg}")),
             "{e}"
         );
+        let thrown = e
+            .cause::<switchman_hessian::JavaException>()
+            .expect("the Java exception, typed");
+        assert_eq!(thrown.class, "io.switchman.peers.DemoException");
         assert_eq!(
             calls_after(&dir, [&light, &heavy], "fail", before).await,
             1,
