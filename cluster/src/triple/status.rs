@@ -6,6 +6,9 @@
 //! | `DEADLINE_EXCEEDED` (4) from the provider | timeout | no: the provider received the call and ran out of the deadline Switchman sent it |
 //! | everything else (`UNIMPLEMENTED`, `INVALID_ARGUMENT`, `UNKNOWN`, application codes...) | business, message kept | no |
 //!
+//! Why, and how a Java Triple consumer differs (it treats every status as a result): the
+//! README's "Differences from Dubbo".
+//!
 //! A response without `grpc-status` gets one derived from its HTTP status, as the gRPC spec
 //! says (`404` → `UNIMPLEMENTED`, `429`/`502`/`503`/`504` → `UNAVAILABLE`, ...).
 
