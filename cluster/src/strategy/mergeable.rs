@@ -7,12 +7,17 @@
 //!
 //! - Without a `merger` (or `merger=false`) only the first group with an available provider
 //!   is called, as in Dubbo: groups in the order the consumer listed them, for `*` by name
-//!   (Dubbo takes them from a hash map, in no defined order). A group whose providers cannot
-//!   be reached passes the call to the next; a group that answered with an error ends it.
+//!   (Dubbo takes them from a hash map, in no defined order). A group none of whose providers
+//!   could take the call (nothing was sent: unreachable, shutting down) passes it to the next;
+//!   any other error, a timeout included, ends the call with that group's error, as Dubbo
+//!   rethrows it (the group may have run the call).
 //! - With a merger (`merger=true`/`list`/`set`/`map`, or one set in code with
-//!   `ClusterInvoker::with_merger`) every group is called at once; failed groups are dropped
-//!   (logged); one answer is returned as is, several are merged (see [`merge`]). When every
-//!   group fails the call fails with the last error (Dubbo returns `null`).
+//!   `ClusterInvoker::with_merger`) every group is called at once. A group answering with a
+//!   business error is dropped (logged), as Dubbo drops a result carrying an exception; a group
+//!   failing otherwise (timeout, transport, no provider reachable) fails the whole call, as in
+//!   Dubbo, rather than returning a merge that silently lacks a group. One answer is returned
+//!   as is, several are merged (see [`merge`]). When every group fails the call fails with the
+//!   last error (Dubbo returns `null`).
 
 use serde_json::Value;
 use switchman_core::{Error, ErrorKind, Result};
@@ -48,8 +53,8 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
             }
             match r {
                 Ok(v) => return Ok(v),
-                // Nothing in this group could be reached: the next group may serve it.
-                Err(e) if e.is_retryable() || e.kind() == ErrorKind::NoProvider => {
+                // Nothing in this group could take the call: the next group may serve it.
+                Err(e) if e.is_unavailable() || e.kind() == ErrorKind::NoProvider => {
                     debug!(group = %group, error = %e, "mergeable: group unavailable, trying the next");
                     last = Some(e);
                 }
@@ -74,9 +79,14 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
         }
         match r {
             Ok(v) => values.push(v),
-            Err(e) => {
-                warn!(group = %group, error = %e, "mergeable: dropping a failed group");
+            Err(e) if e.is_business() => {
+                warn!(group = %group, error = %e, "mergeable: dropping a group that answered with an error");
                 last_err = Some(e);
+            }
+            Err(e) => {
+                // A merge without this group would be silently partial.
+                let message = format!("mergeable: group {group} failed: {}", e.message());
+                return Err(call.fail(Error::new(e.kind(), message).with_retryable(false)));
             }
         }
     }
@@ -130,6 +140,8 @@ async fn group_call(
 ) -> (Result<Value>, Vec<usize>) {
     let mut failed: Vec<usize> = Vec::new();
     let mut last: Option<Error> = None;
+    // Whether some attempt reached a provider (its error was not "nothing sent").
+    let mut sent = false;
     let mut rng = fastrand::Rng::new();
     for n in 0..attempts {
         if n > 0 && !att.retry_allowed() {
@@ -144,13 +156,16 @@ async fn group_call(
             Ok(v) => return (Ok(v), failed),
             Err(e) => {
                 failed.push(i);
+                sent |= !e.is_unavailable();
                 if !e.is_retryable() {
-                    return (Err(e), failed);
+                    return (Err(e.with_unavailable(!sent)), failed);
                 }
                 last = Some(e);
             }
         }
     }
+    // The group could not take the call only when no attempt sent anything.
+    let last = last.map(|e| e.with_unavailable(!sent));
     let e = last.unwrap_or_else(|| {
         Error::no_provider(format!(
             "no available provider in group {:?}",

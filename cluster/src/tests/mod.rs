@@ -705,7 +705,8 @@ async fn available_skips_an_instance_ejected_as_an_outlier() {
     assert_eq!(fi.calls().iter().filter(|p| **p == 3).count(), 5);
 }
 
-/// Answers by group: `a` [1, 2] (its instance on port 10 refuses), `b` [3], `c` down.
+/// Answers by group: `a` [1, 2] (its instance on port 10 refuses), `b` [3], `c` unreachable
+/// (nothing sent), `d` a business error, `t` a timeout.
 #[derive(Debug, Default)]
 struct ByGroup {
     calls: Mutex<Vec<(String, u16)>>,
@@ -725,26 +726,37 @@ impl Invoker for ByGroup {
                 "a" if port == 10 => Err(Error::transport("10 refuses")),
                 "a" => Result::Ok(json!([1, 2])),
                 "b" => Result::Ok(json!([3])),
-                _ => Err(Error::transport("group c is down")),
+                "d" => Err(Error::business("group d says no")),
+                "t" => Err(Error::timeout("group t timed out")),
+                _ => Err(Error::transport("group c is down").with_unavailable(true)),
             }
         })
     }
 }
 
-/// Two instances in group a (one refusing), one in b, one in c; all on one address, so the
-/// groups are told apart by endpoint identity alone.
+/// Two instances in group a (one refusing), one in each of b, c, d and t; all on one
+/// address, so the groups are told apart by endpoint identity alone.
 async fn grouped_cluster(
     consumer_group: &str,
     config: ClusterConfig,
 ) -> (ClusterInvoker, Arc<ByGroup>) {
-    let insts: Vec<Instance> = [("a", 10), ("a", 11), ("b", 12), ("c", 13)]
-        .iter()
-        .map(|(g, port)| {
-            Instance::builder("10.0.0.1", *port)
-                .service(ServiceKey::with("com.foo.Bar", g, ""))
-                .build()
-        })
-        .collect();
+    let insts: Vec<Instance> = [
+        ("a", 10),
+        ("a", 11),
+        ("b", 12),
+        ("c", 13),
+        ("d", 14),
+        ("t", 15),
+    ]
+    .iter()
+    // What a registry adapter lists for the consumer's groups.
+    .filter(|(g, _)| consumer_group == "*" || consumer_group.split(',').any(|w| w == *g))
+    .map(|(g, port)| {
+        Instance::builder("10.0.0.1", *port)
+            .service(ServiceKey::with("com.foo.Bar", g, ""))
+            .build()
+    })
+    .collect();
     let dir = RegistryDirectory::spawn(
         DirectoryConfig::new(ServiceKey::with("com.foo.Bar", consumer_group, "")),
         None,
@@ -776,23 +788,53 @@ async fn mergeable_without_a_merger_calls_the_first_available_group_only() {
     // The consumer's order decides which group is first.
     let (c, _) = grouped_cluster("b,a", ClusterConfig::default()).await;
     assert_eq!(c.invoke(&inv()).await.unwrap(), json!([3]));
-    // A group that cannot be reached passes the call to the next one.
+    // A group that cannot take the call (nothing sent) passes it to the next one...
     let (c, _) = grouped_cluster("c,b", merger("false")).await;
     assert_eq!(c.invoke(&inv()).await.unwrap(), json!([3]));
+    // ...but a group that may have run it (a timeout) or answered with an error ends it with
+    // its error, as Dubbo rethrows it.
+    let (c, by) = grouped_cluster("t,b", merger("false")).await;
+    let e = c.invoke(&inv()).await.unwrap_err();
+    assert!(e.is_timeout(), "{e}");
+    assert!(by.calls.lock().unwrap().iter().all(|(g, _)| g == "t"));
+    let (c, _) = grouped_cluster("d,b", merger("false")).await;
+    assert!(c.invoke(&inv()).await.unwrap_err().is_business());
+}
+
+/// With a merger, a group answering with a business error is dropped, as Dubbo drops a result
+/// carrying an exception; a group that fails otherwise fails the whole call instead of a merge
+/// silently lacking it.
+#[tokio::test(start_paused = true)]
+async fn mergeable_with_a_merger_fails_rather_than_returning_a_partial_merge() {
+    let (c, _) = grouped_cluster("a,b,d", merger("true")).await;
+    assert_eq!(
+        c.invoke(&inv()).await.unwrap(),
+        json!([1, 2, 3]),
+        "d dropped"
+    );
+    for (groups, failing) in [("a,b,t", "t"), ("a,b,c", "c")] {
+        let (c, _) = grouped_cluster(groups, merger("true")).await;
+        let e = c.invoke(&inv()).await.unwrap_err();
+        assert!(
+            e.message().contains(&format!("group {failing} failed")),
+            "{e}"
+        );
+        assert!(!e.is_retryable(), "{e}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
 async fn mergeable_with_a_merger_calls_every_group_and_merges() {
-    let (c, by) = grouped_cluster("*", merger("true")).await;
+    let (c, by) = grouped_cluster("a,b,d", merger("true")).await;
     for _ in 0..10 {
         assert_eq!(
             c.invoke(&inv()).await.unwrap(),
             json!([1, 2, 3]),
-            "a (after failing over from 10 to 11) and b; c failed and was dropped"
+            "a (after failing over from 10 to 11) and b; d answered with an error, dropped"
         );
     }
     let calls = by.calls.lock().unwrap().clone();
-    assert!(calls.iter().any(|(g, _)| g == "c"));
+    assert!(calls.iter().any(|(g, _)| g == "d"));
     // A list merger concatenates; a map merger refuses arrays with an error naming them.
     let (c, _) = grouped_cluster("b,a", merger("list")).await;
     assert_eq!(
@@ -800,11 +842,11 @@ async fn mergeable_with_a_merger_calls_every_group_and_merges() {
         json!([3, 1, 2]),
         "the consumer's order"
     );
-    let (c, _) = grouped_cluster("*", merger("map")).await;
+    let (c, _) = grouped_cluster("a,b", merger("map")).await;
     let e = c.invoke(&inv()).await.unwrap_err();
     assert!(e.to_string().contains("objects"), "{e}");
     // A merger in code merges without the setting.
-    let (c, _) = grouped_cluster("*", ClusterConfig::default()).await;
+    let (c, _) = grouped_cluster("a,b", ClusterConfig::default()).await;
     let c = c.with_merger(|v| Result::Ok(json!(v.len())));
     assert_eq!(c.invoke(&inv()).await.unwrap(), json!(2));
     // Dubbo's merger names are checked when the settings load.
