@@ -199,22 +199,21 @@ fn offline_takes_a_provider_out_of_the_consumer_and_online_brings_it_back() {
         assert_eq!(r["draining"]["listed"], false, "{r}");
     }
     assert_eq!(gone["states"]["routable"], 1, "{gone}");
-    // A call that picked `a` from the previous snapshot an instant before the swap may still
-    // start on it: let that instant pass, then count.
-    std::thread::sleep(Duration::from_millis(300));
+    // `gone` already shows no call in flight on `a` (a pick from the previous snapshot starts
+    // its attempt within microseconds, long before that answer came back); count from here.
     let settled = get_json(&admin, &format!("/snapshot/{service}"));
     let before = row(&settled, &a).and_then(|r| r["succeeded"].as_u64());
     assert!(
         row(&settled, &a).is_none_or(|r| r["active"] == 0),
         "{settled}"
     );
-    std::thread::sleep(Duration::from_millis(600));
+    // The barrier: b serves 20 more calls after that count, so calls kept flowing meanwhile.
     let later = wait_snapshot(
         &admin,
         &service,
-        Duration::from_secs(5),
+        Duration::from_secs(10),
         "b keeps serving",
-        |s| served(s, &b) > served(&gone, &b) + 20,
+        |s| served(s, &b) > served(&settled, &b) + 20,
     );
     assert_eq!(
         row(&later, &a).and_then(|r| r["succeeded"].as_u64()),
