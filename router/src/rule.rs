@@ -126,22 +126,30 @@ pub(crate) fn parse_rule(key: &str, text: &str) -> Result<Rule, RuleError> {
     }
 }
 
-fn parse_yaml(key: &str, text: &str, is_tag_key: bool) -> Result<Rule, RuleError> {
-    // Bounded: an alias bomb is refused at the node limit, not expanded (switchman_core::yaml).
-    let value: Value = yaml::from_str(text, &format!("rule {key}")).map_err(|e| {
+/// The rule text as YAML, through the bounded reader (an alias bomb is refused at the node
+/// limit, not expanded: `switchman_core::yaml`); the error names the key, line and column.
+fn read_yaml(key: &str, text: &str) -> Result<Value, RuleError> {
+    yaml::from_str(text, &format!("rule {key}")).map_err(|e| {
         let message = match e.limit() {
             Some(_) => e.message().to_string(),
             None => format!("invalid YAML: {}", e.message()),
         };
         RuleError::new(key, message).at(e.line(), e.column())
-    })?;
+    })
+}
+
+/// An error about `field`, placed at the line where `field:` appears in the text.
+fn field_error(key: &str, text: &str, msg: String, field: &str) -> RuleError {
+    let pos = find_line(text, &format!("{field}:"));
+    RuleError::new(key, msg).at(pos.map(|p| p.0), pos.map(|p| p.1))
+}
+
+fn parse_yaml(key: &str, text: &str, is_tag_key: bool) -> Result<Rule, RuleError> {
+    let value = read_yaml(key, text)?;
     let Some(map) = value.as_mapping() else {
         return Err(RuleError::new(key, "a YAML rule must be a mapping").at(Some(1), None));
     };
-    let field_err = |msg: String, field: &str| {
-        let pos = find_line(text, &format!("{field}:"));
-        RuleError::new(key, msg).at(pos.map(|p| p.0), pos.map(|p| p.1))
-    };
+    let field_err = |msg: String, field: &str| field_error(key, text, msg, field);
     if is_tag_key || map.contains_key("tags") {
         let tag = parse_tag_rule(map).map_err(|m| {
             let field = m
@@ -230,22 +238,13 @@ fn parse_yaml(key: &str, text: &str, is_tag_key: bool) -> Result<Rule, RuleError
 ///   ratio: 20             # 0 to 100 (default 0)
 /// ```
 fn parse_affinity(key: &str, text: &str) -> Result<Rule, RuleError> {
-    let value: Value = yaml::from_str(text, &format!("rule {key}")).map_err(|e| {
-        let message = match e.limit() {
-            Some(_) => e.message().to_string(),
-            None => format!("invalid YAML: {}", e.message()),
-        };
-        RuleError::new(key, message).at(e.line(), e.column())
-    })?;
+    let value = read_yaml(key, text)?;
     let Some(map) = value.as_mapping() else {
         return Err(
             RuleError::new(key, "an affinity rule must be a YAML mapping").at(Some(1), None),
         );
     };
-    let field_err = |msg: String, field: &str| {
-        let pos = find_line(text, &format!("{field}:"));
-        RuleError::new(key, msg).at(pos.map(|p| p.0), pos.map(|p| p.1))
-    };
+    let field_err = |msg: String, field: &str| field_error(key, text, msg, field);
     let meta = parse_meta(map).map_err(|m| {
         let field = m.trim_start_matches('`').split('`').next().unwrap_or("");
         field_err(m.clone(), field)
