@@ -365,24 +365,16 @@ impl Registry for ZookeeperRegistry {
                 Err(e) => {
                     // Not fatal for the consumer: the node follows with the next session, or
                     // with a retry here while it is still wanted.
-                    let session = session.clone();
-                    let data = consumer.host().as_bytes().to_vec();
                     let shown = format!(
                         "registry {}: consumer node not created yet ({e})",
                         cfg.redacted
                     );
-                    tokio::spawn(async move {
-                        while session.is_kept(&path) {
-                            if let Ok(conn) = session.client(session.config.timeout).await
-                                && ensure_ephemeral(&conn.client, &session.config, &path, &data)
-                                    .await
-                                    .is_ok()
-                            {
-                                return;
-                            }
-                            tokio::time::sleep(Duration::from_millis(500)).await;
-                        }
-                    });
+                    create_in_background(
+                        session.clone(),
+                        path,
+                        consumer.host().as_bytes().to_vec(),
+                        "consumer",
+                    );
                     Err(Error::transport(shown))
                 }
             }
@@ -485,23 +477,12 @@ impl Registrar for ZookeeperRegistry {
                     Err(e) if tokio::time::Instant::now() >= deadline => {
                         // Keep trying in the background until created or unregistered (a new
                         // session would re-create it too, but the session may survive).
-                        let session = session.clone();
-                        let path = path.clone();
-                        let data = instance.host().as_bytes().to_vec();
-                        tokio::spawn(async move {
-                            while session.is_kept(&path) {
-                                let t = session.config.timeout;
-                                if let Ok(conn) = session.client(t).await
-                                    && ensure_ephemeral(&conn.client, &session.config, &path, &data)
-                                        .await
-                                        .is_ok()
-                                {
-                                    info!(path, "provider registered after a retry");
-                                    return;
-                                }
-                                tokio::time::sleep(Duration::from_millis(500)).await;
-                            }
-                        });
+                        create_in_background(
+                            session.clone(),
+                            path.clone(),
+                            instance.host().as_bytes().to_vec(),
+                            "provider",
+                        );
                         return Err(Error::transport(format!(
                             "registry {}: provider {} not registered yet ({e}); it will be created when ZooKeeper answers",
                             cfg.redacted,
@@ -546,6 +527,26 @@ impl Registrar for ZookeeperRegistry {
             }
         })
     }
+}
+
+/// Keeps trying to create the ephemeral node at `path` (a `what` registration) every 500 ms
+/// until it exists or is no longer wanted (unregistered); a new session re-creates it too, but
+/// the session may survive the failure.
+fn create_in_background(session: Arc<Session>, path: String, data: Vec<u8>, what: &'static str) {
+    tokio::spawn(async move {
+        while session.is_kept(&path) {
+            let t = session.config.timeout;
+            if let Ok(conn) = session.client(t).await
+                && ensure_ephemeral(&conn.client, &session.config, &path, &data)
+                    .await
+                    .is_ok()
+            {
+                info!(path, "{what} registered after a retry");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
 }
 
 /// Deletes a node we created; whether it is gone.
