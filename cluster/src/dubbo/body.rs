@@ -237,15 +237,23 @@ pub struct Reply {
 
 /// Turns a response into the call's result or its error, classified once here.
 pub(crate) fn decode_response(target: &Instance, resp: &Response) -> Result<Reply> {
-    let addr = target.address();
-    let mut d = Decoder::new(&resp.body);
-    if resp.status != status::OK {
+    decode_reply(target.address(), resp.status, &resp.body)
+}
+
+/// Turns the status and Hessian2 body of a dubbo:// response from the provider at `addr` into
+/// the call's result, or its error classified as Java consumers classify it: a business
+/// error for a thrown exception (with the [`JavaException`](switchman_hessian::JavaException)
+/// as its cause), a retryable transport error for statuses 60 and 70, and so on. Decoding is
+/// bounded by the Hessian decoder's default [`Limits`](switchman_hessian::Limits).
+pub fn decode_reply(addr: &str, code: u8, body: &[u8]) -> Result<Reply> {
+    let mut d = Decoder::new(body);
+    if code != status::OK {
         let message = match d.read() {
             Ok(Value::String(s)) => s,
             Ok(Value::Null) | Err(_) => String::new(),
             Ok(other) => to_json(&other).to_string(),
         };
-        return Err(status_error(addr, resp.status, &message));
+        return Err(status_error(addr, code, &message));
     }
     let malformed = |what: String| {
         Error::new(

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use switchman_core::{Error, ErrorKind, Result};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -38,7 +38,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tracing::{debug, info, trace, warn};
 
 use super::exchange::event::MAX_EVENT_BODY;
-use super::exchange::{HEADER_LEN, HESSIAN2, Header, event, status};
+use super::exchange::{self, FrameError, FrameReader, HEADER_LEN, HESSIAN2, Header, event, status};
 
 /// Dubbo's default payload limit, both directions: 8 MiB.
 pub const DEFAULT_PAYLOAD: usize = 8 * 1024 * 1024;
@@ -55,15 +55,10 @@ const QUEUE: usize = 1024;
 /// waits (within its timeout), a heartbeat or its answer beyond it is dropped. A frame larger
 /// than this counts as this much (it is then alone in the queue).
 pub(crate) const QUEUE_BYTES: usize = 16 * 1024 * 1024;
-/// A body announced up to this size is allocated at once when its header arrives; a larger
-/// one (possible only with a payload limit above it, or none) grows as its bytes come.
-const RESERVE_AT_ONCE: usize = DEFAULT_PAYLOAD;
 /// Bodies up to this size are copied into the write buffer; larger ones are written directly.
 const INLINE_BODY: usize = 16 * 1024;
 /// The write buffer is written out once it holds this much.
 const WRITE_CHUNK: usize = 64 * 1024;
-/// Read granularity, and the chunk in which an oversized body is discarded.
-const READ_CHUNK: usize = 64 * 1024;
 
 /// Settings of the connections to providers.
 #[derive(Debug, Clone)]
@@ -641,64 +636,29 @@ async fn read_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf, mut stop: watch::
 /// Reads frames until the stream ends or breaks; returns why.
 async fn read_frames(s: &Shared, rd: &mut OwnedReadHalf) -> String {
     use tokio::io::AsyncReadExt;
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
-    // Bytes of an oversized body still to discard.
-    let mut skip = 0usize;
+    let mut frames = FrameReader::new(s.payload);
     loop {
         loop {
-            if skip > 0 {
-                let n = skip.min(buf.len());
-                buf.advance(n);
-                skip -= n;
-                if skip > 0 {
-                    break;
+            match frames.next_frame() {
+                Ok(Some(exchange::Frame::Whole(h, body))) => s.on_frame(h, body),
+                Ok(Some(exchange::Frame::Oversized(h))) => s.oversized(&h),
+                Ok(None) => break,
+                Err(e) => {
+                    if let FrameError::EventTooLong(len) = e {
+                        warn!(address = %s.address, len, limit = MAX_EVENT_BODY, "the provider sent an event body over the limit: protocol error, closing the connection");
+                    }
+                    return e.to_string();
                 }
             }
-            if buf.len() < HEADER_LEN {
-                break;
-            }
-            let h = match Header::decode(&buf) {
-                Ok(h) => h,
-                Err(e) => return format!("bad frame: {e}"),
-            };
-            let len = h.len as usize;
-            if h.is_event() && len > MAX_EVENT_BODY {
-                // Java refuses these too (`deserialization.event.size`): no event is longer.
-                warn!(address = %s.address, id = h.id, len, limit = MAX_EVENT_BODY, "the provider sent an event body over the limit: protocol error, closing the connection");
-                return format!(
-                    "protocol error: an event body of {len} bytes (at most {MAX_EVENT_BODY} accepted)"
-                );
-            }
-            if s.over_payload(len) {
-                buf.advance(HEADER_LEN);
-                s.oversized(&h);
-                skip = len;
-                continue;
-            }
-            if buf.len() < HEADER_LEN + len {
-                // The rest of the frame at once when it is no larger than a default payload;
-                // else the buffer grows as the bytes come (a header alone reserves nothing).
-                let missing = HEADER_LEN + len - buf.len();
-                if missing <= RESERVE_AT_ONCE {
-                    buf.reserve(missing);
-                }
-                break;
-            }
-            buf.advance(HEADER_LEN);
-            let body = buf.split_to(len).freeze();
-            s.on_frame(h, body);
         }
-        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-            buf.reserve(READ_CHUNK);
-        }
-        match rd.read_buf(&mut buf).await {
+        match rd.read_buf(frames.buffer()).await {
             Ok(0) => return "the provider closed the connection".to_string(),
             Ok(_n) => {
                 #[cfg(test)]
                 {
                     let p = &s.probe;
                     p.read_bytes.fetch_add(_n, Ordering::SeqCst);
-                    p.read_capacity.fetch_max(buf.capacity(), Ordering::SeqCst);
+                    p.read_capacity.fetch_max(frames.held().1, Ordering::SeqCst);
                 }
                 s.touch_read();
             }

@@ -13,6 +13,8 @@
 
 use std::fmt;
 
+use bytes::{Buf, Bytes, BytesMut};
+
 /// The length of the header.
 pub const HEADER_LEN: usize = 16;
 /// The magic number that opens every frame.
@@ -256,5 +258,225 @@ impl Header {
             id: i64::from_be_bytes(id),
             len,
         })
+    }
+}
+
+/// A body announced up to this size is allocated at once when its header arrives; a larger
+/// one (possible only with a payload limit above it, or none) grows as its bytes come.
+pub const RESERVE_AT_ONCE: usize = 8 * 1024 * 1024;
+/// Read granularity, and the chunk in which an oversized body is discarded.
+pub const READ_CHUNK: usize = 64 * 1024;
+
+/// What [`FrameReader::next_frame`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// A whole frame: its header and its body of `header.len` bytes.
+    Whole(Header, Bytes),
+    /// A frame announcing a body over the payload limit: its body is skipped as it comes,
+    /// without being kept.
+    Oversized(Header),
+}
+
+/// Why the byte stream cannot be read any further: the connection must close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameError {
+    /// The header does not decode (lost framing, or not the exchange protocol).
+    Header(HeaderError),
+    /// An event announcing a body over [`event::MAX_EVENT_BODY`] bytes (Java refuses these:
+    /// `deserialization.event.size`).
+    EventTooLong(usize),
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameError::Header(e) => write!(f, "bad frame: {e}"),
+            FrameError::EventTooLong(len) => write!(
+                f,
+                "protocol error: an event body of {len} bytes (at most {} accepted)",
+                event::MAX_EVENT_BODY
+            ),
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+/// Splits the bytes a peer sends into frames, within bounds: a body over the payload limit is
+/// skipped as it arrives (never buffered), a header alone reserves at most
+/// [`RESERVE_AT_ONCE`], an event body over 15 bytes or a bad header ends the stream. No I/O:
+/// the connection's reader appends what it reads to [`FrameReader::buffer`] and takes frames
+/// out with [`FrameReader::next_frame`].
+#[derive(Debug)]
+pub struct FrameReader {
+    buf: BytesMut,
+    /// Bytes of an oversized body still to discard.
+    skip: usize,
+    /// Largest body kept (0: no limit).
+    payload: usize,
+}
+
+impl FrameReader {
+    /// A reader keeping bodies up to `payload` bytes (0: no limit).
+    pub fn new(payload: usize) -> FrameReader {
+        FrameReader {
+            buf: BytesMut::with_capacity(READ_CHUNK),
+            skip: 0,
+            payload,
+        }
+    }
+
+    /// The buffer the next read appends to, with room for a quarter chunk at least.
+    pub fn buffer(&mut self) -> &mut BytesMut {
+        if self.buf.capacity() - self.buf.len() < READ_CHUNK / 4 {
+            self.buf.reserve(READ_CHUNK);
+        }
+        &mut self.buf
+    }
+
+    /// Appends bytes received (what a read into [`FrameReader::buffer`] does).
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buffer().extend_from_slice(bytes);
+    }
+
+    /// Bytes held, and the capacity reserved for them.
+    pub fn held(&self) -> (usize, usize) {
+        (self.buf.len(), self.buf.capacity())
+    }
+
+    /// The next frame, or `Ok(None)` until more bytes arrive. An error ends the stream: the
+    /// connection must close.
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, FrameError> {
+        if self.skip > 0 {
+            let n = self.skip.min(self.buf.len());
+            self.buf.advance(n);
+            self.skip -= n;
+            if self.skip > 0 {
+                return Ok(None);
+            }
+        }
+        if self.buf.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        let h = Header::decode(&self.buf).map_err(FrameError::Header)?;
+        let len = h.len as usize;
+        if h.is_event() && len > event::MAX_EVENT_BODY {
+            return Err(FrameError::EventTooLong(len));
+        }
+        if self.payload > 0 && len > self.payload {
+            self.buf.advance(HEADER_LEN);
+            self.skip = len;
+            return Ok(Some(Frame::Oversized(h)));
+        }
+        if self.buf.len() < HEADER_LEN + len {
+            // The rest of the frame at once when it is no larger than a default payload;
+            // else the buffer grows as the bytes come (a header alone reserves nothing big).
+            let missing = HEADER_LEN + len - self.buf.len();
+            if missing <= RESERVE_AT_ONCE {
+                self.buf.reserve(missing);
+            }
+            return Ok(None);
+        }
+        self.buf.advance(HEADER_LEN);
+        let body = self.buf.split_to(len).freeze();
+        Ok(Some(Frame::Whole(h, body)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(h: Header, body: &[u8]) -> Vec<u8> {
+        let mut v = h.encode().to_vec();
+        v.extend_from_slice(body);
+        v
+    }
+
+    #[test]
+    fn frames_split_at_every_byte_come_out_whole() {
+        let mut stream = frame(Header::response(1, HESSIAN2, status::OK, false, 3), b"abc");
+        stream.extend(frame(Header::event_request(2, HESSIAN2, true, 1), b"N"));
+        stream.extend(frame(
+            Header::response(3, HESSIAN2, status::OK, false, 0),
+            b"",
+        ));
+        for cut in 0..=stream.len() {
+            let mut r = FrameReader::new(1024);
+            let mut got = Vec::new();
+            for part in [&stream[..cut], &stream[cut..]] {
+                r.push(part);
+                while let Some(f) = r.next_frame().expect("well-formed") {
+                    got.push(f);
+                }
+            }
+            let ids: Vec<i64> = got
+                .iter()
+                .map(|f| match f {
+                    Frame::Whole(h, _) => h.id,
+                    Frame::Oversized(h) => -h.id,
+                })
+                .collect();
+            assert_eq!(ids, [1, 2, 3], "cut at {cut}");
+            assert_eq!(
+                got[0],
+                Frame::Whole(Header::decode(&stream).unwrap(), "abc".into())
+            );
+        }
+    }
+
+    #[test]
+    fn an_oversized_body_is_skipped_and_the_next_frame_read() {
+        let mut stream = frame(
+            Header::response(1, HESSIAN2, status::OK, false, 100),
+            &[7; 100],
+        );
+        stream.extend(frame(
+            Header::response(2, HESSIAN2, status::OK, false, 1),
+            b"x",
+        ));
+        let mut r = FrameReader::new(10);
+        let mut got = Vec::new();
+        for b in &stream {
+            r.push(std::slice::from_ref(b));
+            while let Some(f) = r.next_frame().unwrap() {
+                got.push(f);
+            }
+            assert!(
+                r.held().0 <= HEADER_LEN + 10,
+                "an oversized body is never held"
+            );
+        }
+        assert!(matches!(got[0], Frame::Oversized(h) if h.id == 1));
+        assert!(matches!(&got[1], Frame::Whole(h, b) if h.id == 2 && &b[..] == b"x"));
+        assert_eq!(got.len(), 2);
+    }
+
+    #[test]
+    fn a_long_event_or_a_bad_header_ends_the_stream() {
+        let mut r = FrameReader::new(0);
+        r.push(&frame(
+            Header::event_request(1, HESSIAN2, true, 16),
+            &[0; 16],
+        ));
+        assert_eq!(r.next_frame(), Err(FrameError::EventTooLong(16)));
+        let mut r = FrameReader::new(0);
+        r.push(&[0xCA, 0xFE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            r.next_frame(),
+            Err(FrameError::Header(HeaderError::BadMagic(0xCAFE)))
+        );
+    }
+
+    #[test]
+    fn a_header_alone_reserves_at_most_a_default_payload() {
+        let mut r = FrameReader::new(0);
+        r.push(&Header::response(1, HESSIAN2, status::OK, false, i32::MAX).encode());
+        assert_eq!(r.next_frame(), Ok(None));
+        assert!(r.held().1 < 2 * READ_CHUNK, "{:?}", r.held());
+        let mut r = FrameReader::new(0);
+        r.push(&Header::response(1, HESSIAN2, status::OK, false, 1 << 20).encode());
+        assert_eq!(r.next_frame(), Ok(None));
+        assert!(r.held().1 >= HEADER_LEN + (1 << 20), "{:?}", r.held());
     }
 }

@@ -64,7 +64,7 @@ mod pool;
 mod tests;
 pub(crate) mod token;
 
-pub use body::{Reply, descriptor};
+pub use body::{Reply, decode_reply, descriptor};
 pub use connection::{
     Connection, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT, DEFAULT_PAYLOAD, DEFAULT_WRITE_TIMEOUT,
     ExchangeConfig, Response,
