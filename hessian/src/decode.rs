@@ -42,6 +42,37 @@ impl Default for Limits {
     }
 }
 
+/// Values a back reference may add per input byte, beyond the input's own (see
+/// [`Limits::for_input`]).
+pub const NODES_PER_BYTE: usize = 8;
+/// Bytes of text a back reference or repeated class and field names may add per input byte
+/// (an instance of a class with one field can be 2 bytes, its names 100).
+pub const TEXT_PER_BYTE: usize = 64;
+
+impl Limits {
+    /// The default limits, with what one stream may produce budgeted in proportion to its
+    /// `len` bytes: at most [`NODES_PER_BYTE`] values and [`TEXT_PER_BYTE`] bytes of text per
+    /// input byte, plus 64 Ki values and 1 MiB of text, and never more than the defaults.
+    ///
+    /// Without back references every value takes at least one input byte, and text is about
+    /// its own size (class and field names repeated per instance aside), so what Java sends
+    /// fits; what does not is amplification: a few kilobytes of references to a shared list,
+    /// which [`Limits::default`] alone would let grow to 4 Mi values (hundreds of megabytes).
+    /// [`Decoder::new`] and [`from_bytes`](crate::from_bytes) use these.
+    pub fn for_input(len: usize) -> Limits {
+        let d = Limits::default();
+        Limits {
+            max_nodes: d
+                .max_nodes
+                .min(len.saturating_mul(NODES_PER_BYTE).saturating_add(64 << 10)),
+            max_bytes: d
+                .max_bytes
+                .min(len.saturating_mul(TEXT_PER_BYTE).saturating_add(1 << 20)),
+            ..d
+        }
+    }
+}
+
 /// Why the bytes are not a Hessian value (or not within [`Limits`]), and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodeError {
@@ -154,9 +185,9 @@ pub struct Decoder<'a> {
 }
 
 impl<'a> Decoder<'a> {
-    /// A decoder with the default [`Limits`].
+    /// A decoder with the limits for its input's size ([`Limits::for_input`]).
     pub fn new(input: &'a [u8]) -> Self {
-        Self::with_limits(input, Limits::default())
+        Self::with_limits(input, Limits::for_input(input.len()))
     }
 
     /// A decoder with the given limits.

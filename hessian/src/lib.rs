@@ -35,7 +35,7 @@ mod json;
 mod tag;
 mod value;
 
-pub use decode::{DecodeError, Decoder, Limits};
+pub use decode::{DecodeError, Decoder, Limits, NODES_PER_BYTE, TEXT_PER_BYTE};
 pub use encode::Encoder;
 pub use json::{
     JavaException, MappingError, from_json, generic_from_json, java_exception, to_json,

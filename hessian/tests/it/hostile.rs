@@ -286,6 +286,73 @@ fn a_ref_bomb_hits_max_nodes() {
     assert_eq!(outer.items[2], Value::list(vec![l1.clone(), l1]));
 }
 
+/// `L` (a list of `n` small ints) then a list of `refs` back references to it.
+fn shared_list_referenced(n: usize, refs: usize) -> Vec<u8> {
+    let mut enc = Encoder::new();
+    enc.write(&Value::list(
+        (0..n).map(|i| Value::Int((i % 40) as i32)).collect(),
+    ));
+    let mut bytes = enc.into_bytes();
+    bytes.push(0x58); // an untyped fixed-length list, its length next
+    let mut e = Encoder::new();
+    e.write_int(refs as i32);
+    bytes.extend(e.into_bytes());
+    for _ in 0..refs {
+        bytes.extend([0x51, 0x90]); // ref 0: L
+    }
+    bytes
+}
+
+#[test]
+fn references_amplify_only_in_proportion_to_the_input() {
+    // 10 KB: 4000 copies of a 1000-int list are 4 million values (hundreds of MB as values
+    // and again as JSON). Within Limits::default(), refused for its size by Decoder::new.
+    let bytes = shared_list_referenced(1000, 4000);
+    assert!(bytes.len() < 10_000, "{}", bytes.len());
+    assert!(4001 * 1001 < Limits::default().max_nodes);
+    let mut dec = Decoder::new(&bytes);
+    assert!(dec.read().is_ok(), "L itself is fine");
+    assert!(dec.read().unwrap_err().to_string().contains("max_nodes"));
+    rejects_with(&bytes, Limits::for_input(bytes.len()), "max_nodes", SMALL);
+    // A few copies, as Java sends a shared object, are fine.
+    let few = shared_list_referenced(1000, 20);
+    let mut dec = Decoder::new(&few);
+    dec.read().unwrap();
+    let Value::List(copies) = dec.read().unwrap() else {
+        panic!("a list")
+    };
+    assert_eq!(copies.items.len(), 20);
+}
+
+#[test]
+fn large_legitimate_values_fit_the_budget_for_their_size() {
+    // A million small ints: a million bytes, a million values.
+    let ints = Value::list((0..1_000_000).map(|i| Value::Int(i % 40)).collect());
+    assert_eq!(
+        from_bytes(&switchman_hessian::to_bytes(&ints)).unwrap(),
+        ints
+    );
+    // 100,000 instances of one class with long names and three short fields.
+    let orders = Value::list(
+        (0..100_000)
+            .map(|i| {
+                Value::object(
+                    "com.example.shop.orders.OrderLineItem",
+                    vec![
+                        ("orderIdentifier".to_string(), Value::Int(i % 40)),
+                        ("productCategory".to_string(), Value::Null),
+                        ("quantityOrdered".to_string(), Value::Bool(true)),
+                    ],
+                )
+            })
+            .collect(),
+    );
+    assert_eq!(
+        from_bytes(&switchman_hessian::to_bytes(&orders)).unwrap(),
+        orders
+    );
+}
+
 #[test]
 fn copies_of_deep_values_count_their_depth() {
     // A 40-deep list, then a list of two copies of it nested 30 deep: 70 levels.
