@@ -25,6 +25,8 @@ mod connect;
 pub mod contracts;
 mod deltas;
 mod directory;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod metadata;
 pub mod migration;
 #[cfg(feature = "nacos")]

@@ -1,4 +1,5 @@
 //! Shared by the rule targets (a module of each).
+#![allow(dead_code)]
 use std::sync::Arc;
 
 use switchman_core::{Instance, Invocation, ServiceKey};
@@ -6,11 +7,15 @@ use switchman_router::{ConsumerInfo, Route, RouterChain};
 
 /// Parses `text` as the rule stored under `key`; when accepted, builds the route table over a
 /// few instances and routes a few calls.
-#[allow(dead_code)]
 pub fn route_some_calls(key: &str, text: &str) {
-    let Ok(chain) = RouterChain::new().with_rule(key, text) else {
-        return;
-    };
+    if let Ok(chain) = RouterChain::new().with_rule(key, text) {
+        route_chain(&chain);
+    }
+}
+
+/// Builds the route table of `chain` over a few instances and routes a few calls: every
+/// member routed to is one of them.
+pub fn route_chain(chain: &RouterChain) {
     let instances: Vec<Arc<Instance>> = [
         ("10.0.0.1", 20880, "gray", "hz"),
         ("10.0.0.2", 20880, "", "sh"),

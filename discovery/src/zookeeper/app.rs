@@ -80,7 +80,7 @@ async fn read_small(reader: &mut Reader<'_>, path: &str) -> Result<Option<Vec<u8
 }
 
 /// The Curator JSON of `/services/{app}/{child}` as an [`AppInstance`].
-fn parse_node(app: &str, data: &[u8]) -> Result<AppInstance, String> {
+pub(crate) fn parse_node(app: &str, data: &[u8]) -> Result<AppInstance, String> {
     let inst: CuratorInstance =
         serde_json::from_slice(data).map_err(|e| format!("not Curator JSON: {e}"))?;
     let metadata = inst

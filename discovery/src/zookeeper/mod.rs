@@ -55,7 +55,7 @@
 //! `timestamp`), with persistent parents, keeps re-creating it on every new session, and
 //! removes it on [`Registrar::unregister`] or when the last handle of the registry is dropped.
 
-mod app;
+pub(crate) mod app;
 mod nodes;
 mod reader;
 mod register_app;

@@ -1,0 +1,31 @@
+//! The files an operator points a consumer at: a static registry file gives instances and
+//! one error per bad entry, or is refused whole; a rules file of several YAML documents gives a
+//! router chain or an error naming the rule. Never a panic, within the YAML bounds; accepted
+//! rules route only to real instances.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use switchman_discovery::static_registry::parse_yaml;
+use switchman_router::source::chain_from_text;
+
+#[path = "support.rs"]
+mod support;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let Ok(text) = std::str::from_utf8(rest) else {
+        return;
+    };
+    if mode % 2 == 0 {
+        if let Ok((instances, errors)) = parse_yaml(text, "providers.yaml") {
+            for i in &instances {
+                assert!(i.port() > 0, "{i:?}");
+            }
+            let _ = errors.iter().map(ToString::to_string).count();
+        }
+    } else if let Ok(chain) = chain_from_text(text, "demo.condition-router") {
+        support::route_chain(&chain);
+    }
+});
