@@ -1,7 +1,7 @@
 //! Rule text is untrusted input (it comes from a registry's config centre): the proptest
-//! versions of the fuzz targets `fuzz/fuzz_targets/{condition_rule,rule_yaml}.rs`. Any text is
-//! accepted or rejected with an error naming the key, never a panic, and an accepted rule builds
-//! a route table whose answers name only real instances.
+//! versions of the fuzz targets `fuzz/fuzz_targets/{condition_rule,rule_yaml}.rs`, and affinity
+//! rules (v3.1). Any text is accepted or rejected with an error naming the key, never a panic,
+//! and an accepted rule builds a route table whose answers name only real instances.
 
 use std::sync::Arc;
 
@@ -157,8 +157,55 @@ fn tag_yaml() -> impl Strategy<Value = String> {
         .prop_map(|(h, e, j)| format!("{}tags:\n{}{j}", h.concat(), e.concat()))
 }
 
+/// Affinity rules (v3.1): real headers, an `affinityAware` block with real and broken keys and
+/// ratios, optional junk.
+fn affinity_yaml() -> impl Strategy<Value = String> {
+    let header = proptest::sample::subsequence(
+        vec![
+            "configVersion: v3.1\n",
+            "scope: service\n",
+            "key: com.foo.Bar\n",
+            "enabled: true\n",
+            "runtime: false\n",
+        ],
+        0..=5,
+    );
+    let aware_key = prop_oneof![
+        Just("  key: zone\n".to_string()),
+        Just("  key: application\n".to_string()),
+        Just("  key: \n".to_string()),
+        Just("  key: [a]\n".to_string()),
+        "  key: [a-z.]{1,8}\n",
+        Just(String::new()),
+    ];
+    let ratio = prop_oneof![
+        Just("  ratio: 0\n".to_string()),
+        Just("  ratio: 50\n".to_string()),
+        Just("  ratio: 100\n".to_string()),
+        Just("  ratio: 100.5\n".to_string()),
+        Just("  ratio: -1\n".to_string()),
+        Just("  ratio: .nan\n".to_string()),
+        Just("  ratio: {}\n".to_string()),
+        "  ratio: [0-9.e+-]{1,6}\n",
+        Just(String::new()),
+    ];
+    let junk = prop_oneof![
+        Just(String::new()),
+        Just(String::new()),
+        "[a-z]{1,6}: [ -~]{0,12}\n",
+    ];
+    (header, aware_key, ratio, junk)
+        .prop_map(|(h, k, r, j)| format!("{}affinityAware:\n{k}{r}{j}", h.concat()))
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn affinity_rules_are_accepted_or_rejected_never_a_panic(text in affinity_yaml()) {
+        check("com.foo.Bar.affinity-router", &text)?;
+        check("demo.affinity-router", &text)?;
+    }
 
     #[test]
     fn condition_text_is_accepted_or_rejected_never_a_panic(text in condition_text()) {
@@ -221,6 +268,16 @@ fn generators_produce_accepted_rules_too() {
         "demo.condition-router",
         &mut runner,
     );
-    eprintln!("accepted of 400: condition text {cond}, tag YAML {tag}, condition YAML {yaml}");
-    assert!(cond >= 20 && tag >= 20 && yaml >= 20, "{cond} {tag} {yaml}");
+    let affinity = accepted(
+        &|| affinity_yaml().boxed(),
+        "com.foo.Bar.affinity-router",
+        &mut runner,
+    );
+    eprintln!(
+        "accepted of 400: condition text {cond}, tag YAML {tag}, condition YAML {yaml}, affinity YAML {affinity}"
+    );
+    assert!(
+        cond >= 20 && tag >= 20 && yaml >= 20 && affinity >= 20,
+        "{cond} {tag} {yaml} {affinity}"
+    );
 }
