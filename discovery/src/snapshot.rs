@@ -628,15 +628,16 @@ impl Snapshot {
         balancer: &Arc<dyn LoadBalance>,
         routed: &Routed<'_>,
     ) -> Arc<dyn Picker> {
-        let members = routed.members();
+        // The router keeps the sets it computed (a call of a known shape gets the same `Arc`),
+        // so the identity check finds a kept table at once; equal contents still match.
+        let members = routed.to_arc();
         let lock = || self.computed.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(t) = lock()
-            .iter()
-            .find(|t| Arc::ptr_eq(&t.balancer, balancer) && *t.members == *members)
-        {
+        if let Some(t) = lock().iter().find(|t| {
+            Arc::ptr_eq(&t.balancer, balancer)
+                && (Arc::ptr_eq(&t.members, &members) || *t.members == *members)
+        }) {
             return t.picker.clone();
         }
-        let members = routed.to_arc();
         let picker: Arc<dyn Picker> =
             Arc::from(balancer.prepare(&self.endpoints, members.clone(), SystemTime::now()));
         let mut kept = lock();

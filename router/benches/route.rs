@@ -86,6 +86,36 @@ fn per_call(c: &mut Criterion) {
     g.finish();
 }
 
+/// Rules that make more distinct candidate sets than the table precomputes: one rule per
+/// method, each keeping all instances but one. A call of such a method takes the slow path.
+fn slow_path(c: &mut Criterion) {
+    let consumer = ConsumerInfo::new("10.9.9.9", "shop");
+    let mut g = c.benchmark_group("route_slow_path");
+    let n = 10_000;
+    let inst = instances(n);
+    let rules: String = (0..switchman_router::MAX_SUBSETS + 40)
+        .map(|i| format!("method = m{i} => host != {}\n", inst[i].host()))
+        .collect();
+    let t = RouterChain::new()
+        .with_rule(SVC, &rules)
+        .unwrap()
+        .build(&inst, &consumer);
+    let mut rng = fastrand::Rng::with_seed(1);
+    let calls: Vec<Invocation> = (0..switchman_router::MAX_SUBSETS + 40)
+        .map(|i| Invocation::new(format!("m{i}")))
+        .collect();
+    let slow = calls
+        .iter()
+        .rev()
+        .find(|c| matches!(t.route(c, &mut rng), Route::Computed(_)))
+        .expect("a call on the slow path")
+        .clone();
+    g.bench_function(BenchmarkId::new("same_shape_again", n), |b| {
+        b.iter(|| subset_len(t.route(black_box(&slow), &mut rng)))
+    });
+    g.finish();
+}
+
 fn rebuild(c: &mut Criterion) {
     let consumer = ConsumerInfo::new("10.9.9.9", "shop");
     let inst = instances(10_000);
@@ -138,6 +168,6 @@ criterion_group! {
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(1))
         .sample_size(20);
-    targets = per_call, rebuild, hostile_rule
+    targets = per_call, slow_path, rebuild, hostile_rule
 }
 criterion_main!(benches);

@@ -61,6 +61,7 @@ mod error;
 mod explain;
 mod pattern;
 mod rule;
+mod slow;
 pub mod source;
 mod table;
 mod tag;
@@ -69,6 +70,7 @@ pub use condition::lint_v2;
 pub use error::RuleError;
 pub use explain::{Explanation, ProviderVerdict};
 pub use rule::MAX_RULE_BYTES;
+pub use slow::SLOW_ROUTES;
 pub use source::{FileRuleSource, RuleSource, keys};
 pub use table::MAX_SUBSETS;
 
@@ -103,8 +105,9 @@ pub enum Route<'a> {
     /// Use precomputed subset `i` of [`RouteTable::subsets`].
     Subset(usize),
     /// A subset that was not precomputed (rare: only when a chain would need more than
-    /// [`MAX_SUBSETS`] distinct candidate sets). The caller builds a balancer table for it on
-    /// the spot.
+    /// [`MAX_SUBSETS`] distinct candidate sets). The table keeps the last [`SLOW_ROUTES`] of
+    /// them by what they depend on, so a call of a shape seen before gets the same set again
+    /// without work over every instance; the snapshot keeps a balancer table per set.
     Computed(Arc<[u32]>),
     /// Rules forbid this call (a `false` then-part, a forced empty result, a forced tag with
     /// no provider, traffic disabled); the string names the rule and why.
@@ -254,7 +257,7 @@ impl RouteTable {
 
     /// Routes one call: the per-invocation part of every rule (the tag lookup, the *when*
     /// checks on method, arguments and attachments, a weighted draw for v3.1 destinations).
-    /// Allocates nothing unless the result is [`Route::Computed`].
+    /// Allocates nothing unless the result is a [`Route::Computed`] set not seen before.
     pub fn route(&self, invocation: &Invocation, rng: &mut fastrand::Rng) -> Route<'_> {
         let m = &self.m;
         if m.trivial {
@@ -279,9 +282,25 @@ impl RouteTable {
                         .map_or(s, |(_, id)| *id)
                 }
                 Trans::Slow => {
+                    // A call of a shape seen before takes the set computed then (slow.rs).
+                    let key = slow::SlowKey::of(&m.steps, k, s, invocation);
+                    if let Some(kept) = key.as_ref().and_then(|key| m.slow.get(key)) {
+                        return Route::Computed(kept);
+                    }
                     let set = st.set.clone();
-                    return match m.evaluate_from(k, set, invocation, &mut |t| rng.u64(0..t)) {
-                        Ok(set) => Route::Computed(set.to_indexes()),
+                    let mut drew = false;
+                    let mut pick = |t| {
+                        drew = true;
+                        rng.u64(0..t)
+                    };
+                    return match m.evaluate_from(k, set, invocation, &mut pick) {
+                        Ok(set) => {
+                            let members = set.to_indexes();
+                            if let (Some(key), false) = (key, drew) {
+                                m.slow.put(key, members.clone());
+                            }
+                            Route::Computed(members)
+                        }
                         Err(reason) => Route::Forbidden(reason),
                     };
                 }

@@ -140,6 +140,8 @@ pub(crate) struct Machine {
     pub(crate) trans: Vec<Box<[Trans]>>,
     pub(crate) subsets: Vec<Arc<[u32]>>,
     pub(crate) trivial: bool,
+    /// The sets computed on the slow path, by what they depend on (`slow.rs`).
+    pub(crate) slow: Arc<crate::slow::SlowRoutes>,
 }
 
 struct Interner {
@@ -909,6 +911,7 @@ impl Machine {
             trans,
             subsets,
             trivial,
+            slow: Arc::default(),
         }
     }
 

@@ -603,6 +603,19 @@ fn beyond_max_subsets_takes_the_computed_slow_path() {
     }
     assert!(computed > 0, "some calls needed the slow path");
     assert_eq!(run(&t, &call("other")), Out::Keep((0..n as u32).collect()));
+    // A call of a shape seen before takes the set computed then: the same allocation, no
+    // O(n) work (the per-call path stays O(steps) whatever the rules make of the table).
+    let mut kept = 0;
+    for i in 0..n {
+        let c = call(&format!("m{i}"));
+        if let (Route::Computed(a), Route::Computed(b)) =
+            (t.route(&c, &mut rng), t.route(&c, &mut rng))
+        {
+            assert!(Arc::ptr_eq(&a, &b), "m{i} computed twice");
+            kept += 1;
+        }
+    }
+    assert_eq!(kept, computed);
 }
 
 const AFFINITY: &str = "com.foo.Bar::.affinity-router";
