@@ -633,13 +633,49 @@ async fn read_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf, mut stop: watch::
     }
 }
 
+/// Event requests (heartbeats, readonly and writeable) a provider may send in one second; more
+/// is a flood, and the connection closes. Java providers send one heartbeat per interval (60 s
+/// by default) and a readonly event per shutdown: answering a flood costs the consumer a CPU.
+pub(crate) const MAX_EVENTS_PER_SECOND: u32 = 64;
+
+/// Counts the provider's event requests per second (see [`MAX_EVENTS_PER_SECOND`]).
+struct EventRate {
+    since: Instant,
+    count: u32,
+}
+
+impl EventRate {
+    /// Counts one more event; `false` when it is over the rate.
+    fn allow(&mut self) -> bool {
+        let now = Instant::now();
+        if now.duration_since(self.since) >= Duration::from_secs(1) {
+            self.since = now;
+            self.count = 0;
+        }
+        self.count += 1;
+        self.count <= MAX_EVENTS_PER_SECOND
+    }
+}
+
 /// Reads frames until the stream ends or breaks; returns why.
 async fn read_frames(s: &Shared, rd: &mut OwnedReadHalf) -> String {
     use tokio::io::AsyncReadExt;
     let mut frames = FrameReader::new(s.payload);
+    let mut events = EventRate {
+        since: Instant::now(),
+        count: 0,
+    };
     loop {
         loop {
             match frames.next_frame() {
+                Ok(Some(exchange::Frame::Whole(h, _)))
+                    if h.is_request() && h.is_event() && !events.allow() =>
+                {
+                    warn!(address = %s.address, limit = MAX_EVENTS_PER_SECOND, "the provider sent more events (heartbeats) in a second than the limit: closing the connection");
+                    return format!(
+                        "protocol error: more than {MAX_EVENTS_PER_SECOND} events (heartbeats) in one second"
+                    );
+                }
                 Ok(Some(exchange::Frame::Whole(h, body))) => s.on_frame(h, body),
                 Ok(Some(exchange::Frame::Oversized(h))) => s.oversized(&h),
                 Ok(None) => break,

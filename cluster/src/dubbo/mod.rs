@@ -29,7 +29,8 @@
 //!   answered at once with an event response (status 20, same id, this side's own null body:
 //!   of the request's serialization when it is Hessian2 or fastjson2, else Hessian2's; never
 //!   the provider's bytes). An event body over 15 bytes (Java's `deserialization.event.size`)
-//!   is a protocol error that closes the connection.
+//!   is a protocol error that closes the connection, and so are more than 64 event requests in
+//!   one second (a heartbeat flood: answering one cost the consumer a whole CPU).
 //! - **Readonly** (`"R"`, Hessian `0x01 0x52`): a provider shutting down gracefully (its
 //!   shutdown hook, `HeaderExchangeServer.close`, or the QoS `gracefulShutdown` command)
 //!   sends this one-way event on every connection; [`Connection::is_readonly`] turns true

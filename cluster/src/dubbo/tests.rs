@@ -1094,6 +1094,51 @@ async fn event_bodies_over_15_bytes_close_the_connection() {
 }
 
 #[tokio::test]
+async fn a_heartbeat_flood_closes_the_connection() {
+    // Heartbeats (one-byte bodies) without pause: more than the rate allows.
+    let (eof_tx, mut eof) = mpsc::unbounded_channel();
+    let flood = super::connection::MAX_EVENTS_PER_SECOND as usize * 4;
+    let (address, _) = fake(move |_, s| floods_events(s, flood, 1, eof_tx.clone())).await;
+    let conn = Connection::connect(&address, config()).await.unwrap();
+    let e = conn
+        .request(HESSIAN2, Bytes::from_static(b"x"), LONG)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
+    assert!(e.message().contains("events (heartbeats)"), "{e}");
+    assert!(conn.is_closed());
+    tokio::time::timeout(LONG, eof.recv())
+        .await
+        .expect("the consumer closed the socket")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn heartbeats_within_the_rate_are_answered_and_keep_the_connection() {
+    let (replies_tx, mut replies) = mpsc::unbounded_channel();
+    let within = super::connection::MAX_EVENTS_PER_SECOND as i64;
+    let (address, _) = fake(move |_, mut s: TcpStream| {
+        let replies_tx = replies_tx.clone();
+        async move {
+            for id in 0..within {
+                write_frame(&mut s, Header::event_request(id, HESSIAN2, true, 1), b"N").await;
+            }
+            for _ in 0..within {
+                let _ = replies_tx.send(read_frame(&mut s).await);
+            }
+            std::future::pending::<()>().await;
+        }
+    })
+    .await;
+    let conn = Connection::connect(&address, config()).await.unwrap();
+    for id in 0..within {
+        let (h, _) = replies.recv().await.unwrap().expect("an answer");
+        assert_eq!(h.id, id);
+    }
+    assert!(!conn.is_closed());
+}
+
+#[tokio::test]
 async fn a_heartbeat_of_an_unknown_serialization_is_answered_with_our_own_body() {
     let (replies_tx, mut replies) = mpsc::unbounded_channel();
     let (address, _) = fake(move |_, mut s: TcpStream| {
