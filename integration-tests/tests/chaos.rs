@@ -24,6 +24,9 @@
 //!   8. n/a (the figures are p99 latencies: calls with hedging or forking against the fast
 //!      providers' attempts, and failover alone as the reference); `attempts-to-slow` counts the
 //!      attempts the slow provider got.
+//!   9. and 10. n/a (hostile providers and registry writes: the figures are the consumer's, this
+//!      process's, peak RSS against 2 × its idle RSS + the largest legal payload, and its CPU
+//!      time; the calls of the good providers, and the last good rules, unaffected).
 //! * `max-gap` is the longest time callers went without a successful call (load start and stop
 //!   included).
 //!
@@ -33,8 +36,8 @@
 //!
 //! The scenarios run one at a time (a lock taken at the start of each test) so they do not
 //! skew each other's figures. They need ZooKeeper and rnacos: scenarios 2, 3, 4 and 6 start
-//! PRIVATE servers they kill and restart (`SWITCHMAN_ZK_CLASSPATH`, `RNACOS_BIN`), scenario 5
-//! uses the shared ZooKeeper (`SWITCHMAN_ZK`) with unique interface names. Run:
+//! PRIVATE servers they kill and restart (`SWITCHMAN_ZK_CLASSPATH`, `RNACOS_BIN`), scenarios 5
+//! and 10 use the shared ZooKeeper (`SWITCHMAN_ZK`) with unique interface names. Run:
 //!
 //! ```text
 //! source scripts/services.sh && services_start \
@@ -48,9 +51,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use switchman_cluster::dubbo::DubboInvoker;
 use switchman_cluster::provider::HttpProvider;
-use switchman_cluster::{BudgetConfig, ClusterConfig, Hedge, Settings, Strategy};
-use switchman_core::{ErrorKind, Instance, ServiceKey, Url};
+use switchman_cluster::{BudgetConfig, ClusterConfig, ClusterInvoker, Hedge, Settings, Strategy};
+use switchman_core::{ErrorKind, Instance, Protocol, ServiceKey, Url};
 use switchman_discovery::nacos::NacosRegistry;
 use switchman_discovery::zookeeper::ZookeeperRegistry;
 use switchman_discovery::{
@@ -59,10 +63,11 @@ use switchman_discovery::{
 };
 use switchman_integration_tests::chaos::{
     CountingInvoker, Figures, Load, ProviderProcess, ScratchDir, TcpProxy, addresses,
-    counted_cluster, directory_config, http_instance, ms, percentile, serve_ok,
+    counted_cluster, directory_config, http_instance, mib, ms, percentile, reset_peak, serve_ok,
+    usage,
 };
 use switchman_integration_tests::nacos_server::NacosServer;
-use switchman_integration_tests::zk_server::{ZkServer, raw_client};
+use switchman_integration_tests::zk_server::{ZkServer, put_node, raw_client};
 use switchman_integration_tests::{unique, zookeeper};
 use zookeeper_client as zk;
 
@@ -1071,4 +1076,360 @@ async fn chaos_8_one_slow_provider_hedging_and_forking_keep_the_p99() {
         ms(fast_p99_ref),
         ms(SLACK_8)
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 9: hostile providers (issue 26)
+// ---------------------------------------------------------------------------------------------
+
+/// The hostile dubbo:// provider process (`src/bin/hostile_dubbo_provider.rs`).
+const HOSTILE_BIN: &str = env!("CARGO_BIN_EXE_hostile_dubbo_provider");
+/// The largest reply a consumer accepts by default (dubbo:// `payload`).
+const LARGEST_LEGAL_PAYLOAD: u64 = 8 << 20;
+/// The calls' timeout in the hostile-peer scenarios.
+const HOSTILE_TIMEOUT: Duration = Duration::from_millis(300);
+/// Successful calls each hostile-peer scenario waits for.
+const HOSTILE_OK: u64 = 600;
+
+fn dubbo_instance(key: &ServiceKey, port: u16) -> Instance {
+    Instance::builder("127.0.0.1", port)
+        .protocol(Protocol::Dubbo)
+        .service(key.clone())
+        .warmup(Duration::ZERO)
+        .build()
+}
+
+/// A well-behaved dubbo:// provider and one that misbehaves (`--misbehave misbehave`), in
+/// processes of their own, under steady load through failover + round robin from this
+/// process; one line of figures with the consumer's (this process's) peak RSS and CPU time.
+/// Asserts what issue 26 targets: every attempt on the good provider succeeds, and the peak
+/// RSS stays under 2 × the idle RSS + the largest legal payload (no panic, no abort: the
+/// test process is the consumer).
+async fn hostile_provider(id: &str, misbehave: &str, title: &str, note: &str) {
+    let _serial = serial().await;
+    let key = ServiceKey::new(interface(&format!("hostile_{id}")));
+    let good = ProviderProcess::spawn(Path::new(HOSTILE_BIN), "good", &["--misbehave", "none"]);
+    let bad = ProviderProcess::spawn(Path::new(HOSTILE_BIN), "bad", &["--misbehave", misbehave]);
+    let registry = StaticRegistry::new(vec![
+        dubbo_instance(&key, good.port()),
+        dubbo_instance(&key, bad.port()),
+    ]);
+    let dir = RegistryDirectory::subscribe(&registry, directory_config(key.clone()))
+        .await
+        .expect("subscribe to the static list");
+    dir.wait_until(WAIT, |s| s.endpoints().len() == 2)
+        .await
+        .expect("both providers listed");
+    let counter = CountingInvoker::new(Arc::new(DubboInvoker::new()));
+    let config = ClusterConfig::new()
+        .strategy(Strategy::Failover)
+        .timeout(HOSTILE_TIMEOUT);
+    let cluster = ClusterInvoker::new(Arc::new(dir), counter.clone(), config);
+
+    let idle = usage();
+    reset_peak();
+    let load = Load::start(cluster, CALLERS, PACE);
+    load.wait_for_ok(HOSTILE_OK, WAIT * 4, "calls beside the hostile provider")
+        .await;
+    poll_until(WAIT, "attempts on the hostile provider", || async {
+        counter.attempts_to(&bad.address()) >= 3
+    })
+    .await;
+    let calls = load.stop().await;
+    let after = usage();
+
+    let good_sent = counter.attempts_to(&good.address());
+    let good_ok = counter.ok_latencies(&[good.address()]).len() as u64;
+    let bound = 2 * idle.rss + LARGEST_LEGAL_PAYLOAD;
+    let f = Figures::new(id, title, &calls, counter.attempts())
+        .without_gap()
+        .with("attempts-to-hostile", counter.attempts_to(&bad.address()))
+        .with("good-ok", format!("{good_ok}/{good_sent}"))
+        .with("idle-rss", mib(idle.rss))
+        .with("peak-rss", mib(after.peak))
+        .with("rss-bound", mib(bound))
+        .with("cpu", ms(after.cpu.saturating_sub(idle.cpu)))
+        .note(format!(
+            "dubbo:// failover, timeout {}; {note}",
+            ms(HOSTILE_TIMEOUT)
+        ));
+    emit(&f);
+    assert_eq!(
+        good_ok, good_sent,
+        "every attempt on the good provider succeeds beside a hostile one"
+    );
+    assert!(
+        after.peak <= bound,
+        "peak RSS {} over 2 x idle {} + the largest legal payload",
+        mib(after.peak),
+        mib(idle.rss)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_9a_a_provider_flooding_heartbeats() {
+    hostile_provider(
+        "9a",
+        "heartbeat-flood",
+        "a provider flooding heartbeats",
+        "it writes two-way heartbeats without pause and answers calls; over 64 events a second the consumer closes the connection",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_9b_a_provider_sending_a_hessian_bomb() {
+    hostile_provider(
+        "9b",
+        "hessian-bomb",
+        "a provider answering with a Hessian bomb",
+        "each answer is 9 KB of back references to one list: 4 million values if copied; refused by the decoder's budget, not retried (the provider ran the call)",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_9c_a_provider_that_never_reads() {
+    hostile_provider(
+        "9c",
+        "never-reads",
+        "a provider that never reads",
+        "it accepts connections and never reads nor answers",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_9d_a_provider_announcing_2_gib() {
+    hostile_provider(
+        "9d",
+        "huge-length",
+        "a provider announcing a 2 GiB answer",
+        "each answer's header announces 2 GiB and no body follows: over the payload limit, the call fails at once (not retried), the body is skipped unheld",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_9e_a_provider_trickling_its_answers() {
+    hostile_provider(
+        "9e",
+        "trickle",
+        "a provider trickling its answers",
+        "one byte every 20 ms: every call times out and fails over",
+    )
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 10: hostile registry writes (issue 26)
+// ---------------------------------------------------------------------------------------------
+
+/// A valid condition rule of `interface` whose YAML also holds an alias bomb: a 1000-element
+/// list repeated 4000 times by aliases, 4 million nodes from about 18 KB.
+fn alias_bomb_rule(interface: &str) -> String {
+    let zeros = vec!["0"; 1000].join(",");
+    let aliases = vec!["*a"; 4000].join(",");
+    format!(
+        "configVersion: v3.0\nscope: service\nkey: {interface}\nenabled: true\nforce: true\n\
+         conditions:\n  - \"=> port = 1\"\nx: &a [{zeros}]\ny: [{aliases}]\n"
+    )
+}
+
+/// The addresses `snapshot` routes a call of [`METHOD`] to, sorted.
+fn routed(dir: &RegistryDirectory) -> Vec<String> {
+    let snap = dir.load();
+    let mut rng = fastrand::Rng::with_seed(1);
+    let mut out: Vec<String> = snap
+        .candidates(
+            &switchman_core::Invocation::new(switchman_integration_tests::chaos::METHOD),
+            &mut rng,
+        )
+        .map(|c| {
+            c.iter()
+                .map(|&i| snap.instances()[i as usize].address().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_10_hostile_registry_writes_under_load() {
+    let _serial = serial().await;
+    let url = format!("zookeeper://{}?timeout=2000", zookeeper());
+    let iface = interface("HostileRegistry");
+    let key = ServiceKey::new(&iface);
+    let procs: Vec<ProviderProcess> = (1..=3)
+        .map(|i| {
+            ProviderProcess::spawn(
+                Path::new(HOSTILE_BIN),
+                &format!("p{i}"),
+                &["--misbehave", "none"],
+            )
+        })
+        .collect();
+    let [p1, p2, p3] = [0, 1, 2].map(|i| procs[i].address());
+    let registrar = zk_registry(&url);
+    registrar
+        .register(&dubbo_instance(&key, procs[0].port()))
+        .await
+        .expect("register p1");
+    registrar
+        .register(&dubbo_instance(&key, procs[1].port()))
+        .await
+        .expect("register p2");
+    // p3 registers every number a provider may send out of its range.
+    let p3_instance = Instance::builder("127.0.0.1", procs[2].port())
+        .protocol(Protocol::Dubbo)
+        .service(key.clone())
+        .warmup(Duration::ZERO)
+        .param("connections", "18446744073709551615")
+        .param("heartbeat", "1")
+        .param("payload", "0")
+        .param("hash.nodes", "2000000000")
+        .param("timeout", "99999999999999999")
+        .param("echo.timeout", "-5")
+        .build();
+    registrar.register(&p3_instance).await.expect("register p3");
+    let raw = raw_client(&zookeeper(), WAIT).await;
+    let rule_path = format!("/dubbo/config/dubbo/{iface}.condition-router");
+    let conf_path = format!("/dubbo/config/dubbo/{iface}.configurators");
+    let good_rule = |n: usize| {
+        format!(
+            "configVersion: v3.0\nscope: service\nkey: {iface}\nenabled: true\nforce: true\n\
+             conditions:\n  - \"=> port = {},{}\"\n# revision {n}\n",
+            procs[0].port(),
+            procs[2].port()
+        )
+    };
+    let configurators = |weight: u32, extra: &str| {
+        format!(
+            "configVersion: v3.0\nscope: service\nkey: {iface}\nenabled: true\nconfigs:\n  - side: provider\n    parameters:\n      weight: {weight}\n{extra}"
+        )
+    };
+    put_node(&raw, &rule_path, good_rule(0).as_bytes()).await;
+    put_node(&raw, &conf_path, configurators(50, "").as_bytes()).await;
+
+    let consumer = zk_registry(&url);
+    let dir = Arc::new(
+        RegistryDirectory::subscribe(&consumer, directory_config(key.clone()))
+            .await
+            .expect("subscribe"),
+    );
+    let mut kept = vec![p1.clone(), p3.clone()];
+    kept.sort();
+    // The last good state: the rule routes to p1 and p3, the configurators weigh all 50.
+    let in_force = |d: &RegistryDirectory| {
+        routed(d) == kept && d.load().instances().iter().all(|i| i.weight() == 50)
+    };
+    poll_until(WAIT, "the good rule and configurators in force", || {
+        let d = dir.clone();
+        async move { d.load().instances().len() == 3 && in_force(&d) }
+    })
+    .await;
+    let counter = CountingInvoker::new(Arc::new(DubboInvoker::new()));
+    let cluster = ClusterInvoker::new(dir.clone(), counter.clone(), ClusterConfig::new());
+    let idle = usage();
+    reset_peak();
+    let load = Load::start(cluster, CALLERS, PACE);
+    load.wait_for_ok(100, WAIT, "before the hostile writes")
+        .await;
+
+    let bomb = format!(
+        "x: &a [{}]\ny: [{}]\n",
+        vec!["0"; 1000].join(","),
+        vec!["*a"; 4000].join(",")
+    );
+    let writes: Vec<(&str, String, Vec<u8>)> = vec![
+        (
+            "an alias-bomb routing rule",
+            rule_path.clone(),
+            alias_bomb_rule(&iface).into_bytes(),
+        ),
+        (
+            "an alias-bomb configurator",
+            conf_path.clone(),
+            configurators(1, &bomb).into_bytes(),
+        ),
+        (
+            "a 300 KB configurator",
+            conf_path.clone(),
+            configurators(1, &"# padding\n".repeat(30_000)).into_bytes(),
+        ),
+        (
+            "a provider node that is no URL",
+            format!("/dubbo/{iface}/providers/%ZZ%25not-a-url"),
+            Vec::new(),
+        ),
+    ];
+    let mut done = Vec::new();
+    for (n, (what, path, data)) in writes.iter().enumerate() {
+        let before = dir.updates_applied();
+        put_node(&raw, path, data).await;
+        // The barrier: an update the directory applies after the adapter read the write. A
+        // rule reaches the directory (which rejects it); a configurator or a provider node the
+        // adapter rejects itself sends nothing, so a new revision of the good rule follows: the
+        // adapter reads its nodes in one order per pass (providers, then each key's
+        // configurators before its condition rule), and ZooKeeper delivers the watch events in
+        // the order of the writes, so that revision is read after the write before it.
+        if path != &rule_path {
+            put_node(&raw, &rule_path, good_rule(n + 1).as_bytes()).await;
+        }
+        poll_until(WAIT, &format!("the directory reads {what}"), || {
+            let d = dir.clone();
+            async move { d.updates_applied() > before }
+        })
+        .await;
+        done.push(*what);
+        assert!(
+            in_force(&dir),
+            "after {what}, the last good rule and configurators stay in force"
+        );
+    }
+    let to_p2_before = counter.attempts_to(&p2);
+    load.wait_for_ok(300, WAIT, "after the hostile writes")
+        .await;
+    let calls = load.stop().await;
+    let after = usage();
+    let listed = addresses(&dir);
+    let bound = 2 * idle.rss + LARGEST_LEGAL_PAYLOAD;
+    let f = Figures::new("10", "hostile registry writes under load", &calls, counter.attempts())
+        .with("writes", done.len())
+        .with("rules-kept", in_force(&dir))
+        .with("listed", listed.len())
+        .with("to-p3", counter.attempts_to(&p3))
+        .with("idle-rss", mib(idle.rss))
+        .with("peak-rss", mib(after.peak))
+        .with("rss-bound", mib(bound))
+        .with("cpu", ms(after.cpu.saturating_sub(idle.cpu)))
+        .note(format!(
+            "dubbo://, ZooKeeper; a good rule routes to p1 and p3 (p3 registered connections=2^64-1, heartbeat=1, payload=0, hash.nodes=2e9, timeout=1e17); written under load: {}",
+            done.join(", ")
+        ));
+    emit(&f);
+    assert_eq!(calls.failed(), 0, "no call fails");
+    assert_eq!(
+        counter.attempts_to(&p2),
+        to_p2_before,
+        "no call reaches p2: the good rule stays in force"
+    );
+    assert!(
+        counter.attempts_to(&p3) > 0,
+        "p3 serves despite its numbers"
+    );
+    assert_eq!(listed, {
+        let mut all = vec![p1, p2, p3];
+        all.sort();
+        all
+    });
+    assert!(
+        after.peak <= bound,
+        "peak RSS {} over 2 x idle {} + the largest legal payload",
+        mib(after.peak),
+        mib(idle.rss)
+    );
+    let _ = raw.delete(&rule_path, None).await;
+    let _ = raw.delete(&conf_path, None).await;
 }

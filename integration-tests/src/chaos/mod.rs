@@ -251,7 +251,9 @@ pub fn counted_cluster(
 mod figures;
 mod load;
 mod proxy;
+mod usage;
 
 pub use figures::*;
 pub use load::*;
 pub use proxy::*;
+pub use usage::*;
