@@ -104,6 +104,10 @@ fn install() -> PathBuf {
     PathBuf::from(dir)
 }
 
+/// The system property that makes a peer exit when its stdin reaches end of file (set for
+/// providers, whose stdin is a pipe from this process; `Main.java`).
+const EXIT_WITH_PARENT: &str = "switchman.peer.exitWithParent";
+
 /// `java <JVM_FLAGS> -jar <peers jar> <program>`, run from the temp directory.
 fn java(program: &str) -> Command {
     java_with(program, JVM_FLAGS)
@@ -654,6 +658,7 @@ fn java_jar(jar: &str, program: &str, jvm_flags: &[&str]) -> Command {
     );
     let mut cmd = Command::new("java");
     cmd.args(jvm_flags)
+        .arg(format!("-D{EXIT_WITH_PARENT}={}", program == "provider"))
         .arg("-jar")
         .arg(path)
         .arg(program)
@@ -684,9 +689,11 @@ impl JavaProvider {
             opts.port
         };
         let started = Instant::now();
+        // The JVM exits (gracefully) when its stdin reaches end of file: when this process
+        // dies, even by SIGKILL, no provider outlives it (the pipe stays open in `Child`).
         let mut child = java_jar(opts.jar(), "provider", jvm_flags)
             .args(opts.args(port))
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -22,6 +22,9 @@ public final class Main {
             usage();
             System.exit(2);
         }
+        if (Boolean.getBoolean("switchman.peer.exitWithParent")) {
+            exitWithParent();
+        }
         int code;
         try {
             switch (argv[0]) {
@@ -49,6 +52,28 @@ public final class Main {
         }
         STDOUT.flush();
         System.exit(code);
+    }
+
+    /**
+     * Exits (running the shutdown hooks: a graceful Dubbo shutdown) once stdin reaches end of
+     * file: the test process that spawned this peer holds the other end of the pipe, so when it
+     * dies, even by SIGKILL, the peer does not outlive it.
+     */
+    private static void exitWithParent() {
+        Thread t = new Thread(() -> {
+            byte[] buf = new byte[64];
+            try {
+                while (System.in.read(buf) != -1) {
+                    // Nothing is ever written: wait for the end of the stream.
+                }
+            } catch (java.io.IOException e) {
+                // A broken pipe is the parent gone too.
+            }
+            STDOUT.flush();
+            System.exit(0);
+        }, "exit-with-parent");
+        t.setDaemon(true);
+        t.start();
     }
 
     /** System properties set before Dubbo or Nacos classes load, unless already given. */
