@@ -12,6 +12,7 @@
 //! an attachments map), then the value or the Throwable. Any other status: one string, the
 //! provider's error message.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use serde_json::Value as Json;
@@ -29,16 +30,37 @@ pub(crate) const DUBBO_VERSION: &str = "2.0.2";
 /// The descriptor of `$invoke(String, String[], Object[])`.
 const GENERIC_DESC: &str = "Ljava/lang/String;[Ljava/lang/String;[Ljava/lang/Object;";
 
+/// A Java type as the JVM sees it at run time: generic arguments erased (`List<Long>[]` →
+/// `List[]`, `Map<String, List<Long>>` → `Map`). The one reading of type names that dubbo://
+/// descriptors and Triple's `argTypes` share.
+pub(crate) fn erase_generics(java_type: &str) -> Result<Cow<'_, str>> {
+    let t = java_type.trim();
+    match (t.find('<'), t.rfind('>')) {
+        (Some(open), Some(close)) if close > open => Ok(Cow::Owned(format!(
+            "{}{}",
+            t[..open].trim_end(),
+            &t[close + 1..]
+        ))),
+        (None, None) => Ok(Cow::Borrowed(t)),
+        _ => Err(Error::bad_config(format!(
+            "parameter type {java_type:?} has unbalanced generic brackets"
+        ))),
+    }
+}
+
 /// The JVM descriptor of a Java type as written in a method signature: `int` → `I`,
 /// `java.lang.String` → `Ljava/lang/String;`, `int[]` → `[I`, `com.foo.User[][]` →
-/// `[[Lcom/foo/User;`. JVM names (`[I`, `[Ljava.lang.String;`) are accepted too.
+/// `[[Lcom/foo/User;`, `java.util.List<java.lang.Long>` → `Ljava/util/List;` (generic
+/// arguments are erased, as in the JVM). JVM names (`[I`, `[Ljava.lang.String;`) are accepted
+/// too.
 pub fn descriptor(java_type: &str) -> Result<String> {
     let bad = |why: &str| {
         Error::bad_config(format!(
             "parameter type {java_type:?} is not a Java type name: {why}"
         ))
     };
-    let t = java_type.trim();
+    let erased = erase_generics(java_type)?;
+    let t: &str = &erased;
     if t.is_empty() {
         return Err(bad("it is empty"));
     }
@@ -379,7 +401,19 @@ mod tests {
         assert_eq!(d("[Ljava.lang.String;"), "[Ljava/lang/String;");
         assert_eq!(d("[[J"), "[[J");
         assert_eq!(d("com.foo.Outer$Inner"), "Lcom/foo/Outer$Inner;");
+        // Generic arguments are erased, as over Triple (they were refused here before).
+        assert_eq!(d("java.util.List<java.lang.Long>"), "Ljava/util/List;");
+        assert_eq!(
+            d("java.util.Map<java.lang.String, java.util.List<java.lang.Long>>[]"),
+            "[Ljava/util/Map;"
+        );
+        assert_eq!(
+            crate::triple::wrapper::class_name("java.util.List<java.lang.Long>[]").unwrap(),
+            "[Ljava.util.List;"
+        );
         for bad in [
+            "java.util.List<Long",
+            "java.util.List>Long<",
             "",
             "void",
             "java..String",

@@ -55,7 +55,7 @@
 //! The provider's `connections`, `heartbeat` and `payload` parameters (registry data) are
 //! bounded: see `params.rs` for their ranges and what applies outside them.
 
-mod body;
+pub(crate) mod body;
 mod connection;
 pub mod exchange;
 mod invoker;

@@ -29,7 +29,6 @@
 //!   (with [`Invocation::with_types`]) or generic.
 //! - [`JavaCall`]: the server side, a request of a Java consumer decoded to JSON, and its reply.
 
-use std::borrow::Cow;
 use std::fmt;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -41,6 +40,7 @@ use switchman_hessian::{
 
 use super::codec::{MessageCodec, ReplyContext};
 use super::status::{Code, Status};
+use crate::dubbo::body::erase_generics;
 use crate::dubbo::descriptor;
 
 /// `serializeType` of Hessian2 in the wrapper (Dubbo's `TripleConstants.HESSIAN4`).
@@ -293,19 +293,8 @@ pub fn is_hessian(serialize_type: &str) -> bool {
 /// `java.util.List<java.lang.Long>` → `java.util.List`, `int[]` → `[I`, `com.foo.User[]` →
 /// `[Lcom.foo.User;`. JVM array names (`[I`) are kept.
 pub fn class_name(java_type: &str) -> Result<String> {
-    let t = java_type.trim();
     // Generic arguments do not exist at run time: `List<Long>[]` is `List[]`.
-    let erased: Cow<'_, str> = match (t.find('<'), t.rfind('>')) {
-        (Some(open), Some(close)) if close > open => {
-            Cow::Owned(format!("{}{}", &t[..open], &t[close + 1..]))
-        }
-        (None, None) => Cow::Borrowed(t),
-        _ => {
-            return Err(Error::bad_config(format!(
-                "parameter type {java_type:?} has unbalanced generic brackets"
-            )));
-        }
-    };
+    let erased = erase_generics(java_type)?;
     let d = descriptor(&erased)?;
     Ok(if d.starts_with('[') {
         d.replace('/', ".")

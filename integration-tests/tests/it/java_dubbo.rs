@@ -140,6 +140,16 @@ async fn weighted_fleet(registry: String, options: fn(&str) -> ProviderOptions, 
         .await
         .unwrap();
     assert_eq!(n, json!(3));
+    // The parameter type as written in the Java signature, generics and all (as over Triple).
+    let n = cluster
+        .invoke(&typed(
+            "count",
+            &["java.util.List<java.lang.String>"],
+            vec![json!(["a", "b"])],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(n, json!(2));
 
     // POJOs. Generic: a map, which the provider converts by the real field types (the Date
     // from milliseconds). Typed: an object of the parameter's class; a field whose Java type
