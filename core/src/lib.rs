@@ -22,6 +22,7 @@ mod error;
 mod instance;
 mod invocation;
 mod invoker;
+pub mod percent;
 mod service_key;
 pub mod url;
 pub mod yaml;

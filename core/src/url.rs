@@ -567,60 +567,13 @@ impl FromStr for Url {
 /// Percent-encodes like Java's `URLEncoder.encode(s, "UTF-8")`: `A-Z a-z 0-9 . - * _` stay,
 /// space becomes `+`, every other byte becomes `%XX` (upper-case hex).
 pub fn encode_component(s: &str) -> String {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let mut out = String::with_capacity(s.len() * 3 / 2);
-    for &b in s.as_bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b'*' | b'_' => {
-                out.push(b as char)
-            }
-            b' ' => out.push('+'),
-            _ => {
-                out.push('%');
-                out.push(HEX[(b >> 4) as usize] as char);
-                out.push(HEX[(b & 0xF) as usize] as char);
-            }
-        }
-    }
-    out
+    crate::percent::encode_java(s)
 }
 
 /// Decodes like Java's `URLDecoder.decode(s, "UTF-8")`: `+` is a space, `%XX` a byte; the
 /// bytes must form UTF-8.
 pub fn decode_component(s: &str) -> Result<String, UrlError> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b'%' => {
-                let hex = |b: u8| (b as char).to_digit(16);
-                match (
-                    bytes.get(i + 1).and_then(|&b| hex(b)),
-                    bytes.get(i + 2).and_then(|&b| hex(b)),
-                ) {
-                    (Some(h), Some(l)) => out.push((h * 16 + l) as u8),
-                    _ => return Err(UrlError::new(s, i, "'%' not followed by two hex digits")),
-                }
-                i += 3;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).map_err(|e| {
-        UrlError::new(
-            s,
-            e.utf8_error().valid_up_to(),
-            "decoded bytes are not UTF-8",
-        )
-    })
+    crate::percent::decode_java(s).map_err(|(at, why)| UrlError::new(s, at, why))
 }
 
 #[cfg(test)]

@@ -189,14 +189,5 @@ pub(super) fn parse_answer(raw: &[u8]) -> Option<(u16, String)> {
 
 /// Percent-encodes what may not stand in a URL path (`/` and `:` may: service keys keep them).
 pub(super) fn encode_path(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' | b':' => {
-                out.push(b as char)
-            }
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
+    switchman_core::percent::encode_path(s)
 }

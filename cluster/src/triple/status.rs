@@ -210,37 +210,13 @@ impl fmt::Display for Status {
 
 /// Percent-encodes a `grpc-message` value: everything outside printable ASCII, and `%`.
 pub fn percent_encode(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
-    for &b in message.as_bytes() {
-        if (0x20..=0x7e).contains(&b) && b != b'%' {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    switchman_core::percent::encode_grpc_message(message)
 }
 
 /// Decodes a percent-encoded `grpc-message`; malformed escapes are kept as they are, and
 /// invalid UTF-8 is replaced, as the spec asks ("never fail a call because of the message").
 pub fn percent_decode(raw: &[u8]) -> String {
-    let mut out = Vec::with_capacity(raw.len());
-    let mut i = 0;
-    while i < raw.len() {
-        if raw[i] == b'%' && i + 2 < raw.len() {
-            let hex = std::str::from_utf8(&raw[i + 1..i + 3])
-                .ok()
-                .and_then(|h| u8::from_str_radix(h, 16).ok());
-            if let Some(b) = hex {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(raw[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    switchman_core::percent::decode_lenient(raw, false)
 }
 
 #[cfg(test)]
