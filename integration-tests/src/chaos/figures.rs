@@ -128,13 +128,28 @@ impl Figures {
                     && p.file_name().and_then(|n| n.to_str()) != Some(FIGURES_FILE)
             })
             .collect();
-        parts.sort();
+        // Scenario order: `chaos-2` before `chaos-10`, `chaos-5a` before `chaos-5b`.
+        parts.sort_by_key(|p| scenario_order(p));
         let all: String = parts
             .iter()
             .filter_map(|p| std::fs::read_to_string(p).ok())
             .collect();
         write_atomically(&dir.join(FIGURES_FILE), &all);
     }
+}
+
+/// The sort key of `dir/chaos-<id>.txt`: the id's number, then its letters.
+fn scenario_order(path: &Path) -> (u64, String) {
+    let id = path
+        .file_stem()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("chaos-"))
+        .unwrap_or_default();
+    let digits = id.chars().take_while(char::is_ascii_digit).count();
+    (
+        id[..digits].parse().unwrap_or(u64::MAX),
+        id[digits..].to_string(),
+    )
 }
 
 /// The file holding every scenario's line.
@@ -145,4 +160,28 @@ pub(super) fn write_atomically(path: &Path, text: &str) {
     std::fs::write(&tmp, text)
         .and_then(|()| std::fs::rename(&tmp, path))
         .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_files_sort_in_scenario_order() {
+        let mut files: Vec<PathBuf> = ["10", "2", "5b", "9e", "5a", "1", "9a"]
+            .iter()
+            .map(|id| PathBuf::from(format!("/tmp/chaos-{id}.txt")))
+            .collect();
+        files.sort_by_key(|p| scenario_order(p));
+        let ids: Vec<String> = files
+            .iter()
+            .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                "chaos-1", "chaos-2", "chaos-5a", "chaos-5b", "chaos-9a", "chaos-9e", "chaos-10"
+            ]
+        );
+    }
 }
