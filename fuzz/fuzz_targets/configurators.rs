@@ -8,6 +8,9 @@ use switchman_core::{Instance, ServiceKey, Url};
 use switchman_discovery::configurator::{self, Configurator};
 use switchman_discovery::override_parse::{from_override_url_all, from_yaml};
 
+#[path = "support.rs"]
+mod support;
+
 fn check(rules: &[Configurator]) {
     let provider = Instance::builder("10.0.0.1", 20880)
         .service(ServiceKey::new("com.foo.Bar"))
@@ -30,10 +33,7 @@ fn check(rules: &[Configurator]) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&mode, rest)) = data.split_first() else {
-        return;
-    };
-    let Ok(text) = std::str::from_utf8(rest) else {
+    let Some((mode, text)) = support::mode_and_text(data) else {
         return;
     };
     if mode % 2 == 0 {

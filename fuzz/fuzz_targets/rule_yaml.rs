@@ -9,10 +9,7 @@ mod support;
 use support::route_some_calls;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&selector, rest)) = data.split_first() else {
-        return;
-    };
-    let Ok(text) = std::str::from_utf8(rest) else {
+    let Some((selector, text)) = support::mode_and_text(data) else {
         return;
     };
     let key = match selector % 3 {

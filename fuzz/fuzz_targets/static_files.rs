@@ -12,10 +12,7 @@ use switchman_router::source::chain_from_text;
 mod support;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&mode, rest)) = data.split_first() else {
-        return;
-    };
-    let Ok(text) = std::str::from_utf8(rest) else {
+    let Some((mode, text)) = support::mode_and_text(data) else {
         return;
     };
     if mode % 2 == 0 {

@@ -58,3 +58,10 @@ pub fn route_chain(chain: &RouterChain) {
         }
     }
 }
+
+/// The fuzzer's first byte (which form the target reads) and the rest as UTF-8 text; `None`
+/// without a first byte or when the rest is not UTF-8.
+pub fn mode_and_text(data: &[u8]) -> Option<(u8, &str)> {
+    let (&mode, rest) = data.split_first()?;
+    Some((mode, std::str::from_utf8(rest).ok()?))
+}

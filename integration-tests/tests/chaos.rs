@@ -62,7 +62,7 @@ use switchman_discovery::{
     cache as snapshot_cache,
 };
 use switchman_integration_tests::chaos::{
-    CountingInvoker, Figures, Load, ProviderProcess, ScratchDir, TcpProxy, addresses,
+    CountingInvoker, Figures, Load, ProviderProcess, ScratchDir, TcpProxy, Usage, addresses,
     counted_cluster, directory_config, http_instance, mib, ms, percentile, reset_peak, serve_ok,
     usage,
 };
@@ -1099,6 +1099,31 @@ fn dubbo_instance(key: &ServiceKey, port: u16) -> Instance {
         .build()
 }
 
+/// Issue 26's bound on the consumer (this process): peak RSS under 2 × its idle RSS + the
+/// largest legal payload.
+fn rss_bound(idle: &Usage) -> u64 {
+    2 * idle.rss + LARGEST_LEGAL_PAYLOAD
+}
+
+/// `f` with the consumer's footprint from `idle` to `after`: idle and peak RSS, the bound, CPU
+/// time.
+fn with_footprint(f: Figures, idle: &Usage, after: &Usage) -> Figures {
+    f.with("idle-rss", mib(idle.rss))
+        .with("peak-rss", mib(after.peak))
+        .with("rss-bound", mib(rss_bound(idle)))
+        .with("cpu", ms(after.cpu.saturating_sub(idle.cpu)))
+}
+
+/// Asserts [`rss_bound`].
+fn assert_within_rss_bound(idle: &Usage, after: &Usage) {
+    assert!(
+        after.peak <= rss_bound(idle),
+        "peak RSS {} over 2 x idle {} + the largest legal payload",
+        mib(after.peak),
+        mib(idle.rss)
+    );
+}
+
 /// A well-behaved dubbo:// provider and one that misbehaves (`--misbehave misbehave`), in
 /// processes of their own, under steady load through failover + round robin from this
 /// process; one line of figures with the consumer's (this process's) peak RSS and CPU time.
@@ -1140,30 +1165,20 @@ async fn hostile_provider(id: &str, misbehave: &str, title: &str, note: &str) {
 
     let good_sent = counter.attempts_to(&good.address());
     let good_ok = counter.ok_latencies(&[good.address()]).len() as u64;
-    let bound = 2 * idle.rss + LARGEST_LEGAL_PAYLOAD;
     let f = Figures::new(id, title, &calls, counter.attempts())
         .without_gap()
         .with("attempts-to-hostile", counter.attempts_to(&bad.address()))
-        .with("good-ok", format!("{good_ok}/{good_sent}"))
-        .with("idle-rss", mib(idle.rss))
-        .with("peak-rss", mib(after.peak))
-        .with("rss-bound", mib(bound))
-        .with("cpu", ms(after.cpu.saturating_sub(idle.cpu)))
-        .note(format!(
-            "dubbo:// failover, timeout {}; {note}",
-            ms(HOSTILE_TIMEOUT)
-        ));
+        .with("good-ok", format!("{good_ok}/{good_sent}"));
+    let f = with_footprint(f, &idle, &after).note(format!(
+        "dubbo:// failover, timeout {}; {note}",
+        ms(HOSTILE_TIMEOUT)
+    ));
     emit(&f);
     assert_eq!(
         good_ok, good_sent,
         "every attempt on the good provider succeeds beside a hostile one"
     );
-    assert!(
-        after.peak <= bound,
-        "peak RSS {} over 2 x idle {} + the largest legal payload",
-        mib(after.peak),
-        mib(idle.rss)
-    );
+    assert_within_rss_bound(&idle, &after);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1394,17 +1409,17 @@ async fn chaos_10_hostile_registry_writes_under_load() {
     let calls = load.stop().await;
     let after = usage();
     let listed = addresses(&dir);
-    let bound = 2 * idle.rss + LARGEST_LEGAL_PAYLOAD;
-    let f = Figures::new("10", "hostile registry writes under load", &calls, counter.attempts())
-        .with("writes", done.len())
-        .with("rules-kept", in_force(&dir))
-        .with("listed", listed.len())
-        .with("to-p3", counter.attempts_to(&p3))
-        .with("idle-rss", mib(idle.rss))
-        .with("peak-rss", mib(after.peak))
-        .with("rss-bound", mib(bound))
-        .with("cpu", ms(after.cpu.saturating_sub(idle.cpu)))
-        .note(format!(
+    let f = Figures::new(
+        "10",
+        "hostile registry writes under load",
+        &calls,
+        counter.attempts(),
+    )
+    .with("writes", done.len())
+    .with("rules-kept", in_force(&dir))
+    .with("listed", listed.len())
+    .with("to-p3", counter.attempts_to(&p3));
+    let f = with_footprint(f, &idle, &after).note(format!(
             "dubbo://, ZooKeeper; a good rule routes to p1 and p3 (p3 registered connections=2^64-1, heartbeat=1, payload=0, hash.nodes=2e9, timeout=1e17); written under load: {}",
             done.join(", ")
         ));
@@ -1424,12 +1439,7 @@ async fn chaos_10_hostile_registry_writes_under_load() {
         all.sort();
         all
     });
-    assert!(
-        after.peak <= bound,
-        "peak RSS {} over 2 x idle {} + the largest legal payload",
-        mib(after.peak),
-        mib(idle.rss)
-    );
+    assert_within_rss_bound(&idle, &after);
     let _ = raw.delete(&rule_path, None).await;
     let _ = raw.delete(&conf_path, None).await;
 }

@@ -1066,26 +1066,38 @@ async fn floods_events(
     let _ = eof.send(());
 }
 
-#[tokio::test]
-async fn event_bodies_over_15_bytes_close_the_connection() {
-    // 64 heartbeat requests of 1 MiB each, from a provider that reads nothing meanwhile.
+/// Connects to a provider flooding `frames` event requests of `body` bytes ([`floods_events`])
+/// and makes a call: the consumer must close the connection, failing the call with a
+/// transport error. Returns the provider's address, the closed connection and the error, once
+/// the provider has seen the end of the stream.
+async fn closed_by_event_flood(
+    frames: usize,
+    body: usize,
+) -> (String, Connection, switchman_core::Error) {
     let (eof_tx, mut eof) = mpsc::unbounded_channel();
-    let (address, _) = fake(move |_, s| floods_events(s, 64, 1 << 20, eof_tx.clone())).await;
+    let (address, _) = fake(move |_, s| floods_events(s, frames, body, eof_tx.clone())).await;
     let conn = Connection::connect(&address, config()).await.unwrap();
     let e = conn
         .request(HESSIAN2, Bytes::from_static(b"x"), LONG)
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
-    assert!(
-        e.message().contains(&address) && e.message().contains("event"),
-        "{e}"
-    );
     assert!(conn.is_closed());
     tokio::time::timeout(LONG, eof.recv())
         .await
         .expect("the consumer closed the socket")
         .unwrap();
+    (address, conn, e)
+}
+
+#[tokio::test]
+async fn event_bodies_over_15_bytes_close_the_connection() {
+    // 64 heartbeat requests of 1 MiB each, from a provider that reads nothing meanwhile.
+    let (address, conn, e) = closed_by_event_flood(64, 1 << 20).await;
+    assert!(
+        e.message().contains(&address) && e.message().contains("event"),
+        "{e}"
+    );
     assert!(
         conn.queued_high_water() < 1024,
         "nothing of the provider's bodies was queued: {}",
@@ -1096,21 +1108,9 @@ async fn event_bodies_over_15_bytes_close_the_connection() {
 #[tokio::test]
 async fn a_heartbeat_flood_closes_the_connection() {
     // Heartbeats (one-byte bodies) without pause: more than the rate allows.
-    let (eof_tx, mut eof) = mpsc::unbounded_channel();
     let flood = super::connection::MAX_EVENTS_PER_SECOND as usize * 4;
-    let (address, _) = fake(move |_, s| floods_events(s, flood, 1, eof_tx.clone())).await;
-    let conn = Connection::connect(&address, config()).await.unwrap();
-    let e = conn
-        .request(HESSIAN2, Bytes::from_static(b"x"), LONG)
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
+    let (_, _, e) = closed_by_event_flood(flood, 1).await;
     assert!(e.message().contains("events (heartbeats)"), "{e}");
-    assert!(conn.is_closed());
-    tokio::time::timeout(LONG, eof.recv())
-        .await
-        .expect("the consumer closed the socket")
-        .unwrap();
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@
 //! * `--status CODE`: answer every request with this HTTP status (for example 503) instead of
 //!   `200 {"from": NAME}`.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::time::Duration;
 
 use serde_json::json;
@@ -100,11 +100,6 @@ async fn main() {
     }
     drop(out);
     // Serve until stdin reaches end of file (the parent closed it or died).
-    let _ = tokio::task::spawn_blocking(|| {
-        let mut stdin = std::io::stdin();
-        let mut buf = [0u8; 64];
-        while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
-    })
-    .await;
+    switchman_integration_tests::chaos::stdin_closed().await;
     drop(provider);
 }

@@ -20,7 +20,7 @@
 //! * `huge-length`: answers every call with a header announcing a 2 GiB body, and no body.
 //! * `trickle`: answers every call one byte every 20 ms.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::time::Duration;
 
 use switchman_cluster::dubbo::exchange::{Frame, FrameReader, HESSIAN2, Header, status};
@@ -194,10 +194,5 @@ async fn main() {
         }
     });
     // Serve until stdin reaches end of file (the parent closed it or died).
-    let _ = tokio::task::spawn_blocking(|| {
-        let mut stdin = std::io::stdin();
-        let mut buf = [0u8; 64];
-        while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
-    })
-    .await;
+    switchman_integration_tests::chaos::stdin_closed().await;
 }

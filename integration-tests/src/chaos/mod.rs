@@ -109,6 +109,19 @@ impl Drop for ProviderProcess {
     }
 }
 
+/// Resolves when this process's stdin reaches end of file. A provider process a scenario spawns
+/// ([`ProviderProcess`] pipes its stdin) serves until then, so it exits when the test process
+/// that spawned it closes the pipe or dies: no orphan outlives a crashed test run.
+pub async fn stdin_closed() {
+    let _ = tokio::task::spawn_blocking(|| {
+        use std::io::Read;
+        let mut stdin = std::io::stdin();
+        let mut buf = [0u8; 64];
+        while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+    })
+    .await;
+}
+
 /// An in-process provider answering `200 {"from": name}` (for scenarios whose subject is the
 /// registry, not the provider process).
 pub async fn serve_ok(name: &'static str) -> HttpProvider {
