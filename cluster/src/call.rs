@@ -21,7 +21,8 @@ use tracing::field::Empty;
 use tracing::{Instrument, debug, info_span};
 
 use crate::config::{Effective, MAX_ATTEMPTS};
-use crate::invoker::Inner;
+use crate::plan::Plan;
+use crate::shared::Shared;
 use crate::telemetry::{CallTelemetry, Outcome, System};
 
 /// No new attempt starts when less than this remains of the call's deadline.
@@ -65,7 +66,7 @@ impl Tried {
         let Some(tracked) = &self.snapshot else {
             return;
         };
-        if std::ptr::eq(Arc::as_ptr(tracked), pick.snap) {
+        if Arc::ptr_eq(tracked, pick.plan.snapshot()) {
             self.push(pick.index);
         } else if let Some(i) = tracked.index_of(pick.instance().key()) {
             self.push(i);
@@ -109,34 +110,32 @@ impl Tried {
     }
 }
 
-/// One routed endpoint of one snapshot: what an attempt is made on. Only routing hands them
+/// One routed endpoint of one plan: what an attempt is made on. Only routing hands them
 /// out ([`Call::select`], [`Call::peek`], [`Call::candidates`]), and a pick borrows the
-/// snapshot it came from, so it cannot be used with another snapshot (an attempt takes the
-/// pick alone) or after its own is gone:
+/// plan it came from, so it cannot be used with another plan (an attempt takes the pick
+/// alone) or after its own is gone:
 ///
 /// ```
-/// use std::sync::Arc;
-/// use switchman_cluster::{Call, Pick};
-/// use switchman_discovery::Snapshot;
+/// use switchman_cluster::{Call, Pick, Plan};
 ///
-/// // A pick lives as long as the snapshot it was routed in.
-/// fn pick_in<'s>(call: &mut Call<'_>, snap: &'s Arc<Snapshot>) -> Pick<'s> {
-///     call.select(snap).expect("a provider")
+/// // A pick lives as long as the plan it was routed in.
+/// fn pick_in<'s>(call: &mut Call<'_>, plan: &'s Plan) -> Pick<'s> {
+///     call.select(plan).expect("a provider")
 /// }
 /// ```
 ///
 /// ```compile_fail,E0515
 /// use switchman_cluster::{Call, Pick};
 ///
-/// // Not longer: the snapshot is dropped at the end of the function.
+/// // Not longer: the plan is dropped at the end of the function.
 /// fn keep(call: &mut Call<'_>) -> Pick<'static> {
-///     let snap = call.snapshot();
-///     call.select(&snap).expect("a provider")
+///     let plan = call.relist();
+///     call.select(&plan).expect("a provider")
 /// }
 /// ```
 #[derive(Clone, Copy)]
 pub struct Pick<'s> {
-    snap: &'s Snapshot,
+    plan: &'s Plan,
     index: usize,
 }
 
@@ -144,24 +143,24 @@ impl fmt::Debug for Pick<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pick")
             .field("endpoint", &self.endpoint().instance.key())
-            .field("epoch", &self.snap.epoch())
+            .field("epoch", &self.plan.snapshot().epoch())
             .finish()
     }
 }
 
 impl PartialEq for Pick<'_> {
-    /// The same endpoint of the same snapshot.
+    /// The same endpoint of the same plan.
     fn eq(&self, other: &Self) -> bool {
-        self.index == other.index && std::ptr::eq(self.snap, other.snap)
+        self.index == other.index && std::ptr::eq(self.plan, other.plan)
     }
 }
 
 impl Eq for Pick<'_> {}
 
 impl<'s> Pick<'s> {
-    pub(crate) fn new(snap: &'s Snapshot, index: usize) -> Self {
-        debug_assert!(index < snap.endpoints().len());
-        Pick { snap, index }
+    pub(crate) fn new(plan: &'s Plan, index: usize) -> Self {
+        debug_assert!(index < plan.snapshot().endpoints().len());
+        Pick { plan, index }
     }
 
     /// The endpoint's index in [`Pick::snapshot`]'s `endpoints()`.
@@ -171,7 +170,7 @@ impl<'s> Pick<'s> {
 
     /// The endpoint: the instance and its live statistics.
     pub fn endpoint(&self) -> &'s Endpoint {
-        &self.snap.endpoints()[self.index]
+        &self.plan.snapshot().endpoints()[self.index]
     }
 
     /// The instance.
@@ -181,22 +180,27 @@ impl<'s> Pick<'s> {
 
     /// The snapshot this pick was routed in.
     pub fn snapshot(&self) -> &'s Snapshot {
-        self.snap
+        self.plan.snapshot()
+    }
+
+    /// The plan this pick was routed in.
+    pub fn plan(&self) -> &'s Plan {
+        self.plan
     }
 }
 
-/// The routed candidates of one call in one snapshot, in address order (see
+/// The routed candidates of one call in one plan, in address order (see
 /// [`Call::candidates`]).
 #[derive(Clone)]
 pub struct Candidates<'s> {
-    snap: &'s Snapshot,
+    plan: &'s Plan,
     members: Arc<[u32]>,
 }
 
 impl fmt::Debug for Candidates<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Candidates")
-            .field("epoch", &self.snap.epoch())
+            .field("epoch", &self.plan.snapshot().epoch())
             .field("len", &self.members.len())
             .finish()
     }
@@ -217,18 +221,18 @@ impl<'s> Candidates<'s> {
     pub fn get(&self, k: usize) -> Option<Pick<'s>> {
         self.members
             .get(k)
-            .map(|&i| Pick::new(self.snap, i as usize))
+            .map(|&i| Pick::new(self.plan, i as usize))
     }
 
     /// Every candidate, in address order.
     pub fn iter(&self) -> impl Iterator<Item = Pick<'s>> + '_ {
-        let snap = self.snap;
+        let plan = self.plan;
         self.members
             .iter()
-            .map(move |&i| Pick::new(snap, i as usize))
+            .map(move |&i| Pick::new(plan, i as usize))
     }
 
-    /// The endpoint indexes (into the snapshot's `endpoints()`).
+    /// The endpoint indexes (into the plan's snapshot's `endpoints()`).
     pub(crate) fn indexes(&self) -> &[u32] {
         &self.members
     }
@@ -268,7 +272,7 @@ impl AttemptBook {
 /// attempt starts with less than [`DEADLINE_FLOOR`] left of the call's deadline.
 #[derive(Clone, Copy)]
 pub struct Attempter<'c> {
-    inner: &'c Inner,
+    shared: &'c Shared,
     invocation: &'c Invocation,
     settings: &'c Effective,
     deadline: Option<Instant>,
@@ -307,11 +311,11 @@ impl<'c> Attempter<'c> {
         {
             return false;
         }
-        if self.inner.budget.as_ref().is_none_or(|b| b.withdraw()) {
-            self.inner.metrics.retries.increment(1);
+        if self.shared.budget.as_ref().is_none_or(|b| b.withdraw()) {
+            self.shared.metrics.retries.increment(1);
             true
         } else {
-            self.inner.metrics.budget_refused.increment(1);
+            self.shared.metrics.budget_refused.increment(1);
             debug!(method = %self.invocation.method, "retry refused by the retry budget");
             false
         }
@@ -377,13 +381,12 @@ impl<'c> Attempter<'c> {
             self.book.started.fetch_sub(1, Ordering::AcqRel);
             return Err(e);
         }
-        let (snap, i) = (pick.snap, pick.index);
+        let (plan, i) = (pick.plan, pick.index);
+        let snap = plan.snapshot();
         let ep = &snap.endpoints()[i];
         // The timeout for this instance: its own registration may set it (Dubbo reads it
-        // from the URL of the instance being called), precomputed per snapshot.
-        let limits = self
-            .inner
-            .limits(self.settings, &self.invocation.method, snap, i);
+        // from the URL of the instance being called), precomputed in the plan.
+        let limits = plan.limits(self.settings, &self.invocation.method, i);
         let mut timeout = limits.timeout;
         if let Some(d) = self.deadline {
             let left = d.saturating_duration_since(Instant::now());
@@ -410,13 +413,13 @@ impl<'c> Attempter<'c> {
         );
         let started = Instant::now();
         // Counted for `poll_ready` only when the endpoint has a cap.
-        let _room = limits.actives.map(|_| self.inner.room.enter());
+        let _room = limits.actives.map(|_| self.shared.room.enter());
         let guard = ep.stats.begin();
         // The endpoint's own client when the directory made one, else the shared transport.
         let fut = match &ep.service {
             Some(service) => service.invoke(&ep.instance, self.invocation, timeout),
             None => self
-                .inner
+                .shared
                 .invoker
                 .invoke(&ep.instance, self.invocation, timeout),
         };
@@ -440,9 +443,13 @@ impl<'c> Attempter<'c> {
             ep.instance.host(),
             ep.instance.port(),
         );
-        self.inner
-            .metrics
-            .record_attempt(&self.telemetry.series, system, target, outcome, elapsed);
+        self.shared.metrics.record_attempt(
+            &self.telemetry.series,
+            system,
+            target,
+            outcome,
+            elapsed,
+        );
         if !span.is_disabled() {
             span.record("outcome", outcome.as_str());
             if let Some(t) = outcome.error_type() {
@@ -454,9 +461,9 @@ impl<'c> Attempter<'c> {
             Err(e) => e.is_business(),
         };
         guard.finish_at(elapsed, served, ended.into_std());
-        self.inner.record_outlier(snap, i, &result, started, ended);
+        self.shared.record_outlier(snap, i, &result, started, ended);
         if served {
-            self.inner.latency.record(elapsed);
+            self.shared.latency.record(elapsed);
         }
         if let Err(e) = &result {
             debug!(address = ep.instance.address(), method = %self.invocation.method, error = %e, "attempt failed");
@@ -471,12 +478,14 @@ impl<'c> Attempter<'c> {
 
 /// One call in progress, handed to a strategy ([`crate::ClusterStrategy`]).
 ///
-/// It loads snapshots, routes and picks (skipping instances this call already tried while
+/// It holds the plan the call started with (and loads the current one for a strategy that
+/// re-lists), routes and picks (skipping instances this call already tried while
 /// untried ones remain, honouring `sticky`, `actives` and the balancer the settings name for
 /// the method), makes attempts through an [`Attempter`], and asks the service's retry budget
 /// and the call's deadline before a retry.
 pub struct Call<'c> {
-    inner: &'c Inner,
+    shared: &'c Shared,
+    plan: &'c Plan,
     invocation: &'c Invocation,
     settings: &'c Effective,
     telemetry: &'c CallTelemetry,
@@ -498,14 +507,16 @@ impl std::fmt::Debug for Call<'_> {
 
 impl<'c> Call<'c> {
     pub(crate) fn new(
-        inner: &'c Inner,
+        shared: &'c Shared,
+        plan: &'c Plan,
         invocation: &'c Invocation,
         settings: &'c Effective,
         telemetry: &'c CallTelemetry,
         book: &'c AttemptBook,
     ) -> Self {
         Call {
-            inner,
+            shared,
+            plan,
             invocation,
             settings,
             telemetry,
@@ -517,8 +528,8 @@ impl<'c> Call<'c> {
         }
     }
 
-    pub(crate) fn inner(&self) -> &'c Inner {
-        self.inner
+    pub(crate) fn shared(&self) -> &'c Shared {
+        self.shared
     }
 
     /// The invocation.
@@ -531,15 +542,23 @@ impl<'c> Call<'c> {
         self.settings
     }
 
-    /// The directory's current snapshot (one atomic load).
-    pub fn snapshot(&self) -> Arc<Snapshot> {
-        self.inner.directory.load()
+    /// The plan the call started with: the snapshot the call's settings were read from
+    /// (no load).
+    pub fn plan(&self) -> &'c Plan {
+        self.plan
+    }
+
+    /// The plan of the directory's current snapshot, for a strategy that re-lists before a
+    /// retry (failover does, as Dubbo's does): a retry sees instances that came or went
+    /// meanwhile. Picks in it use its settings for the method, under this call's attachments.
+    pub fn relist(&self) -> Plan {
+        self.shared.plan()
     }
 
     /// An attempter for this call.
     pub fn attempter(&self) -> Attempter<'c> {
         Attempter {
-            inner: self.inner,
+            shared: self.shared,
             invocation: self.invocation,
             settings: self.settings,
             deadline: self.deadline,
@@ -555,21 +574,21 @@ impl<'c> Call<'c> {
             .map(|d| d.saturating_duration_since(Instant::now()))
     }
 
-    /// The routed candidates of `snap` for this call, in address order, for strategies that
+    /// The routed candidates of `plan` for this call, in address order, for strategies that
     /// call every candidate or walk them in order (broadcast, available). Fails as
     /// [`Call::select`] does when there is none.
-    pub fn candidates<'s>(&mut self, snap: &'s Arc<Snapshot>) -> Result<Candidates<'s>> {
-        let members = snap.candidates(self.invocation, &mut self.rng)?;
-        Ok(Candidates { snap, members })
+    pub fn candidates<'s>(&mut self, plan: &'s Plan) -> Result<Candidates<'s>> {
+        let members = plan.snapshot().candidates(self.invocation, &mut self.rng)?;
+        Ok(Candidates { plan, members })
     }
 
-    /// Routes and picks one endpoint of `snap` and marks it tried. Avoids endpoints already
+    /// Routes and picks one endpoint of `plan` and marks it tried. Avoids endpoints already
     /// tried while untried ones remain; skips instances at their `actives` cap and fails with
     /// `LimitExceeded` when every one it finds is at the cap. Skips instances ejected as
     /// outliers (an ejected instance whose penalty is over is taken as its probe); when every
     /// candidate it finds is ejected, it takes one of them anyway: ejection never fails a call
     /// by itself. The balancer is the one the settings resolve for the method and the routed
-    /// subset (`loadbalance`, Dubbo's precedence), its tables built once per snapshot.
+    /// subset (`loadbalance`, Dubbo's precedence), its tables built once per plan.
     ///
     /// With `sticky` on (read, as Dubbo's `AbstractClusterInvoker.select` reads it, with the
     /// first routed provider's registration as the provider layer): the sticky instance is
@@ -577,30 +596,28 @@ impl<'c> Call<'c> {
     /// call has not tried it yet and it is available (not at its cap, not ejected); and
     /// whatever is picked instead becomes the sticky instance (the selected one, whether or
     /// not its call then succeeds).
-    pub fn select<'s>(&mut self, snap: &'s Arc<Snapshot>) -> Result<Pick<'s>> {
+    pub fn select<'s>(&mut self, plan: &'s Plan) -> Result<Pick<'s>> {
+        let snap = plan.snapshot();
         self.tried.sync(snap);
         let routed = snap.route(self.invocation, &mut self.rng)?;
-        let fresh = self.fresh_settings(snap);
-        let resolved = fresh.as_deref().unwrap_or(self.settings);
-        let balancing = resolved.balancing_at(snap.id()).flatten();
+        let method = &self.invocation.method;
+        let balancing = plan.balancing(self.settings, method);
         let sticky = match routed.first() {
-            Some(f) => resolved
-                .limits_at(snap.id(), f)
-                .map_or(self.settings.sticky, |l| l.sticky),
+            Some(f) => plan.limits(self.settings, method, f).sticky,
             None => false,
         };
-        if sticky && let Some(i) = self.sticky_pick(snap, &routed) {
+        if sticky && let Some(i) = self.sticky_pick(plan, &routed) {
             self.tried.push(i);
-            return Ok(Pick::new(snap, i));
+            return Ok(Pick::new(plan, i));
         }
-        let i = self.pick(snap, &routed, balancing)?;
+        let i = self.pick(plan, &routed, balancing)?;
         if sticky {
-            self.inner.remember_sticky(&snap.endpoints()[i].instance);
+            self.shared.remember_sticky(&snap.endpoints()[i].instance);
         }
-        Ok(Pick::new(snap, i))
+        Ok(Pick::new(plan, i))
     }
 
-    /// Selects an endpoint of `snap` and makes one attempt on it, as Dubbo's
+    /// Selects an endpoint of `plan` and makes one attempt on it, as Dubbo's
     /// `cluster.availablecheck` does for every strategy: when the endpoint could not take the
     /// call and nothing was sent ([`Error::is_unavailable`]: a provider shutting down, no
     /// connection), another untried one is selected, and that is not a retry (neither the
@@ -608,16 +625,16 @@ impl<'c> Call<'c> {
     /// result; errors only when nothing could be selected at all.
     pub async fn attempt_available<'s>(
         &mut self,
-        snap: &'s Arc<Snapshot>,
+        plan: &'s Plan,
     ) -> Result<(Pick<'s>, Result<Value>)> {
-        let mut pick = self.select(snap)?;
+        let mut pick = self.select(plan)?;
         let mut skipped: Vec<usize> = Vec::new();
         loop {
             let result = self.attempter().attempt(pick).await;
             match &result {
                 Err(e) if e.is_unavailable() && skipped.len() < MAX_ATTEMPTS => {
                     skipped.push(pick.index());
-                    match self.select(snap) {
+                    match self.select(plan) {
                         Ok(next) if !skipped.contains(&next.index()) => pick = next,
                         // Every candidate was unavailable: the last one's error.
                         _ => return Ok((pick, result)),
@@ -628,31 +645,28 @@ impl<'c> Call<'c> {
         }
     }
 
-    /// The settings resolved for `snap` when this call's were resolved for another (the
-    /// strategy re-listed and got a newer snapshot): a map lookup once per snapshot.
-    fn fresh_settings(&self, snap: &Snapshot) -> Option<Arc<Effective>> {
-        (!self.settings.is_for(snap.id()))
-            .then(|| self.inner.effective(snap, &self.invocation.method))
-    }
-
     /// The sticky instance when routing gives it to this call and it may be used; forgets it
     /// when routing does not give it.
-    fn sticky_pick(&mut self, snap: &Snapshot, routed: &Routed<'_>) -> Option<usize> {
-        let sticky = self.inner.sticky()?;
-        let routed = snap.index_of(sticky.key()).filter(|&i| routed.contains(i));
+    fn sticky_pick(&mut self, plan: &Plan, routed: &Routed<'_>) -> Option<usize> {
+        let sticky = self.shared.sticky()?;
+        let routed = plan
+            .snapshot()
+            .index_of(sticky.key())
+            .filter(|&i| routed.contains(i));
         let Some(i) = routed else {
-            self.inner.forget_sticky();
+            self.shared.forget_sticky();
             return None;
         };
-        (!self.tried.contains(i) && !self.at_cap(snap, i) && self.admitted(snap, i)).then_some(i)
+        (!self.tried.contains(i) && !self.at_cap(plan, i) && self.admitted(plan, i)).then_some(i)
     }
 
     fn pick(
         &mut self,
-        snap: &Snapshot,
+        plan: &Plan,
         routed: &Routed<'_>,
         balancing: Option<&Balancing>,
     ) -> Result<usize> {
+        let snap = plan.snapshot();
         let base = self.tried.len;
         let mut capped = false;
         let mut ejected = None;
@@ -668,12 +682,12 @@ impl<'c> Call<'c> {
                 // Every candidate was tried already (or skipped for its cap or ejection).
                 break;
             }
-            if self.at_cap(snap, i) {
+            if self.at_cap(plan, i) {
                 capped = true;
                 self.tried.push(i);
                 continue;
             }
-            if !self.admitted(snap, i) {
+            if !self.admitted(plan, i) {
                 ejected.get_or_insert(i);
                 self.tried.push(i);
                 continue;
@@ -707,12 +721,11 @@ impl<'c> Call<'c> {
 
     /// Routes and picks like [`Call::select`] but without marking the pick as tried (for
     /// strategies that look before they leap, such as zone-aware).
-    pub fn peek<'s>(&mut self, snap: &'s Arc<Snapshot>) -> Result<Pick<'s>> {
+    pub fn peek<'s>(&mut self, plan: &'s Plan) -> Result<Pick<'s>> {
+        let snap = plan.snapshot();
         self.tried.sync(snap);
         let routed = snap.route(self.invocation, &mut self.rng)?;
-        let fresh = self.fresh_settings(snap);
-        let resolved = fresh.as_deref().unwrap_or(self.settings);
-        let balancing = resolved.balancing_at(snap.id()).flatten();
+        let balancing = plan.balancing(self.settings, &self.invocation.method);
         let i = snap.pick(
             &routed,
             balancing,
@@ -720,21 +733,22 @@ impl<'c> Call<'c> {
             self.tried.as_slice(),
             &mut self.rng,
         )?;
-        Ok(Pick::new(snap, i))
+        Ok(Pick::new(plan, i))
     }
 
     /// Marks `pick` as tried: later picks of this call avoid it while untried candidates
     /// remain.
     pub fn mark_tried(&mut self, pick: Pick<'_>) {
         if self.tried.snapshot.is_none() {
-            self.tried.sync(&self.inner.directory.load());
+            self.tried.sync(self.plan.snapshot());
         }
         self.tried.push_pick(pick);
     }
 
-    /// Marks the endpoint with key `key` as tried, when `snap` holds it (a failback retry
+    /// Marks the endpoint with key `key` as tried, when `plan` holds it (a failback retry
     /// avoids the endpoint its previous attempt failed on).
-    pub(crate) fn avoid(&mut self, snap: &Arc<Snapshot>, key: &str) {
+    pub(crate) fn avoid(&mut self, plan: &Plan, key: &str) {
+        let snap = plan.snapshot();
         self.tried.sync(snap);
         if let Some(i) = snap.index_of(key) {
             self.tried.push(i);
@@ -745,29 +759,27 @@ impl<'c> Call<'c> {
     /// in rotation; claims the probe of an instance whose penalty is over, so ask only right
     /// before attempting it).
     pub fn admits(&self, pick: Pick<'_>) -> bool {
-        self.admitted(pick.snap, pick.index)
+        self.admitted(pick.plan, pick.index)
     }
 
     /// Whether outlier ejection lets a call go to endpoint `i` (one atomic load for an
     /// instance in rotation; claims the probe of an instance whose penalty is over).
-    pub(crate) fn admitted(&self, snap: &Snapshot, i: usize) -> bool {
-        !self.inner.outlier.enabled
-            || snap.endpoints()[i].stats.outlier().admits(
+    pub(crate) fn admitted(&self, plan: &Plan, i: usize) -> bool {
+        !self.shared.outlier.enabled
+            || plan.snapshot().endpoints()[i].stats.outlier().admits(
                 || Instant::now().into_std(),
-                self.inner
-                    .limits(self.settings, &self.invocation.method, snap, i)
+                plan.limits(self.settings, &self.invocation.method, i)
                     .timeout
                     + PROBE_LEASE_MARGIN,
             )
     }
 
     /// Whether endpoint `i` is at its `actives` cap (the instance's own registration may set
-    /// the cap, precomputed per snapshot).
-    fn at_cap(&self, snap: &Snapshot, i: usize) -> bool {
-        self.inner
-            .limits(self.settings, &self.invocation.method, snap, i)
+    /// the cap, precomputed in the plan).
+    fn at_cap(&self, plan: &Plan, i: usize) -> bool {
+        plan.limits(self.settings, &self.invocation.method, i)
             .actives
-            .is_some_and(|cap| snap.endpoints()[i].stats.active() >= cap)
+            .is_some_and(|cap| plan.snapshot().endpoints()[i].stats.active() >= cap)
     }
 
     /// Records that the attempt on `pick` failed (for the final error).

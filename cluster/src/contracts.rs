@@ -4,6 +4,7 @@
 //! transport behind each attempt, a fault-tolerance strategy).
 
 pub use crate::call::{Attempter, Call, Pick};
-pub use crate::invoker::ClusterStrategy;
+pub use crate::plan::Plan;
+pub use crate::strategy::ClusterStrategy;
 pub use switchman_core::{Invoker, MakeEndpoint};
 pub use switchman_discovery::contracts::*;

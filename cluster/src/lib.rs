@@ -33,11 +33,13 @@ mod http_invoker;
 mod invoker;
 mod layer;
 pub mod metadata_service;
+mod plan;
 mod protocol;
 #[cfg(feature = "provider")]
 pub mod provider;
 mod readiness;
 pub mod registries;
+mod shared;
 mod strategy;
 pub mod telemetry;
 #[cfg(test)]
@@ -48,14 +50,16 @@ pub use budget::{BudgetConfig, RetryBudget};
 pub use call::{Attempter, Call, Candidates, DEADLINE_FLOOR, Pick};
 pub use config::{
     Balancer, ClusterConfig, DEFAULT_TIMEOUT, Effective, FallbackFn, Forks, HashArguments,
-    HashNodes, Hedge, MAX_ATTEMPTS, MAX_PROVIDER_TIMEOUT, Merger, Mock, MockAction, Percent,
-    Retries, Settings, Strategy, TRIPLE_DEFAULT_TIMEOUT,
+    HashNodes, Hedge, MAX_ATTEMPTS, MAX_PROVIDER_TIMEOUT, Merger, MergerFn, Mock, MockAction,
+    Percent, Retries, Settings, Strategy, TRIPLE_DEFAULT_TIMEOUT,
 };
 pub use endpoint::{LayeredMaker, TowerEndpoint};
 pub use http_invoker::{DEFAULT_DRAIN_GRACE, DEFAULT_MAX_BODY, HttpInvoker, RestRoute};
-pub use invoker::{ClusterInvoker, ClusterStrategy, MergerFn};
+pub use invoker::ClusterInvoker;
 pub use layer::ClusterLayer;
+pub use plan::Plan;
 pub use protocol::ProtocolInvoker;
+pub use strategy::ClusterStrategy;
 pub use switchman_loadbalance::BalancerKind;
 pub use switchman_loadbalance::OutlierConfig;
 

@@ -1,8 +1,13 @@
 //! `merger`: how the `mergeable` strategy combines the answers of several groups.
 
 use std::str::FromStr;
+use std::sync::Arc;
 
-use switchman_core::Error;
+use serde_json::Value;
+use switchman_core::{Error, Result};
+
+/// A user merger for the `mergeable` strategy (`ClusterInvoker::with_merger`).
+pub type MergerFn = Arc<dyn Fn(Vec<Value>) -> Result<Value> + Send + Sync>;
 
 /// `merger`: how the `mergeable` strategy combines the answers of several groups (Dubbo's
 /// `MergeableClusterInvoker`).

@@ -48,7 +48,7 @@ use switchman_loadbalance::OutlierConfig;
 pub(crate) use durations::deadline_after;
 pub use durations::{DEFAULT_TIMEOUT, MAX_PROVIDER_TIMEOUT, TRIPLE_DEFAULT_TIMEOUT};
 pub use hedge::Hedge;
-pub use merger::Merger;
+pub use merger::{Merger, MergerFn};
 pub use mock::{FallbackFn, Mock, MockAction};
 pub(crate) use provider::ProviderKeys;
 pub use resolve::Effective;

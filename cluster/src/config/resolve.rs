@@ -122,14 +122,6 @@ impl Effective {
         }
     }
 
-    /// Whether these settings were resolved for the snapshot with id `snapshot`.
-    #[inline]
-    pub(crate) fn is_for(&self, snapshot: u64) -> bool {
-        self.resolved_for
-            .as_ref()
-            .is_some_and(|r| r.snapshot == snapshot)
-    }
-
     /// The limits of endpoint `i` of the snapshot with id `snapshot`; `None` when these settings were
     /// resolved for another snapshot. A forced (attachment) timeout is not applied here.
     #[inline]

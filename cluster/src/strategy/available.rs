@@ -7,12 +7,12 @@ use switchman_core::{Error, Result};
 use crate::call::Call;
 
 pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
-    let snap = call.snapshot();
-    let members = call.candidates(&snap)?;
+    let plan = call.plan();
+    let members = call.candidates(plan)?;
     let Some(first) = members.get(0) else {
         return Err(Error::no_provider(format!(
             "no available provider of {}",
-            snap.service()
+            plan.snapshot().service()
         )));
     };
     let pick = members.iter().find(|&p| call.admits(p)).unwrap_or(first);

@@ -9,8 +9,8 @@ use switchman_core::{Error, Result};
 use crate::call::Call;
 
 pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
-    let snap = call.snapshot();
-    let members = call.candidates(&snap)?;
+    let plan = call.plan();
+    let members = call.candidates(plan)?;
     let threshold = members.len() * call.settings().broadcast_fail_percent.get() as usize / 100;
     // One wave: every instance gets a first attempt, none is a retry.
     let att = call.attempter().fan_out();

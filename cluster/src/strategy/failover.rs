@@ -4,10 +4,10 @@ use std::pin::pin;
 
 use serde_json::Value;
 use switchman_core::{Error, Result};
-use switchman_discovery::Snapshot;
 
 use crate::call::{Call, Pick};
 use crate::config::{Hedge, MAX_ATTEMPTS};
+use crate::plan::Plan;
 use crate::strategy::as_answer;
 
 pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
@@ -22,14 +22,20 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
         if n > 0 && !skipped && !call.retry_allowed() {
             break;
         }
-        // Re-list before every attempt: a retry sees instances that came or went meanwhile.
-        let snap = call.snapshot();
-        let pick = match call.select(&snap) {
+        // Re-list before every retry: it sees instances that came or went meanwhile.
+        let fresh;
+        let plan = if n == 0 && skips == 0 {
+            call.plan()
+        } else {
+            fresh = call.relist();
+            &fresh
+        };
+        let pick = match call.select(plan) {
             Ok(p) => p,
             Err(e) => return Err(call.fail(last.unwrap_or(e))),
         };
         let result = match call.settings().hedge {
-            Some(h) if n == 0 => hedged(call, &snap, pick, h).await,
+            Some(h) if n == 0 => hedged(call, plan, pick, h).await,
             _ => call.attempter().attempt(pick).await,
         };
         match result {
@@ -55,16 +61,11 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
 
 /// The first attempt, plus a second one on another instance if the first has not answered
 /// after the hedging delay (and the retry budget allows it). The first answer wins.
-async fn hedged(
-    call: &mut Call<'_>,
-    snap: &std::sync::Arc<Snapshot>,
-    pick: Pick<'_>,
-    hedge: Hedge,
-) -> Result<Value> {
+async fn hedged(call: &mut Call<'_>, plan: &Plan, pick: Pick<'_>, hedge: Hedge) -> Result<Value> {
     let delay = match hedge {
         Hedge::After(d) => d,
         Hedge::P95 => call
-            .inner()
+            .shared()
             .latency
             .p95()
             .unwrap_or(std::time::Duration::from_millis(50)),
@@ -78,7 +79,7 @@ async fn hedged(
     if !call.retry_allowed() {
         return first.await;
     }
-    let second = match call.select(snap) {
+    let second = match call.select(plan) {
         Ok(other) if other != pick => other,
         _ => return first.await,
     };

@@ -14,12 +14,12 @@ type Answer<'a> =
     Pin<Box<dyn Future<Output = std::result::Result<Result<Value>, Error>> + Send + 'a>>;
 
 pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
-    let snap = call.snapshot();
-    let candidates = call.candidates(&snap)?.len();
+    let plan = call.plan();
+    let candidates = call.candidates(plan)?.len();
     let forks = call.settings().forks.of(candidates);
     let mut picked = Vec::with_capacity(forks);
     for _ in 0..forks {
-        let pick = call.select(&snap)?;
+        let pick = call.select(plan)?;
         if picked.contains(&pick) {
             break;
         }

@@ -26,18 +26,19 @@ use tracing::{debug, warn};
 
 use crate::call::{Attempter, Call, Pick};
 use crate::config::{MAX_ATTEMPTS, Merger, Strategy};
+use crate::plan::Plan;
 
 pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
-    let snap = call.snapshot();
-    let members = call.candidates(&snap)?;
-    let groups = by_group(&snap, members.indexes());
+    let plan = call.plan();
+    let members = call.candidates(plan)?;
+    let groups = by_group(plan.snapshot(), members.indexes());
     let within = match call.settings().strategy {
         Strategy::Failover | Strategy::Mergeable => {
             (call.settings().retries as usize + 1).min(MAX_ATTEMPTS)
         }
         _ => 1,
     };
-    let merger = match (call.settings().merger, call.inner().merger.is_some()) {
+    let merger = match (call.settings().merger, call.shared().merger.is_some()) {
         (Some(m), _) => m,
         // A merger set in code asks for merging.
         (None, true) => Merger::Default,
@@ -47,9 +48,9 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
     if merger == Merger::Off {
         let mut last: Option<Error> = None;
         for (group, idx) in &groups {
-            let (r, failed) = group_call(call, att, &snap, idx, within).await;
+            let (r, failed) = group_call(call, att, plan, idx, within).await;
             for i in failed {
-                call.note_failure(Pick::new(&snap, i));
+                call.note_failure(Pick::new(plan, i));
             }
             match r {
                 Ok(v) => return Ok(v),
@@ -68,14 +69,14 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
     let results = futures::future::join_all(
         groups
             .iter()
-            .map(|(_, idx)| group_call(this, att, &snap, idx, within)),
+            .map(|(_, idx)| group_call(this, att, plan, idx, within)),
     )
     .await;
     let mut values = Vec::new();
     let mut last_err: Option<Error> = None;
     for ((group, _), (r, failed)) in groups.iter().zip(results) {
         for i in failed {
-            call.note_failure(Pick::new(&snap, i));
+            call.note_failure(Pick::new(plan, i));
         }
         match r {
             Ok(v) => values.push(v),
@@ -96,7 +97,7 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
     if values.len() == 1 {
         return Ok(values.pop().unwrap_or(Value::Null));
     }
-    match (&call.inner().merger, merger) {
+    match (&call.shared().merger, merger) {
         (Some(m), Merger::Default) => m(values),
         _ => merge(merger, values),
     }
@@ -134,7 +135,7 @@ fn by_group<'s>(snap: &'s Snapshot, members: &[u32]) -> Vec<(&'s str, Vec<usize>
 async fn group_call(
     call: &Call<'_>,
     att: Attempter<'_>,
-    snap: &Snapshot,
+    plan: &Plan,
     members: &[usize],
     attempts: usize,
 ) -> (Result<Value>, Vec<usize>) {
@@ -147,12 +148,12 @@ async fn group_call(
         if n > 0 && !att.retry_allowed() {
             break;
         }
-        let Some(i) = pick(call, snap, members, &failed, &mut rng) else {
+        let Some(i) = pick(call, plan, members, &failed, &mut rng) else {
             break;
         };
         // A group's first attempt is its own, not a retry of the call; its retries are.
         let this = if n == 0 { att.fan_out() } else { att };
-        match this.attempt(Pick::new(snap, i)).await {
+        match this.attempt(Pick::new(plan, i)).await {
             Ok(v) => return (Ok(v), failed),
             Err(e) => {
                 failed.push(i);
@@ -171,7 +172,13 @@ async fn group_call(
             "no available provider in group {:?}",
             members
                 .first()
-                .map(|&i| snap.endpoints()[i].instance.service().group.to_string())
+                .map(|&i| {
+                    plan.snapshot().endpoints()[i]
+                        .instance
+                        .service()
+                        .group
+                        .to_string()
+                })
                 .unwrap_or_default()
         ))
     });
@@ -182,11 +189,12 @@ async fn group_call(
 /// ejection; any untried member when every one is ejected.
 fn pick(
     call: &Call<'_>,
-    snap: &Snapshot,
+    plan: &Plan,
     members: &[usize],
     avoid: &[usize],
     rng: &mut fastrand::Rng,
 ) -> Option<usize> {
+    let snap = plan.snapshot();
     let now = std::time::SystemTime::now();
     let open: Vec<usize> = members
         .iter()
@@ -213,7 +221,7 @@ fn pick(
             }
             chosen
         };
-        if call.admitted(snap, i) {
+        if call.admitted(plan, i) {
             return Some(i);
         }
     }

@@ -9,18 +9,36 @@ mod mergeable;
 mod simple;
 mod zone_aware;
 
+use std::fmt;
+
 use serde_json::Value;
-use switchman_core::Result;
+use switchman_core::{BoxFuture, Result};
 
 use crate::call::Call;
 use crate::config::Strategy;
 
 pub(crate) use mergeable::default_merge;
 
+/// A user-defined cluster strategy. Implement it and pass it to
+/// [`ClusterInvoker::with_strategy`](crate::ClusterInvoker::with_strategy); no registry of
+/// names to patch.
+///
+/// A strategy sees endpoints only as [`Pick`](crate::Pick)s from routing, tied to the plan
+/// they were routed in, and every attempt after the first of a call is a retry the service's
+/// retry budget must allow: the [`Attempter`](crate::Attempter) checks it (and the call's
+/// deadline) whatever the strategy does. The built-in strategies use nothing else.
+pub trait ClusterStrategy: Send + Sync + fmt::Debug {
+    /// Runs one call: pick instances with `call.select` (or walk `call.candidates`) in
+    /// `call.plan()` (or a newer `call.relist()`), attempt them with
+    /// `call.attempter().attempt(pick)`, ask `call.retry_allowed()` before retrying to stop
+    /// with your own error when the budget says no.
+    fn call<'a, 'c>(&'a self, call: &'a mut Call<'c>) -> BoxFuture<'a, Result<Value>>;
+}
+
 /// Runs the built-in strategy `kind`; a consumer of several groups (`*` or a list) is
 /// mergeable whatever `kind` says, as in Dubbo (`kind` then applies within each group).
 pub(crate) async fn run(kind: Strategy, call: &mut Call<'_>) -> Result<Value> {
-    let kind = if is_multi_group(&call.inner().directory.snapshot().service().group) {
+    let kind = if is_multi_group(&call.plan().snapshot().service().group) {
         Strategy::Mergeable
     } else {
         kind

@@ -8,8 +8,8 @@ use crate::call::Call;
 
 /// failfast: one pick, one attempt, the error at once.
 pub(crate) async fn failfast(call: &mut Call<'_>) -> Result<Value> {
-    let snap = call.snapshot();
-    let (pick, result) = call.attempt_available(&snap).await?;
+    let plan = call.plan();
+    let (pick, result) = call.attempt_available(plan).await?;
     match result {
         Ok(v) => Ok(v),
         Err(e) => {
@@ -24,8 +24,8 @@ pub(crate) async fn failfast(call: &mut Call<'_>) -> Result<Value> {
 /// listed, or none left by routing) is reported before the strategy runs, and a business
 /// error is the provider's answer: both reach the caller.
 pub(crate) async fn failsafe(call: &mut Call<'_>) -> Result<Value> {
-    let snap = call.snapshot();
-    let attempt = match call.attempt_available(&snap).await {
+    let plan = call.plan();
+    let attempt = match call.attempt_available(plan).await {
         Ok((pick, result)) => result.map_err(|e| (Some(pick), e)),
         Err(e) if is_no_provider(&e) => return Err(e),
         Err(e) => Err((None, e)),

@@ -14,10 +14,10 @@ const ZONE_TRIES: usize = 32;
 
 pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
     if let Some(zone) = call.settings().zone.as_deref() {
-        let snap = call.snapshot();
+        let plan = call.plan();
         let att = call.attempter();
         for _ in 0..ZONE_TRIES {
-            let pick = call.peek(&snap)?;
+            let pick = call.peek(plan)?;
             if pick.instance().zone() == Some(zone) && call.admits(pick) {
                 call.mark_tried(pick);
                 match att.attempt(pick).await {

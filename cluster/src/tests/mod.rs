@@ -1196,8 +1196,8 @@ struct TieredByWeight;
 impl ClusterStrategy for TieredByWeight {
     fn call<'a, 'c>(&'a self, call: &'a mut Call<'c>) -> BoxFuture<'a, Result<Value>> {
         Box::pin(async move {
-            let snap = call.snapshot();
-            let candidates = call.candidates(&snap)?;
+            let plan = call.plan();
+            let candidates = call.candidates(plan)?;
             let mut tiers: Vec<u32> = candidates.iter().map(|p| p.instance().weight()).collect();
             tiers.sort_unstable_by(|a, b| b.cmp(a));
             tiers.dedup();
@@ -1270,8 +1270,8 @@ impl ClusterStrategy for Relentless {
         Box::pin(async move {
             // Bounded only so that a broken budget fails the test instead of hanging it.
             for _ in 0..1000 {
-                let snap = call.snapshot();
-                let pick = call.select(&snap)?;
+                let plan = call.relist();
+                let pick = call.select(&plan)?;
                 match call.attempter().attempt(pick).await {
                     Result::Ok(v) => return Result::Ok(v),
                     Err(e) if e.kind() == ErrorKind::Transport => continue,

@@ -1,0 +1,250 @@
+//! The call plan: one directory snapshot compiled for calls, off the call path.
+//!
+//! A [`Plan`] is a snapshot with what every call under it needs already resolved: the
+//! settings of every method with settings of its own (and the service's for the others), each
+//! endpoint's limits from its own registration (timeout, `actives`, `sticky`), the balancer
+//! tables of every balancer the settings name, and the sum of the `actives` caps. The
+//! resolution is built once per snapshot, by the first call that sees the snapshot, and shared
+//! by every call after; a call takes its plan once and goes strictly downward from it (route,
+//! pick, attempt) without resolving anything again.
+//!
+//! The cache keeps the resolution, not the snapshot: a plan pairs it with the directory's
+//! current snapshot, so no cache keeps a snapshot (and the clients of endpoints that left it)
+//! alive after the directory has moved on.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwapOption;
+use switchman_discovery::{Balancing, Directory, Snapshot};
+use switchman_loadbalance::LoadBalance;
+
+use crate::config::{
+    BalancerSpec, ClusterConfig, Dynamic, Effective, Limits, ProviderKeys, equivalent,
+};
+
+/// One snapshot with the settings of every method resolved for it (see the module docs).
+///
+/// What a strategy routes and picks in: [`Call::plan`](crate::Call::plan) gives the plan the
+/// call started with, [`Call::relist`](crate::Call::relist) the current one.
+#[derive(Clone)]
+pub struct Plan {
+    snapshot: Arc<Snapshot>,
+    resolved: Arc<Resolved>,
+}
+
+/// Every method's settings resolved for one snapshot.
+struct Resolved {
+    /// The [`Snapshot::id`] resolved for.
+    snapshot: u64,
+    default: Arc<Effective>,
+    methods: HashMap<String, Arc<Effective>>,
+}
+
+impl fmt::Debug for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Plan")
+            .field("service", self.snapshot.service())
+            .field("epoch", &self.snapshot.epoch())
+            .field("endpoints", &self.snapshot.endpoints().len())
+            .field("methods", &self.resolved.methods.len())
+            .finish()
+    }
+}
+
+impl Plan {
+    /// The snapshot this plan was built for.
+    pub fn snapshot(&self) -> &Arc<Snapshot> {
+        &self.snapshot
+    }
+
+    /// The settings of `method` under this plan (a map lookup).
+    pub fn settings(&self, method: &str) -> &Arc<Effective> {
+        let r = &*self.resolved;
+        r.methods.get(method).unwrap_or(&r.default)
+    }
+
+    /// The timeout, `actives` cap and stickiness of a call of `method` with `settings` to
+    /// endpoint `i`: read from `settings` when they were resolved for this plan (an array
+    /// read; a call's settings are, unless a strategy re-listed), else from this plan's own
+    /// settings of `method`. A forced (attachment) timeout in `settings` applies to every
+    /// endpoint.
+    #[inline]
+    pub(crate) fn limits(&self, settings: &Effective, method: &str, i: usize) -> Limits {
+        let id = self.snapshot.id();
+        let mut l = match settings.limits_at(id, i) {
+            Some(l) => l,
+            None => {
+                let own = self.settings(method);
+                own.limits_at(id, i).unwrap_or(Limits {
+                    timeout: own.timeout,
+                    actives: own.actives,
+                    sticky: own.sticky,
+                })
+            }
+        };
+        if settings.timeout_forced {
+            l.timeout = settings.timeout;
+        }
+        l
+    }
+
+    /// The balancer tables a call of `method` with `settings` uses (`None`: the directory's).
+    #[inline]
+    pub(crate) fn balancing<'a>(
+        &'a self,
+        settings: &'a Effective,
+        method: &str,
+    ) -> Option<&'a Balancing> {
+        let id = self.snapshot.id();
+        match settings.balancing_at(id) {
+            Some(b) => b,
+            None => self.settings(method).balancing_at(id).flatten(),
+        }
+    }
+
+    /// The sum of the endpoints' `actives` caps; `None` when some endpoint has none.
+    pub(crate) fn capacity(&self) -> Option<u64> {
+        self.resolved
+            .default
+            .capacity_at(self.snapshot.id())
+            .flatten()
+    }
+}
+
+/// Builds plans and keeps the current one: the consumer's settings, the balancer objects of
+/// the balancer settings seen (so that methods naming one share its tables), and the plan of
+/// the newest snapshot built so far.
+pub(crate) struct Planner {
+    config: ClusterConfig,
+    current: ArcSwapOption<Resolved>,
+    /// Locked only while a plan is built.
+    balancers: Mutex<Vec<(BalancerSpec, Arc<dyn LoadBalance>)>>,
+}
+
+/// Most balancer settings remembered (each distinct `loadbalance`/`hash.*` combination the
+/// consumer or a provider names); past it, a balancer is built for the plan at hand.
+const MAX_BALANCER_SPECS: usize = 64;
+
+impl Planner {
+    pub(crate) fn new(config: ClusterConfig) -> Self {
+        Planner {
+            config,
+            current: ArcSwapOption::empty(),
+            balancers: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    /// The plan of `directory`'s current snapshot: the resolution built already (two atomic
+    /// loads and a comparison), or built now by the first call to see the snapshot.
+    #[inline]
+    pub(crate) fn current(&self, directory: &dyn Directory) -> Plan {
+        let snapshot = directory.load();
+        let cached = self.current.load();
+        if let Some(r) = cached.as_ref()
+            && r.snapshot == snapshot.id()
+        {
+            return Plan {
+                snapshot,
+                resolved: r.clone(),
+            };
+        }
+        let resolved = Arc::new(self.resolve(&snapshot));
+        // An older snapshot (read before a change) does not replace a newer resolution.
+        if cached
+            .as_ref()
+            .is_none_or(|c| c.snapshot < resolved.snapshot)
+        {
+            self.current.store(Some(resolved.clone()));
+        }
+        Plan { snapshot, resolved }
+    }
+
+    /// Resolves every method's settings for `snap` (each endpoint's registration read once,
+    /// the balancer tables the settings name built or shared).
+    fn resolve(&self, snap: &Snapshot) -> Resolved {
+        let id = snap.id();
+        let providers: Vec<ProviderKeys> = snap
+            .endpoints()
+            .iter()
+            .map(|e| {
+                ProviderKeys::parse(e.instance.params()).protocol(e.instance.protocol().as_str())
+            })
+            .collect();
+        // What consumer rules set for this consumer, over its own settings.
+        let dynamic = Dynamic::parse(snap.consumer_overrides(), snap.service());
+        // The balancer of each distinct spec, looked up once for this plan (endpoints and
+        // methods mostly share one or two specs).
+        let mut memo: Vec<(BalancerSpec, Option<Arc<dyn LoadBalance>>)> = Vec::new();
+        let mut with_tables = |method: Option<&str>| {
+            let mut e = self
+                .config
+                .resolve_for_snapshot_with(method, id, &providers, &dynamic);
+            if let Some(r) = e.resolved_for.as_mut()
+                && let Some(specs) = r.specs.clone()
+            {
+                r.balancing = snap.balancing(|i| {
+                    let spec = specs.get(i)?;
+                    if let Some((_, b)) = memo.iter().find(|(s, _)| s == spec) {
+                        return b.clone();
+                    }
+                    let b = self.balancer_for(spec, snap.balancer());
+                    if memo.len() < MAX_BALANCER_SPECS {
+                        memo.push((spec.clone(), b.clone()));
+                    }
+                    b
+                });
+            }
+            Arc::new(e)
+        };
+        let methods = self
+            .config
+            .method_names(&providers, &dynamic)
+            .into_iter()
+            .map(|m| {
+                let e = with_tables(Some(&m));
+                (m, e)
+            })
+            .collect();
+        let default = with_tables(None);
+        Resolved {
+            snapshot: id,
+            default,
+            methods,
+        }
+    }
+
+    /// The balancer object for `spec` (`None`: the directory's `directory` builds the same
+    /// tables), the same one every time for the same spec so that a plan shares its tables
+    /// across the methods naming it.
+    fn balancer_for(
+        &self,
+        spec: &BalancerSpec,
+        directory: &Arc<dyn LoadBalance>,
+    ) -> Option<Arc<dyn LoadBalance>> {
+        if spec.is_directory() {
+            return None;
+        }
+        let b = {
+            let mut known = self.balancers.lock().unwrap_or_else(|e| e.into_inner());
+            match known.iter().find(|(s, _)| s == spec) {
+                // The directory's balancer may have changed since (set_balancer).
+                Some((_, b)) if spec.build_needs(directory) => b.clone(),
+                Some(_) => return None,
+                None => {
+                    let built = spec.build(directory)?;
+                    if known.len() < MAX_BALANCER_SPECS {
+                        known.push((spec.clone(), built.clone()));
+                    }
+                    built
+                }
+            }
+        };
+        (!equivalent(&b, directory)).then_some(b)
+    }
+}
