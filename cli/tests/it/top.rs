@@ -153,8 +153,17 @@ fn line_of<'a>(screen: &'a str, address: &str) -> Option<&'a str> {
     screen.lines().find(|l| l.contains(address))
 }
 
+/// An empty directory of this test's own. Emptied first: process ids repeat (pid_max is 32768
+/// here), and a `small.code` left by an earlier run with the same id was once read before the
+/// new session's shell had written its own (exit code 1 read, with the new, still empty,
+/// `small.err`).
 fn scratch(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("switchman-top-{tag}-{}", std::process::id()));
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => panic!("emptying {}: {e}", dir.display()),
+    }
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
