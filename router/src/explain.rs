@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use switchman_core::{Instance, Invocation};
 
-use crate::ConsumerInfo;
+use crate::consumer::ConsumerInfo;
 use crate::rule::{Rule, Stage};
 use crate::table::{Machine, StepKind, ordered, provider_value};
 

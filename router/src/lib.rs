@@ -53,50 +53,29 @@
 
 use std::sync::Arc;
 
-use switchman_core::{Instance, Invocation, Url};
+use switchman_core::{Instance, Invocation};
 
 mod bitset;
 mod condition;
+mod consumer;
 mod error;
 mod explain;
 mod pattern;
 mod rule;
-mod slow;
 pub mod source;
 mod table;
 mod tag;
 
 pub use condition::lint_v2;
+pub use consumer::ConsumerInfo;
 pub use error::RuleError;
 pub use explain::{Explanation, ProviderVerdict};
 pub use rule::MAX_RULE_BYTES;
-pub use slow::SLOW_ROUTES;
 pub use source::{FileRuleSource, RuleSource, keys};
-pub use table::MAX_SUBSETS;
+pub use table::{MAX_SUBSETS, SLOW_ROUTES};
 
 use rule::Rule;
-use table::{Machine, Trans};
-
-/// The consumer's own description: its URL parameters (`application`, `host`, `dubbo.tag`,
-/// ...), which `when` conditions match against and `$name` references read.
-#[derive(Debug, Clone)]
-pub struct ConsumerInfo {
-    /// The consumer URL (`consumer://host/interface?application=..&...`).
-    pub url: Url,
-}
-
-impl ConsumerInfo {
-    /// A consumer at `host` with application name `application`.
-    pub fn new(host: &str, application: &str) -> Self {
-        let url = Url::new("consumer", host, None, "").with_param("application", application);
-        ConsumerInfo { url }
-    }
-
-    /// A consumer described by a full URL (`consumer://10.0.0.9/com.foo.Bar?application=shop`).
-    pub fn from_url(url: Url) -> Self {
-        ConsumerInfo { url }
-    }
-}
+use table::{Machine, Trans, slow};
 
 /// The outcome of routing one call.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use switchman_core::Invocation;
 
-use crate::table::{CompiledStep, StateId};
+use super::state::StateId;
+use super::step::CompiledStep;
 
 /// How many computed sets one route table keeps (oldest out).
 pub const SLOW_ROUTES: usize = 64;
