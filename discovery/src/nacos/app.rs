@@ -14,7 +14,7 @@
 //!
 //! Events only mark what is dirty ([`AppSide::next_event`], [`AppSide::on_event`]);
 //! [`AppSide::sync`] then reads it: the mapping (a config listener, and a read every
-//! [`RULE_POLL`](super::watch::RULE_POLL) because nacos-sdk 0.8.3 misses the first
+//! [`RULE_POLL`](super::sdk::RULE_POLL) because nacos-sdk 0.8.3 misses the first
 //! publication of a data id that did not exist when the listener was added), the instance
 //! lists of the applications pushed, and the metadata report of revisions not seen before.
 //! Revisions whose metadata is not known yet are looked at again at every poll and whenever
@@ -31,29 +31,13 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::Clients;
-use super::watch::{
-    ConfigForwarder, NamingForwarder, RULE_POLL, SDK_CALL_TIMEOUT, Watch, current_list,
+use super::sdk::{
+    Clients, ConfigForwarder, NamingForwarder, RULE_POLL, SDK_CALL_TIMEOUT, current_list,
     event_service, subscribe_name, unsubscribe_name,
 };
+use super::subscription::{AppLevelWatch, Watch};
 use crate::metadata::nacos::{NacosAppLevel, mapping_config, read_config};
-use crate::metadata::{FetchSettings, MetadataCache};
-use crate::migration::{self, MigrationDefaults, MigrationState, Source};
-
-/// The application-level settings of a subscription (from the registry URL).
-#[derive(Debug, Clone)]
-pub(crate) struct AppLevelWatch {
-    /// Applications read besides the mapping's (`provided-by`).
-    pub(crate) provided_by: Vec<String>,
-    /// How `MetadataInfo`s are fetched from providers (`metadata-timeout`, `metadata-retry`).
-    pub(crate) fetch: FetchSettings,
-    /// The registry's own metadata cache; `None`: the process-wide one, if installed.
-    pub(crate) cache: Option<Arc<MetadataCache>>,
-    /// The registry URL's `migration.*` values.
-    pub(crate) migration: MigrationDefaults,
-    /// The consumer application, whose `{application}.migration` rule is watched.
-    pub(crate) application: Option<String>,
-}
+use crate::migration::{self, MigrationState, Source};
 
 /// How soon a first list held back (metadata still being fetched) is looked at again.
 const HOLD_RECHECK: Duration = Duration::from_millis(200);

@@ -79,6 +79,8 @@ mod mapping;
 mod options;
 mod register_app;
 mod rules;
+mod sdk;
+mod subscription;
 mod watch;
 
 use std::collections::BTreeMap;
@@ -96,6 +98,7 @@ use crate::{Registrar, Registry, UpdateReceiver};
 
 use options::*;
 pub use options::{BUILD_SERVERS, NacosOptions, Naming};
+pub(crate) use sdk::Clients;
 
 /// The mapping the adapter applies to every instance Nacos lists for `key` (`dubbo_naming`:
 /// the service is named `providers:{interface}:{version}:{group}`); `None`, logged, for an
@@ -109,13 +112,6 @@ pub fn instance_from_nacos(
     mapping::to_instance(key, dubbo_naming, instance)
 }
 
-/// The SDK clients of one registry, once connected.
-#[derive(Clone)]
-pub(crate) struct Clients {
-    pub(crate) naming: NamingService,
-    pub(crate) config: Option<ConfigService>,
-}
-
 struct Inner {
     opts: NacosOptions,
     redacted: String,
@@ -125,7 +121,7 @@ struct Inner {
     /// [`NacosRegistry::send_instance`]).
     registered: tokio::sync::Mutex<BTreeMap<String, BTreeMap<String, ServiceInstance>>>,
     /// Live subscriptions per service.
-    subscribers: watch::Subscribers,
+    subscribers: subscription::Subscribers,
     /// This registry's metadata cache; unset: the process-wide one.
     metadata_cache: std::sync::OnceLock<Arc<crate::metadata::MetadataCache>>,
     /// Application-level registrations (`register-mode`, `register_app.rs`).
@@ -162,7 +158,7 @@ impl NacosRegistry {
                 clients,
                 started: AtomicBool::new(false),
                 registered: tokio::sync::Mutex::new(BTreeMap::new()),
-                subscribers: watch::Subscribers::default(),
+                subscribers: subscription::Subscribers::default(),
                 metadata_cache: std::sync::OnceLock::new(),
                 app,
             }),
@@ -379,7 +375,7 @@ impl Registry for NacosRegistry {
             // Dubbo's NacosRegistry: a concrete name is subscribed as is, a pattern through
             // the service list (NacosServiceName.isCompatible).
             let pattern = opts.naming == Naming::Dubbo && service.is_pattern();
-            let w = watch::Watch {
+            let w = subscription::Watch {
                 key: service.clone(),
                 service_name,
                 list_every: pattern.then_some(opts.list_interval),
@@ -391,7 +387,7 @@ impl Registry for NacosRegistry {
                 subscribers: self.inner.subscribers.clone(),
                 // Dubbo's ServiceDiscoveryRegistry maps one interface to its applications: a
                 // pattern names none.
-                app_level: (opts.app_level && !pattern).then(|| app::AppLevelWatch {
+                app_level: (opts.app_level && !pattern).then(|| subscription::AppLevelWatch {
                     provided_by: opts.provided_by.clone(),
                     fetch: opts.metadata_fetch.clone(),
                     cache: self.inner.metadata_cache.get().cloned(),

@@ -37,7 +37,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use nacos_sdk::api::config::{ConfigChangeListener, ConfigResponse, ConfigService};
+use nacos_sdk::api::config::{ConfigChangeListener, ConfigService};
 use nacos_sdk::api::naming::{
     NamingChangeEvent, NamingEventListener, NamingService, ServiceInstance,
 };
@@ -45,92 +45,21 @@ use switchman_core::{Instance, ServiceKey};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
-use super::app::{AppLevelWatch, AppSide};
+use super::app::AppSide;
+use super::mapping;
 use super::rules::{RuleState, provider_app_data_ids};
-use super::{Clients, mapping};
+use super::sdk::{
+    Clients, ConfigForwarder, NamingForwarder, RULE_POLL, SDK_CALL_TIMEOUT, current_list,
+    event_service, subscribe_name, unsubscribe_name,
+};
+use super::subscription::Watch;
 use crate::Update;
 use crate::deltas::{Deltas, free_after_yield};
 
-/// How often watched config data ids are re-read (see the module docs).
-pub(crate) const RULE_POLL: Duration = Duration::from_secs(2);
-/// Bound on each SDK call made from the task.
-pub(crate) const SDK_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// Service names per page of a listing (Dubbo's `nacos.service.names.pagination.size`).
 const LIST_PAGE_SIZE: i32 = 100;
 /// Most pages one listing reads (100,000 names).
 const MAX_LIST_PAGES: i32 = 1000;
-
-/// What one subscription watches.
-#[derive(Debug, Clone)]
-pub(crate) struct Watch {
-    /// The subscribed service.
-    pub(crate) key: ServiceKey,
-    /// Its Nacos service name (for a pattern, the name its key would have; logs only).
-    pub(crate) service_name: String,
-    /// `Some(interval)` when the key is a pattern: list the group's services every
-    /// `interval` and subscribe to the compatible ones (see the module docs).
-    pub(crate) list_every: Option<Duration>,
-    /// Nacos group of the service.
-    pub(crate) group: String,
-    /// Keep only instances of these clusters (empty: all).
-    pub(crate) clusters: Vec<String>,
-    /// Dubbo naming (`providers:...`) rather than a plain name.
-    pub(crate) dubbo_naming: bool,
-    /// Config-centre group of the rules; `None` when rules are not watched.
-    pub(crate) rule_group: Option<String>,
-    /// Initial rule data ids.
-    pub(crate) rule_ids: Vec<String>,
-    /// Live subscriptions of the registry, per service.
-    pub(crate) subscribers: Subscribers,
-    /// Also read the application-level instances of the interface (Dubbo naming, a concrete
-    /// key, `app-level=true`); see `app.rs`.
-    pub(crate) app_level: Option<AppLevelWatch>,
-}
-
-/// Counts a registry's live subscriptions per Nacos service and group.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Subscribers(Arc<std::sync::Mutex<BTreeMap<(String, String), usize>>>);
-
-impl Subscribers {
-    /// One more subscription of `service` in `group`.
-    pub(crate) fn acquire(&self, service: &str, group: &str) {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        *m.entry((service.to_string(), group.to_string()))
-            .or_default() += 1;
-    }
-
-    /// One subscription fewer; whether it was the last.
-    pub(crate) fn release(&self, service: &str, group: &str) -> bool {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (service.to_string(), group.to_string());
-        match m.get_mut(&key) {
-            Some(n) if *n > 1 => {
-                *n -= 1;
-                false
-            }
-            _ => {
-                m.remove(&key);
-                true
-            }
-        }
-    }
-}
-
-pub(crate) struct NamingForwarder(pub(crate) mpsc::UnboundedSender<Arc<NamingChangeEvent>>);
-
-impl NamingEventListener for NamingForwarder {
-    fn event(&self, event: Arc<NamingChangeEvent>) {
-        let _ = self.0.send(event);
-    }
-}
-
-pub(crate) struct ConfigForwarder(pub(crate) mpsc::UnboundedSender<ConfigResponse>);
-
-impl ConfigChangeListener for ConfigForwarder {
-    fn notify(&self, config: ConfigResponse) {
-        let _ = self.0.send(config);
-    }
-}
 
 /// Maps a full Nacos list of the service of provider key `key` onto instances, keeping only
 /// the wanted clusters.
@@ -196,72 +125,6 @@ async fn list_services(naming: &NamingService, group: &str) -> Result<Vec<String
         "more services than one listing reads; only these were considered"
     );
     Ok(out)
-}
-
-/// The service name an event is for (some SDK versions prefix `{group}@@`).
-pub(crate) fn event_service(ev: &NamingChangeEvent) -> String {
-    match ev.service_name.split_once("@@") {
-        Some((_, name)) => name.to_string(),
-        None => ev.service_name.clone(),
-    }
-}
-
-/// Subscribes `listener` to `name`. The listener is registered before the request goes out,
-/// and the SDK repeats the subscription after every reconnect, so a failure is not final.
-pub(crate) async fn subscribe_name(
-    clients: &Clients,
-    w: &Watch,
-    name: &str,
-    listener: &Arc<dyn NamingEventListener>,
-) {
-    w.subscribers.acquire(name, &w.group);
-    let service = &w.key;
-    match tokio::time::timeout(
-        SDK_CALL_TIMEOUT,
-        clients.naming.subscribe(
-            name.to_string(),
-            Some(w.group.clone()),
-            Vec::new(),
-            listener.clone(),
-        ),
-    )
-    .await
-    {
-        Ok(Ok(())) => {
-            info!(service = %service, nacos_service = %name, group = %w.group, "subscribed")
-        }
-        Ok(Err(e)) => {
-            warn!(service = %service, nacos_service = %name, "nacos subscribe failed, the SDK retries: {e}")
-        }
-        Err(_) => {
-            warn!(service = %service, nacos_service = %name, "nacos subscribe timed out, the SDK retries")
-        }
-    }
-}
-
-/// Ends this subscription's interest in `name`.
-///
-/// nacos-sdk's unsubscribe also ends the server-side subscription and the SDK's polling of
-/// the service, which other subscriptions of this registry to the same service still need:
-/// only the last one unsubscribes (the others' listeners stay registered, inert).
-pub(crate) async fn unsubscribe_name(
-    clients: &Clients,
-    w: &Watch,
-    name: &str,
-    listener: &Arc<dyn NamingEventListener>,
-) {
-    if w.subscribers.release(name, &w.group) {
-        let _ = tokio::time::timeout(
-            SDK_CALL_TIMEOUT,
-            clients.naming.unsubscribe(
-                name.to_string(),
-                Some(w.group.clone()),
-                Vec::new(),
-                listener.clone(),
-            ),
-        )
-        .await;
-    }
 }
 
 /// Runs one subscription until `tx`'s receiver is dropped. `_registry` (the registry's
@@ -503,30 +366,6 @@ async fn run_rules(
     }
 }
 
-/// The newest full list of `name`: the SDK's cache (updated in order before listeners run),
-/// else the event's own list; `None` when neither is there (the next event brings it).
-pub(crate) async fn current_list(
-    clients: &Clients,
-    group: &str,
-    name: &str,
-    ev: Option<&NamingChangeEvent>,
-) -> Option<Vec<ServiceInstance>> {
-    let cached = tokio::time::timeout(
-        SDK_CALL_TIMEOUT,
-        clients.naming.get_all_instances(
-            name.to_string(),
-            Some(group.to_string()),
-            Vec::new(),
-            true,
-        ),
-    )
-    .await;
-    match cached {
-        Ok(Ok(list)) => Some(list),
-        _ => ev.map(|ev| ev.instances.clone().unwrap_or_default()),
-    }
-}
-
 /// Re-reads every watched data id, (re)adding config listeners where missing.
 async fn poll_rules(
     config: &ConfigService,
@@ -569,6 +408,7 @@ async fn poll_rules(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nacos::subscription::Subscribers;
 
     fn watch(clusters: &[&str]) -> Watch {
         Watch {
@@ -592,17 +432,6 @@ mod tests {
             cluster_name: cluster.map(str::to_string),
             ..Default::default()
         }
-    }
-
-    #[test]
-    fn only_the_last_subscription_of_a_service_unsubscribes() {
-        let s = Subscribers::default();
-        s.acquire("a", "G");
-        s.acquire("a", "G");
-        s.acquire("b", "G");
-        assert!(!s.release("a", "G"));
-        assert!(s.release("a", "G"));
-        assert!(s.release("b", "G"));
     }
 
     #[test]
@@ -684,20 +513,5 @@ mod tests {
         );
         let any = compatible_names(&ServiceKey::with("*", "*", "*"), names());
         assert!(any.contains_key("providers:com.foo.Other::g1") && any.len() == 5);
-    }
-
-    #[test]
-    fn events_name_their_service_with_or_without_the_group_prefix() {
-        let ev = |name: &str| NamingChangeEvent {
-            service_name: name.into(),
-            group_name: "DEFAULT_GROUP".into(),
-            clusters: String::new(),
-            instances: None,
-        };
-        assert_eq!(event_service(&ev("providers:a::g")), "providers:a::g");
-        assert_eq!(
-            event_service(&ev("DEFAULT_GROUP@@providers:a::g")),
-            "providers:a::g"
-        );
     }
 }
