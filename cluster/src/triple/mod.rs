@@ -49,6 +49,7 @@
 pub mod codec;
 mod echo;
 pub mod framing;
+mod message_codec;
 pub mod metadata;
 mod pool;
 mod server;

@@ -38,7 +38,7 @@ use switchman_hessian::{
     List, Value, from_bytes, from_json, generic_from_json, java_exception, to_bytes, to_json,
 };
 
-use super::codec::{MessageCodec, ReplyContext};
+use super::message_codec::{MessageCodec, ReplyContext};
 use super::status::{Code, Status};
 use crate::dubbo::body::erase_generics;
 use crate::dubbo::descriptor;
