@@ -261,7 +261,7 @@ impl RouteTable {
                         .map_or(s, |(_, id)| *id)
                 }
                 Trans::Slow => {
-                    // A call of a shape seen before takes the set computed then (slow.rs).
+                    // A call of a shape seen before takes the set computed then (table/slow.rs).
                     let key = slow::SlowKey::of(&m.steps, k, s, invocation);
                     if let Some(kept) = key.as_ref().and_then(|key| m.slow.get(key)) {
                         return Route::Computed(kept);

@@ -478,7 +478,7 @@ fn run_java(classpath: &str, mode: &str, stdin: Option<String>) -> Json {
     use std::io::Write as _;
     use std::process::{Command, Stdio};
     let mut child = Command::new("java")
-        // The JVM flags of integration-tests/src/java_peer.rs: a quick start, little memory.
+        // The JVM flags of integration-tests/src/java_peer/flags.rs: a quick start, little memory.
         .args([
             "-XX:TieredStopAtLevel=1",
             "-XX:+UseSerialGC",
