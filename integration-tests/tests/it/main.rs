@@ -25,6 +25,7 @@ mod nacos_restart;
 mod oracle;
 mod registry_zones;
 mod rust_provider_app_level;
+mod scenario_oracle;
 mod servers_up;
 mod traceparent;
 mod triple_python_peer;

@@ -4,6 +4,7 @@ import org.apache.dubbo.config.ApplicationConfig;
 import org.apache.dubbo.config.ReferenceConfig;
 import org.apache.dubbo.config.RegistryConfig;
 import org.apache.dubbo.config.bootstrap.DubboBootstrap;
+import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.service.GenericException;
 import org.apache.dubbo.rpc.service.GenericService;
 
@@ -76,6 +77,21 @@ final class Consumer {
         if (a.has("check")) {
             ref.setCheck(Boolean.parseBoolean(a.get("check", "true")));
         }
+        // The scenario oracle's settings: the cluster strategy and what it reads.
+        if (a.has("cluster")) {
+            ref.setCluster(a.get("cluster", null));
+        }
+        if (a.has("loadbalance")) {
+            ref.setLoadbalance(a.get("loadbalance", null));
+        }
+        if (a.has("mock")) {
+            ref.setMock(a.get("mock", null));
+        }
+        if (a.has("forks")) {
+            Map<String, String> p = new HashMap<>();
+            p.put("forks", a.get("forks", null));
+            ref.setParameters(p);
+        }
         if (migration != null) {
             Map<String, String> p = new HashMap<>();
             p.put("migration.step", migration);
@@ -117,7 +133,57 @@ final class Consumer {
     }
 
     private static String failure(Throwable t) {
-        return "{\"ok\":false,\"error\":" + Json.write(describe(t)) + "}";
+        return "{\"ok\":false,\"error\":" + Json.write(describe(t))
+                + ",\"kind\":" + Json.write(kind(t)) + "}";
+    }
+
+    /**
+     * What kind of failure {@code t} is, in the scenario oracle's words: {@code business} (the
+     * provider threw), else by the first {@link RpcException}'s code in the cause chain:
+     * {@code timeout}, {@code network}, {@code forbidden}, {@code limit}, {@code no-provider},
+     * {@code serialization}; {@code other} for anything else.
+     */
+    static String kind(Throwable t) {
+        for (Throwable c = t; c != null; c = c.getCause()) {
+            if (c instanceof GenericException) {
+                return "business";
+            }
+            if (c.getCause() == c) {
+                break;
+            }
+        }
+        for (Throwable c = t; c != null; c = c.getCause()) {
+            if (c instanceof RpcException) {
+                RpcException r = (RpcException) c;
+                if (r.isTimeout()) {
+                    return "timeout";
+                }
+                if (r.isNetwork()) {
+                    return "network";
+                }
+                if (r.isBiz()) {
+                    return "business";
+                }
+                if (r.isForbidden()) {
+                    return r.getMessage() != null && r.getMessage().contains("No provider")
+                            ? "no-provider" : "forbidden";
+                }
+                if (r.isLimitExceed()) {
+                    return "limit";
+                }
+                if (r.isNoInvokerAvailableAfterFilter()) {
+                    return "no-provider";
+                }
+                if (r.isSerialization()) {
+                    return "serialization";
+                }
+                return "other";
+            }
+            if (c.getCause() == c) {
+                break;
+            }
+        }
+        return "other";
     }
 
     /** {@code "<class>: <message>"}; for an exception the provider threw, its own class. */
