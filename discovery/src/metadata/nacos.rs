@@ -140,18 +140,23 @@ impl NacosAppLevel {
     /// takes a change: an empty mapping, or one that only leaves applications out, changes
     /// nothing (Dubbo never removes an application from a mapping, so that is a lost write or
     /// a hand edit, and the instances it would drop are live); one that names an application
-    /// not seen before replaces the set. The `provided-by` applications are always in.
+    /// not seen before replaces the set. When the registry URL names the applications
+    /// (`provided-by`), they are the set and the mapping is not used, as in Dubbo
+    /// (`ServiceDiscoveryRegistry` looks the mapping up only when the URL names none).
     pub(crate) fn set_mapping(
         &mut self,
         content: Option<&str>,
         provided_by: &[String],
     ) -> (Vec<String>, Vec<String>) {
-        let mapped = content.map(parse_mapping).unwrap_or_default();
-        if !mapped.is_subset(&self.mapped) {
-            self.mapped = mapped;
-        }
-        let mut apps = self.mapped.clone();
-        apps.extend(provided_by.iter().cloned());
+        let apps: BTreeSet<String> = if provided_by.is_empty() {
+            let mapped = content.map(parse_mapping).unwrap_or_default();
+            if !mapped.is_subset(&self.mapped) {
+                self.mapped = mapped;
+            }
+            self.mapped.clone()
+        } else {
+            provided_by.iter().cloned().collect()
+        };
         let added = apps.difference(&self.apps).cloned().collect();
         let gone: Vec<String> = self.apps.difference(&apps).cloned().collect();
         for app in &gone {
@@ -368,8 +373,8 @@ mod tests {
         let cache = MetadataCache::new(fetcher.clone());
         let s = FetchSettings::default();
         let mut a = NacosAppLevel::new(ServiceKey::with("x.Y", "g", ""));
-        let (add, gone) = a.set_mapping(Some("shop,cart"), &["extra".to_string()]);
-        assert_eq!(add, vec!["cart", "extra", "shop"]);
+        let (add, gone) = a.set_mapping(Some("shop,cart"), &[]);
+        assert_eq!(add, vec!["cart", "shop"]);
         assert!(gone.is_empty());
         a.set_instances(
             "shop",
@@ -408,8 +413,8 @@ mod tests {
             .unwrap();
         assert!(none.is_empty());
         // As Dubbo: a mapping that only leaves applications out, or an empty one, changes
-        // nothing; one naming a new application replaces the set (provided-by stays).
-        let extra = ["extra".to_string()];
+        // nothing; one naming a new application replaces the set.
+        let extra: [String; 0] = [];
         assert_eq!(a.set_mapping(Some("shop"), &extra), (vec![], vec![]));
         assert_eq!(a.set_mapping(Some(" "), &extra), (vec![], vec![]));
         assert_eq!(a.set_mapping(None, &extra), (vec![], vec![]));
@@ -419,10 +424,7 @@ mod tests {
             (add, gone),
             (vec!["cart2".to_string()], vec!["cart".to_string()])
         );
-        assert_eq!(
-            a.apps().iter().collect::<Vec<_>>(),
-            ["cart2", "extra", "shop"]
-        );
+        assert_eq!(a.apps().iter().collect::<Vec<_>>(), ["cart2", "shop"]);
         let list = a.refresh(reader, Some(&cache), &s, false).await.unwrap();
         assert_eq!(list.len(), 2, "cart's instance went with it");
         // A reader error stops the refresh and says why.
@@ -438,5 +440,24 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(e, "Nacos down");
+    }
+
+    /// `provided-by` names the applications and the mapping is not used, as in Dubbo's
+    /// `ServiceDiscoveryRegistry` (it looks the mapping up only when the URL names none).
+    #[test]
+    fn provided_by_replaces_the_mapping() {
+        let mut a = NacosAppLevel::new(ServiceKey::with("x.Y", "g", ""));
+        let named = ["extra".to_string()];
+        assert_eq!(
+            a.set_mapping(Some("shop,cart"), &named),
+            (vec!["extra".to_string()], vec![])
+        );
+        assert_eq!(a.apps().iter().collect::<Vec<_>>(), ["extra"]);
+        // A mapping naming more applications later changes nothing.
+        assert_eq!(
+            a.set_mapping(Some("shop,cart,more"), &named),
+            (vec![], vec![])
+        );
+        assert_eq!(a.apps().iter().collect::<Vec<_>>(), ["extra"]);
     }
 }

@@ -386,6 +386,18 @@ impl AppSide {
     }
 
     async fn read_mapping(&mut self, clients: &Clients, w: &Watch) {
+        if !self.settings.provided_by.is_empty() {
+            // The registry URL names the applications: the mapping is not read (as Dubbo's
+            // ServiceDiscoveryRegistry), only what provided-by names is subscribed.
+            self.mapping_dirty = false;
+            let (added, _) = self.state.set_mapping(None, &self.settings.provided_by);
+            for app in added {
+                info!(service = %w.key, application = %app, "reading the application's instances (provided-by; the mapping is not read)");
+                subscribe_name(clients, w, &app, &self.naming_listener).await;
+                self.dirty.insert(app, None);
+            }
+            return;
+        }
         if !self.listening {
             let added = tokio::time::timeout(
                 SDK_CALL_TIMEOUT,

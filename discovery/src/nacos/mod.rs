@@ -39,7 +39,7 @@
 //! | `list_interval` | `10000` | ms between two listings of the group's services for a key that is a pattern (see below) |
 //! | `health_interval` | `2000` | ms between two checks that the server still answers (100 to 3600000); a check may take 1.5 intervals, at least 1 s, before the server counts as unreachable |
 //! | `app-level` | `true` | also read Dubbo 3 application-level instances (Dubbo naming, a concrete key; see `app.rs`) |
-//! | `provided-by` | | applications to read application-level instances from, besides the mapping's |
+//! | `provided-by` | | applications to read application-level instances from, instead of the mapping's (not read then, as in Dubbo) |
 //! | `migration.step` | `APPLICATION_FIRST` | Dubbo's consumer migration step, `FORCE_INTERFACE`, `APPLICATION_FIRST` or `FORCE_APPLICATION`, unless the `{application}.migration` rule (group `DUBBO_SERVICEDISCOVERY_MIGRATION`) says otherwise (see `migration.rs`) |
 //! | `migration.threshold` | `0.0` | the address-count ratio by which the application level covers the interface level |
 //! | `migration.force` / `migration.delay` | `false` / `0` | skip the check of a `FORCE_*` step change / wait this many seconds before it |

@@ -173,8 +173,8 @@ pub struct NacosOptions {
     pub health_interval: Duration,
     /// Also read Dubbo 3 application-level instances (`app-level`, Dubbo naming only).
     pub app_level: bool,
-    /// Applications to read application-level instances from, besides the mapping's
-    /// (`provided-by`).
+    /// Applications to read application-level instances from, instead of the mapping's
+    /// (`provided-by`; the mapping is then not read, as in Dubbo).
     pub provided_by: Vec<String>,
     /// How `MetadataInfo`s are fetched from providers' `MetadataService`
     /// (`metadata-timeout`, `metadata-retry`).

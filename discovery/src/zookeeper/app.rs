@@ -159,7 +159,11 @@ impl AppLevel {
         let mut fresh_apps = BTreeSet::new();
         if full || paths.contains(&mapping) {
             let mut apps: BTreeSet<String> = cfg.provided_by.iter().cloned().collect();
-            if let Some(data) = read_small(reader, &mapping).await? {
+            // The registry URL's provided-by names the applications and the mapping is not
+            // read, as in Dubbo (ServiceDiscoveryRegistry looks it up only when none is named).
+            if apps.is_empty()
+                && let Some(data) = read_small(reader, &mapping).await?
+            {
                 let text = String::from_utf8_lossy(&data);
                 apps.extend(
                     text.split(',')

@@ -16,7 +16,7 @@
 //! | `group` | `dubbo` | the registry root (`/dubbo`), as in Dubbo |
 //! | `application` | | the consumer's application: its config-centre keys are watched too |
 //! | `protocol` | any | the protocols this consumer accepts, e.g. `tri,http` |
-//! | `provided-by` | | applications to read app-level instances from, besides the mapping |
+//! | `provided-by` | | applications to read app-level instances from, instead of the mapping (not read then, as in Dubbo) |
 //! | `app-level` | `true` | also read application-level instances |
 //! | `migration.step` | `APPLICATION_FIRST` | Dubbo's consumer migration step, `FORCE_INTERFACE`, `APPLICATION_FIRST` or `FORCE_APPLICATION`, unless the `{application}.migration` rule says otherwise (see `migration.rs`) |
 //! | `migration.threshold` | `0.0` | the address-count ratio by which the application level covers the interface level |

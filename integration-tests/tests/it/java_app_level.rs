@@ -337,9 +337,9 @@ async fn fifty_synthetic(extra: &str) {
     let client = raw_client(&zookeeper(), WAIT).await;
     let dir_path = format!("/services/{app}");
     client.mkdir(&dir_path, &persistent()).await.unwrap();
-    let node = |port: u16, revision: &str| {
+    let node_of = |name: &str, port: u16, revision: &str| {
         json!({
-            "name": app, "id": format!("{FAKE_HOST}:{port}"), "address": FAKE_HOST, "port": port,
+            "name": name, "id": format!("{FAKE_HOST}:{port}"), "address": FAKE_HOST, "port": port,
             "payload": {"@class": "org.apache.dubbo.registry.zookeeper.ZookeeperInstance",
                 "metadata": {
                     "dubbo.metadata.revision": revision,
@@ -351,6 +351,7 @@ async fn fifty_synthetic(extra: &str) {
         })
         .to_string()
     };
+    let node = |port: u16, revision: &str| node_of(&app, port, revision);
     let port = |k: u16| FAKE_PORTS.start + k;
     for k in 0..50u16 {
         let path = format!("{dir_path}/{FAKE_HOST}:{}", port(k));
@@ -377,6 +378,29 @@ async fn fifty_synthetic(extra: &str) {
     assert!(routable(&snap).iter().all(|i| i.weight() == 7));
     assert_eq!(fetcher.calls.load(Ordering::SeqCst), 1, "one fetch for 50");
     assert_eq!(cache.fetches(&app, "rev-a"), 1);
+    // A mapping naming another application (with an instance of its own) is written first:
+    // the registry URL's provided-by names the applications, so the mapping is not read (as
+    // Dubbo's ServiceDiscoveryRegistry) and that instance never joins. ZooKeeper delivers
+    // the two writes' events in order, so the barrier below (instance 7's new revision)
+    // comes after the mapping's.
+    let other = unique("app-level-unnamed");
+    let other_dir = format!("/services/{other}");
+    client.mkdir(&other_dir, &persistent()).await.unwrap();
+    let other_node = format!("{other_dir}/{FAKE_HOST}:{}", port(60));
+    client
+        .create(
+            &other_node,
+            node_of(&other, port(60), "rev-a").as_bytes(),
+            &ephemeral(),
+        )
+        .await
+        .unwrap();
+    let mapping = format!("/dubbo/mapping/{iface}");
+    client.mkdir("/dubbo/mapping", &persistent()).await.unwrap();
+    client
+        .create(&mapping, other.as_bytes(), &persistent())
+        .await
+        .unwrap();
     // One instance is upgraded in place: its node gets a new revision.
     client
         .set_data(
@@ -396,7 +420,13 @@ async fn fifty_synthetic(extra: &str) {
     .await;
     assert_eq!(fetcher.calls.load(Ordering::SeqCst), 2, "one more fetch");
     assert_eq!(cache.fetches(&app, "rev-b"), 1);
-    assert_eq!(snap.endpoints().len(), 50);
+    assert_eq!(
+        snap.endpoints().len(),
+        50,
+        "the mapped application is not read"
+    );
+    assert!(routable(&snap).iter().all(|i| i.port() != port(60)));
+    assert_eq!(cache.fetches(&other, "rev-a"), 0);
     let moved = routable(&snap)
         .into_iter()
         .find(|i| i.port() == port(7))
@@ -408,6 +438,9 @@ async fn fifty_synthetic(extra: &str) {
             .await;
     }
     let _ = client.delete(&dir_path, None).await;
+    let _ = client.delete(&other_node, None).await;
+    let _ = client.delete(&other_dir, None).await;
+    let _ = client.delete(&mapping, None).await;
 }
 
 fn signal(pid: u32, sig: &str) {
