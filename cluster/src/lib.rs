@@ -27,9 +27,7 @@ mod by_address;
 mod call;
 mod config;
 pub mod contracts;
-pub mod dubbo;
 pub mod endpoint;
-mod http_invoker;
 mod invoker;
 mod layer;
 pub mod metadata_service;
@@ -44,7 +42,6 @@ mod strategy;
 pub mod telemetry;
 #[cfg(test)]
 mod tests;
-pub mod triple;
 
 pub use budget::{BudgetConfig, RetryBudget};
 pub use call::{Attempter, Call, Candidates, DEADLINE_FLOOR, Pick};
@@ -54,11 +51,12 @@ pub use config::{
     Percent, Retries, Settings, Strategy, TRIPLE_DEFAULT_TIMEOUT,
 };
 pub use endpoint::{LayeredMaker, TowerEndpoint};
-pub use http_invoker::{DEFAULT_DRAIN_GRACE, DEFAULT_MAX_BODY, HttpInvoker, RestRoute};
 pub use invoker::ClusterInvoker;
 pub use layer::ClusterLayer;
 pub use plan::Plan;
-pub use protocol::ProtocolInvoker;
+pub use protocol::{
+    DEFAULT_DRAIN_GRACE, DEFAULT_MAX_BODY, HttpInvoker, ProtocolInvoker, RestRoute, dubbo, triple,
+};
 pub use strategy::ClusterStrategy;
 pub use switchman_loadbalance::BalancerKind;
 pub use switchman_loadbalance::OutlierConfig;

@@ -11,10 +11,10 @@
 //!
 //! - dubbo://: a typed Hessian2 request through a [`DubboInvoker`].
 //! - tri://: the Triple wrapper format Java Dubbo uses for plain interfaces
-//!   ([`WrapperCodec`](crate::triple::WrapperCodec)), through a [`TripleInvoker`]. A Java 3.3
-//!   Triple provider advertises its `MetadataServiceV2` (`meta-v=2.0.0`, protobuf) and
-//!   exports the `1.0.0` service on the same port too (unless `onlyUseMetadataV2`), which is
-//!   what is called here.
+//!   ([`WrapperCodec`](crate::protocol::triple::WrapperCodec)), through a [`TripleInvoker`].
+//!   A Java 3.3 Triple provider advertises its `MetadataServiceV2` (`meta-v=2.0.0`, protobuf)
+//!   and exports the `1.0.0` service on the same port too (unless `onlyUseMetadataV2`), which
+//!   is what is called here.
 //!
 //! The answer is the Hessian-encoded `MetadataInfo` POJO (`app`, `revision`, `services` →
 //! `ServiceInfo { name, group, version, protocol, port, path, params }`); `null` means the
@@ -32,8 +32,8 @@ use switchman_discovery::metadata::{
     MetadataServiceTarget, install_fetcher,
 };
 
-use crate::dubbo::DubboInvoker;
-use crate::triple::TripleInvoker;
+use crate::protocol::dubbo::DubboInvoker;
+use crate::protocol::triple::TripleInvoker;
 
 /// The method called.
 pub const METHOD: &str = "getMetadataInfo";
@@ -183,7 +183,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_triple_provider_answers_in_the_java_wrapper_format() {
-        use crate::triple::TripleServer;
+        use crate::protocol::triple::TripleServer;
         use serde_json::json;
         let server = TripleServer::serve_java("127.0.0.1:0".parse().unwrap(), |call| {
             Box::pin(async move {

@@ -120,10 +120,10 @@ impl HttpInvoker {
 
     /// Calls every provider over HTTPS with `config` (its roots, client certificate, ALPN:
     /// add `h2` and `http/1.1` to `alpn_protocols` to let providers speak HTTP/2), as
-    /// [`TripleInvoker::tls`](crate::triple::TripleInvoker::tls) does for Triple; the rustls
-    /// crate is [`crate::triple::rustls`]. Connections drain as with
-    /// [`HttpInvoker::with_drain_grace`] ([`DEFAULT_DRAIN_GRACE`]). A provider that does not
-    /// speak TLS fails the call as a transport error naming it.
+    /// [`TripleInvoker::tls`](super::triple::TripleInvoker::tls) does for Triple; the rustls
+    /// crate is [`crate::triple::rustls`](super::triple::rustls). Connections drain as
+    /// with [`HttpInvoker::with_drain_grace`] ([`DEFAULT_DRAIN_GRACE`]). A provider that does
+    /// not speak TLS fails the call as a transport error naming it.
     pub fn tls(self, config: std::sync::Arc<tokio_rustls::rustls::ClientConfig>) -> Self {
         HttpInvoker {
             client: Self::client(DEFAULT_DRAIN_GRACE, Some(&config)),

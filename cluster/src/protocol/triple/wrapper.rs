@@ -40,8 +40,8 @@ use switchman_hessian::{
 
 use super::message_codec::{MessageCodec, ReplyContext};
 use super::status::{Code, Status};
-use crate::dubbo::body::erase_generics;
-use crate::dubbo::descriptor;
+use crate::protocol::dubbo::body::erase_generics;
+use crate::protocol::dubbo::descriptor;
 
 /// `serializeType` of Hessian2 in the wrapper (Dubbo's `TripleConstants.HESSIAN4`).
 pub const HESSIAN4: &str = "hessian4";

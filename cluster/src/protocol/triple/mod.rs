@@ -81,7 +81,7 @@ pub use status::{Code, Status};
 pub use tokio_rustls::rustls;
 pub use wrapper::{JavaCall, WrapperCodec};
 
-use crate::dubbo::token::{self, EndpointToken, TOKEN_KEY, Token};
+use crate::protocol::dubbo::token::{self, EndpointToken, TOKEN_KEY, Token};
 use framing::FrameDecoder;
 use pool::{ConnectSettings, Entry, Pool};
 

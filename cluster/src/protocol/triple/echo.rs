@@ -93,7 +93,7 @@ pub async fn serve_echo(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::triple::TripleInvoker;
+    use crate::protocol::triple::TripleInvoker;
     use serde_json::json;
     use switchman_core::{Invocation, Invoker};
 
@@ -143,7 +143,7 @@ mod tests {
             java_instance("127.0.0.1", server.addr().port(), ServiceKey::new("s"), &[]).build();
         let t = Duration::from_secs(5);
         let hi = Invocation::new("hi").with_args(vec![json!(1)]);
-        let json_codec = Arc::new(crate::triple::JsonCodec);
+        let json_codec = Arc::new(crate::protocol::triple::JsonCodec);
         for inv in [
             TripleInvoker::new().service_codec("s", json_codec.clone()),
             TripleInvoker::new().method_codec("s", "hi", json_codec),

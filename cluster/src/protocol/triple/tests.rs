@@ -668,7 +668,7 @@ mod malformed {
 
 mod tls {
     use super::*;
-    use crate::triple::rustls;
+    use crate::protocol::triple::rustls;
 
     fn certified() -> rcgen::CertifiedKey<rcgen::KeyPair> {
         rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])

@@ -408,7 +408,8 @@ mod tests {
             "[Ljava/util/Map;"
         );
         assert_eq!(
-            crate::triple::wrapper::class_name("java.util.List<java.lang.Long>[]").unwrap(),
+            crate::protocol::triple::wrapper::class_name("java.util.List<java.lang.Long>[]")
+                .unwrap(),
             "[Ljava.util.List;"
         );
         for bad in [

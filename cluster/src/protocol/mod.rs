@@ -1,5 +1,11 @@
 //! Chooses the transport per instance from its protocol.
 
+pub mod dubbo;
+mod http;
+pub mod triple;
+
+pub use self::http::{DEFAULT_DRAIN_GRACE, DEFAULT_MAX_BODY, HttpInvoker, RestRoute};
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,9 +14,8 @@ use switchman_core::{
     BoxFuture, Error, ErrorKind, Instance, Invocation, Invoker, MakeEndpoint, Protocol, Result,
 };
 
-use crate::dubbo::DubboInvoker;
-use crate::http_invoker::HttpInvoker;
-use crate::triple::TripleInvoker;
+use dubbo::DubboInvoker;
+use triple::TripleInvoker;
 
 /// The invoker for mixed fleets: `dubbo` instances through a [`DubboInvoker`], `tri`
 /// instances through a [`TripleInvoker`], `http` and `rest` instances through an
@@ -83,8 +88,8 @@ impl Invoker for ProtocolInvoker {
 }
 
 /// The default endpoint maker: the protocol is chosen once, when the endpoint appears: a
-/// [`TripleEndpoint`](crate::triple::TripleEndpoint) or
-/// [`DubboEndpoint`](crate::dubbo::DubboEndpoint) owning the connection to its address
+/// [`TripleEndpoint`](triple::TripleEndpoint) or
+/// [`DubboEndpoint`](dubbo::DubboEndpoint) owning the connection to its address
 /// (shared by the endpoints there), the shared HTTP client, or, for any other protocol, a
 /// client that fails every call with [`ErrorKind::Unsupported`].
 impl MakeEndpoint for ProtocolInvoker {
@@ -123,9 +128,9 @@ impl Invoker for Unsupported {
 
 #[cfg(test)]
 mod tests {
+    use super::triple::{Payload, TripleServer};
     use super::*;
     use crate::provider::{HttpProvider, ProviderReply};
-    use crate::triple::{Payload, TripleServer};
     use serde_json::json;
     use switchman_core::ServiceKey;
 
