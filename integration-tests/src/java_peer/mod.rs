@@ -18,7 +18,7 @@ pub use flags::{BENCH_JVM_FLAGS, JVM_FLAGS, token_true_jvm_flags};
 pub use options::ProviderOptions;
 pub use peers::{DEMO_SERVICE, DEMO_SERVICE_V2_JAR, peers_dir, skipped};
 pub use programs::{
-    BENCH_TIMEOUT, RUN_TIMEOUT, force_application_adds, run_bench, run_consumer, vectors_decode,
-    vectors_encode,
+    BENCH_TIMEOUT, JavaConsumer, RUN_TIMEOUT, force_application_adds, run_bench, run_consumer,
+    vectors_decode, vectors_encode,
 };
 pub use provider::{JavaProvider, PROVIDER_STDOUT_THREAD, START_TIMEOUT, TERMINATE_TIMEOUT};

@@ -186,3 +186,107 @@ pub fn run_bench(args: &[&str]) -> Vec<Value> {
         ),
     }
 }
+
+/// The Java generic-invocation consumer kept for many runs (`consumer-serve`): Dubbo starts
+/// once, then each [`JavaConsumer::run`] makes a fresh reference with the command's settings
+/// (group, cluster, timeout, retries), makes its calls and destroys the reference (stopping
+/// failback's background retries). One JVM start instead of one per run. The JVM ends when
+/// this is dropped (its stdin closes), killed if it does not within [`RUN_TIMEOUT`].
+pub struct JavaConsumer {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl std::fmt::Debug for JavaConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JavaConsumer")
+            .field("pid", &self.child.id())
+            .finish()
+    }
+}
+
+impl JavaConsumer {
+    /// Starts the consumer of `interface` in `registry`.
+    ///
+    /// # Panics
+    /// When java cannot be started.
+    pub fn start(registry: &str, interface: &str) -> JavaConsumer {
+        let mut child = java("consumer-serve")
+            .args(["--registry", registry, "--interface", interface])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("java starts (the Java consumer-serve): {e}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        collect_stderr(child.stderr.take().expect("piped stderr"), stderr.clone());
+        let stdin = child.stdin.take();
+        JavaConsumer {
+            child,
+            stdin,
+            lines,
+            stderr,
+        }
+    }
+
+    /// Runs one command (`{"group", "cluster", "method", "types", "args", "count",
+    /// "timeout_ms", "retries"?}`) and returns the JSON line of every call, as
+    /// [`run_consumer`] does. Blocking.
+    ///
+    /// # Panics
+    /// When the JVM exits or does not finish the command within [`RUN_TIMEOUT`].
+    pub fn run(&mut self, command: &Value) -> Vec<Value> {
+        let stdin = self.stdin.as_mut().expect("the consumer's stdin is open");
+        writeln!(stdin, "{command}")
+            .and_then(|()| stdin.flush())
+            .unwrap_or_else(|e| panic!("the Java consumer took no command ({e}): {}", self.err()));
+        let deadline = std::time::Instant::now() + RUN_TIMEOUT;
+        let mut out = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = self.lines.recv_timeout(left).unwrap_or_else(|e| {
+                panic!(
+                    "the Java consumer did not finish {command} ({e}); stderr:\n{}",
+                    self.err()
+                )
+            });
+            if !line.trim_start().starts_with('{') {
+                continue;
+            }
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("consumer printed bad JSON ({e}): {line}"));
+            if v["done"] == Value::Bool(true) {
+                return out;
+            }
+            out.push(v);
+        }
+    }
+
+    fn err(&self) -> String {
+        self.stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for JavaConsumer {
+    fn drop(&mut self) {
+        // End of stdin ends the JVM; bounded, then killed.
+        drop(self.stdin.take());
+        let _ = wait_bounded(&mut self.child, RUN_TIMEOUT);
+    }
+}

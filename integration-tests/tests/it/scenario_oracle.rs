@@ -30,7 +30,7 @@ use switchman_core::{ErrorKind, Invocation, Invoker, ServiceKey};
 use switchman_discovery::{DirectoryConfig, RegistryDirectory, registry_from_url};
 use switchman_hessian::JavaException;
 use switchman_integration_tests::java_peer::{
-    self, DEMO_SERVICE, JavaProvider, ProviderOptions, run_consumer,
+    self, DEMO_SERVICE, JavaConsumer, JavaProvider, ProviderOptions,
 };
 use switchman_integration_tests::{unique, zookeeper};
 
@@ -183,8 +183,9 @@ fn listed_deviations() -> BTreeMap<(String, String, String), String> {
 }
 
 struct Fleet {
-    zk: String,
     group: String,
+    /// One Java consumer JVM for every run on this fleet.
+    java: std::sync::Mutex<JavaConsumer>,
     providers: Vec<JavaProvider>,
     dir: Arc<RegistryDirectory>,
     transport: Arc<ProtocolInvoker>,
@@ -218,9 +219,12 @@ impl Fleet {
         dir.wait_until(WAIT, |s| s.endpoints().len() == 2)
             .await
             .unwrap_or_else(|e| panic!("two providers of {group}: {e}"));
+        let java = tokio::task::block_in_place(|| {
+            JavaConsumer::start(&format!("zookeeper://{zk}"), DEMO_SERVICE)
+        });
         Fleet {
-            zk: zk.to_string(),
             group,
+            java: std::sync::Mutex::new(java),
             providers,
             dir: Arc::new(dir),
             transport: Arc::new(ProtocolInvoker::new().dubbo(DubboInvoker::new())),
@@ -240,36 +244,22 @@ impl Fleet {
 
     async fn java(&self, s: &Scenario, strategy: &str) -> Run {
         let before = self.counts(s.method).await;
-        let registry = format!("zookeeper://{}", self.zk);
-        let types = s.types.join(",");
-        let args = s.args.to_string();
-        let timeout = s.timeout_ms.to_string();
-        let calls = CALLS.to_string();
-        let retries = s.retries.map(|r| r.to_string());
-        let mut argv = vec![
-            "--registry",
-            &registry,
-            "--interface",
-            DEMO_SERVICE,
-            "--group",
-            &self.group,
-            "--method",
-            s.method,
-            "--types",
-            &types,
-            "--args",
-            &args,
-            "--count",
-            &calls,
-            "--cluster",
-            strategy,
-            "--timeout-ms",
-            &timeout,
-        ];
-        if let Some(r) = &retries {
-            argv.extend(["--retries", r]);
-        }
-        let (_, lines) = tokio::task::block_in_place(|| run_consumer(&argv));
+        let command = json!({
+            "group": self.group,
+            "cluster": strategy,
+            "method": s.method,
+            "types": s.types,
+            "args": s.args,
+            "count": CALLS,
+            "timeout_ms": s.timeout_ms,
+            "retries": s.retries,
+        });
+        let lines = tokio::task::block_in_place(|| {
+            self.java
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .run(&command)
+        });
         assert_eq!(
             lines.len(),
             CALLS,

@@ -8,7 +8,10 @@ import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.service.GenericException;
 import org.apache.dubbo.rpc.service.GenericService;
 
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -130,6 +133,81 @@ final class Consumer {
             System.err.println("[java-peer] consumer shutdown: " + t);
         }
         return allOk ? 0 : 1;
+    }
+
+    /**
+     * One JVM for many runs (the scenario oracle): starts Dubbo once, then reads one JSON
+     * command a line from stdin ({@code {"group", "cluster", "method", "types": [...], "args":
+     * [...], "count", "timeout_ms", "retries"?}}), makes a fresh generic reference with those
+     * settings, prints one JSON line per call as {@link #run} does, then {@code {"done":true}},
+     * and destroys the reference (which also stops failback's background retries). Ends at
+     * the end of stdin.
+     */
+    static int serve(Args a) throws Exception {
+        LoopbackConfiguratorFactory.pinLocalHost();
+        PrintStream out = Main.STDOUT;
+        String registry = a.require("registry");
+        String iface = a.require("interface");
+        ApplicationConfig app = new ApplicationConfig(a.get("application", "switchman-java-consumer"));
+        app.setQosEnable(false);
+        app.setEnableFileCache(false);
+        app.setShutwait("0");
+        DubboBootstrap bootstrap = DubboBootstrap.getInstance()
+                .application(app)
+                .registry(new RegistryConfig(registry));
+        bootstrap.start();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.trim().isEmpty()) {
+                continue;
+            }
+            Map<?, ?> cmd = (Map<?, ?>) Json.parse(line);
+            ReferenceConfig<GenericService> ref = new ReferenceConfig<>();
+            ref.setInterface(iface);
+            ref.setGeneric("true");
+            ref.setGroup((String) cmd.get("group"));
+            ref.setCluster((String) cmd.get("cluster"));
+            ref.setTimeout(((Number) cmd.get("timeout_ms")).intValue());
+            if (cmd.get("retries") != null) {
+                ref.setRetries(((Number) cmd.get("retries")).intValue());
+            }
+            List<?> typeList = (List<?>) cmd.get("types");
+            String[] types = typeList.stream().map(String::valueOf).toArray(String[]::new);
+            Object[] args = ((List<?>) cmd.get("args")).toArray();
+            String method = (String) cmd.get("method");
+            int count = ((Number) cmd.get("count")).intValue();
+            try {
+                GenericService service = ref.get();
+                for (int i = 0; i < count; i++) {
+                    String result;
+                    try {
+                        Object r = service.$invoke(method, types, args);
+                        result = "{\"ok\":true,\"result\":" + Json.write(r) + "}";
+                    } catch (Throwable t) {
+                        result = failure(t);
+                    }
+                    out.println(result);
+                    out.flush();
+                }
+            } catch (Throwable t) {
+                out.println(failure(t));
+            } finally {
+                try {
+                    ref.destroy();
+                } catch (Throwable t) {
+                    System.err.println("[java-peer] reference destroy: " + t);
+                }
+            }
+            out.println("{\"done\":true}");
+            out.flush();
+        }
+        try {
+            bootstrap.destroy();
+        } catch (Throwable t) {
+            System.err.println("[java-peer] consumer shutdown: " + t);
+        }
+        return 0;
     }
 
     private static String failure(Throwable t) {

@@ -34,6 +34,9 @@ public final class Main {
                 case "consumer":
                     code = Consumer.run(new Args(argv, 1));
                     break;
+                case "consumer-serve":
+                    code = Consumer.serve(new Args(argv, 1));
+                    break;
                 case "vectors":
                     code = Vectors.run(argv);
                     break;
@@ -117,6 +120,10 @@ public final class Main {
                 "           [--group G] [--version V] [--protocol P] [--count N] [--timeout-ms N]",
                 "           [--retries N] [--check true|false] [--application A]",
                 "           [--migration FORCE_INTERFACE|FORCE_APPLICATION|APPLICATION_FIRST]",
+                "           [--cluster C] [--loadbalance L] [--mock M] [--forks N]",
+                "  consumer-serve --registry URL --interface I [--application A]",
+                "           then one JSON command a line on stdin: {group, cluster, method, types,",
+                "           args, count, timeout_ms, retries?}; a JSON line per call, then {\"done\":true}",
                 "  vectors encode          (JSON on stdout)",
                 "  vectors decode          (JSON on stdin, JSON on stdout)"));
     }
