@@ -348,7 +348,9 @@ impl ReferenceBuilder {
         let transport: Arc<dyn Invoker> = match self.invoker.take() {
             Some(i) => i,
             None => {
-                let protocols = ProtocolInvoker::new();
+                // Calls name this consumer's application, as a Java consumer's do.
+                let application = consumer_url.param("application").unwrap_or_default();
+                let protocols = ProtocolInvoker::new().application(application);
                 dir_config = match self.maker.take() {
                     Some(m) => dir_config.maker(m),
                     None => dir_config.maker(protocols.clone()),

@@ -47,6 +47,13 @@ impl ProtocolInvoker {
         }
     }
 
+    /// The consumer's application, sent to dubbo:// providers with every call as
+    /// `remote.application` (see [`DubboInvoker::application`]).
+    pub fn application(mut self, name: &str) -> Self {
+        self.dubbo = self.dubbo.application(name);
+        self
+    }
+
     /// Replaces the dubbo:// invoker.
     pub fn dubbo(mut self, dubbo: DubboInvoker) -> Self {
         self.dubbo = dubbo;

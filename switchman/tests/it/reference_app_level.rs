@@ -63,3 +63,41 @@ async fn a_plain_reference_calls_application_level_providers_with_local_metadata
         .unwrap();
     assert_eq!(sum, json!(42));
 }
+
+/// A `Reference` names its application to dubbo:// providers as a Java consumer does: the
+/// registry URL's `application` arrives as the `remote.application` attachment (what the
+/// provider's `RpcContext.getRemoteApplicationName()` reads); a call's own attachment wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reference_sends_its_application_as_remote_application() {
+    if java_peer::skipped("a_reference_sends_its_application_as_remote_application") {
+        return;
+    }
+    let g = unique("ref-remote-app");
+    let consumer_app = unique("shop-consumer");
+    let _provider =
+        JavaProvider::start(&ProviderOptions::zookeeper(&zookeeper()).group(&g).name("p"));
+    let demo = Reference::new(DEMO_SERVICE)
+        .registry(format!(
+            "zookeeper://{}?application={consumer_app}",
+            zookeeper()
+        ))
+        .group(&g)
+        .wait(Duration::from_secs(20))
+        .connect()
+        .await
+        .unwrap();
+    let seen = demo
+        .call_typed(
+            "attachment",
+            &["java.lang.String"],
+            json!(["remote.application"]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(seen, json!(consumer_app));
+    let own = switchman_core::Invocation::new("attachment")
+        .with_args(vec![json!("remote.application")])
+        .with_types(["java.lang.String"])
+        .with_attachment("remote.application", "the-callers-own");
+    assert_eq!(demo.invoke(&own).await.unwrap(), json!("the-callers-own"));
+}

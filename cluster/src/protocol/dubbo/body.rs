@@ -143,14 +143,19 @@ const RESERVED: &[&str] = &[
     "retries",
 ];
 
+/// The attachment naming the consumer's application (Dubbo's `REMOTE_APPLICATION_KEY`).
+pub(crate) const REMOTE_APPLICATION_KEY: &str = "remote.application";
+
 /// The request body of `inv` to `target`; `token`: the provider's, to add to the attachments
-/// (see [`super::token::to_add`]).
+/// (see [`super::token::to_add`]); `application`: the consumer's, sent as `remote.application`
+/// as Java's consumer does (unless the call carries its own).
 pub(crate) fn encode_request(
     target: &Instance,
     inv: &Invocation,
     timeout: Duration,
     form: Form,
     token: Option<&Token>,
+    application: Option<&str>,
 ) -> Result<Vec<u8>> {
     let key = target.service();
     let path: &str = if target.path().is_empty() {
@@ -234,6 +239,11 @@ pub(crate) fn encode_request(
     }
     if let Some(token) = token {
         put(TOKEN_KEY, token.as_str());
+    }
+    if let Some(app) = application
+        && inv.attachment(REMOTE_APPLICATION_KEY).is_none()
+    {
+        put(REMOTE_APPLICATION_KEY, app);
     }
     for (k, v) in &inv.attachments {
         if !RESERVED.contains(&k.as_str()) {
@@ -458,6 +468,7 @@ mod tests {
             Duration::from_millis(800),
             Form::Typed,
             None,
+            None,
         )
         .unwrap();
         let mut d = Decoder::new(&body);
@@ -522,6 +533,7 @@ mod tests {
                 Duration::from_secs(1),
                 form_of(inv, false),
                 token.as_ref(),
+                None,
             )
             .unwrap();
             attachments_of(&body)
@@ -551,6 +563,7 @@ mod tests {
             Duration::from_secs(1),
             Form::Typed,
             to_add(None, &none, &[], false).as_ref(),
+            None,
         )
         .unwrap();
         assert!(attachments_of(&body).iter().all(|(k, _)| k != "token"));
@@ -561,8 +574,15 @@ mod tests {
         let inv = Invocation::new("save").with_args(vec![serde_json::json!({"name": "Ann"})]);
         assert_eq!(form_of(&inv, false), Form::Generic);
         assert_eq!(form_of(&Invocation::new("ping"), false), Form::Typed);
-        let body =
-            encode_request(&target(), &inv, Duration::from_secs(1), Form::Generic, None).unwrap();
+        let body = encode_request(
+            &target(),
+            &inv,
+            Duration::from_secs(1),
+            Form::Generic,
+            None,
+            None,
+        )
+        .unwrap();
         let mut d = Decoder::new(&body);
         assert_eq!(
             strings(&mut d, 6),
@@ -591,8 +611,15 @@ mod tests {
         let inv = Invocation::new("add")
             .with_args(vec![2.into()])
             .with_types(["int", "int"]);
-        let e =
-            encode_request(&target(), &inv, Duration::from_secs(1), Form::Typed, None).unwrap_err();
+        let e = encode_request(
+            &target(),
+            &inv,
+            Duration::from_secs(1),
+            Form::Typed,
+            None,
+            None,
+        )
+        .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::BadConfig);
         assert!(
             e.message().contains("add: 2 parameter types"),
@@ -602,8 +629,15 @@ mod tests {
         let inv = Invocation::new("add")
             .with_args(vec!["x".into()])
             .with_types(["int"]);
-        let e =
-            encode_request(&target(), &inv, Duration::from_secs(1), Form::Typed, None).unwrap_err();
+        let e = encode_request(
+            &target(),
+            &inv,
+            Duration::from_secs(1),
+            Form::Typed,
+            None,
+            None,
+        )
+        .unwrap_err();
         assert!(
             e.message().starts_with("add argument 1 as int"),
             "{}",
@@ -704,5 +738,31 @@ mod tests {
             e.message(),
             "127.0.0.1:20880 accepts serialization fastjson2,protobuf over dubbo://; Switchman speaks hessian2 only"
         );
+    }
+
+    /// The consumer's application goes as `remote.application`, once; a call's own wins.
+    #[test]
+    fn the_consumers_application_is_sent_as_remote_application() {
+        let sent = |inv: &Invocation, app: Option<&str>| {
+            let body = encode_request(
+                &target(),
+                inv,
+                Duration::from_secs(1),
+                Form::Generic,
+                None,
+                app,
+            )
+            .unwrap();
+            attachments_of(&body)
+                .into_iter()
+                .filter(|(k, _)| k == REMOTE_APPLICATION_KEY)
+                .map(|(_, v)| v)
+                .collect::<Vec<_>>()
+        };
+        let plain = Invocation::new("m");
+        assert_eq!(sent(&plain, Some("shop")), ["shop"]);
+        assert!(sent(&plain, None).is_empty());
+        let own = Invocation::new("m").with_attachment(REMOTE_APPLICATION_KEY, "mine");
+        assert_eq!(sent(&own, Some("shop")), ["mine"]);
     }
 }

@@ -62,6 +62,8 @@ pub struct DubboInvoker {
     pool: Arc<Pool>,
     config: ExchangeConfig,
     generic: bool,
+    /// The consumer's application, sent as `remote.application` ([`DubboInvoker::application`]).
+    application: Option<Arc<str>>,
     /// Whether [`DubboInvoker::heartbeat`] was called: then it beats the provider's
     /// `heartbeat` parameter (a consumer setting wins, as Dubbo merges URLs).
     heartbeat_set: bool,
@@ -85,8 +87,18 @@ impl DubboInvoker {
             pool: Arc::new(Pool::new(config.clone())),
             config,
             generic: false,
+            application: None,
             heartbeat_set: false,
         }
+    }
+
+    /// The consumer's application, sent with every call as the `remote.application`
+    /// attachment, as a Java consumer sends it (providers read it as
+    /// `RpcContext.getRemoteApplicationName()`, for access logs and per-consumer decisions); a
+    /// call's own `remote.application` attachment wins. Unset: none is sent.
+    pub fn application(mut self, name: &str) -> Self {
+        self.application = (!name.is_empty()).then(|| Arc::from(name));
+        self
     }
 
     /// Sets the heartbeat interval of new connections (Dubbo's `heartbeat`; zero: none).
@@ -156,7 +168,14 @@ impl DubboInvoker {
         check_serialization(target)?;
         let form = form_of(inv, self.generic);
         let token = to_add(endpoint.map(|e| &e.token), target, &inv.attachments, false);
-        let body = encode_request(target, inv, timeout, form, token.as_ref())?;
+        let body = encode_request(
+            target,
+            inv,
+            timeout,
+            form,
+            token.as_ref(),
+            self.application.as_deref(),
+        )?;
         let params = match endpoint {
             Some(e) => e.params.get(target),
             None => ProviderParams::for_call(target, &self.consumer()),
