@@ -5,6 +5,7 @@ import org.apache.dubbo.config.ReferenceConfig;
 import org.apache.dubbo.config.RegistryConfig;
 import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 import org.apache.dubbo.rpc.RpcException;
+import org.apache.dubbo.rpc.StatusRpcException;
 import org.apache.dubbo.rpc.service.GenericException;
 import org.apache.dubbo.rpc.service.GenericService;
 
@@ -217,7 +218,9 @@ final class Consumer {
 
     /**
      * What kind of failure {@code t} is, in the scenario oracle's words: {@code business} (the
-     * provider threw), else by the first {@link RpcException}'s code in the cause chain:
+     * provider threw), else a Triple status's ({@code DEADLINE_EXCEEDED}: {@code timeout},
+     * {@code UNAVAILABLE}: {@code network}), else by the first {@link RpcException}'s code in
+     * the cause chain:
      * {@code timeout}, {@code network}, {@code forbidden}, {@code limit}, {@code no-provider},
      * {@code serialization}; {@code other} for anything else.
      */
@@ -225,6 +228,23 @@ final class Consumer {
         for (Throwable c = t; c != null; c = c.getCause()) {
             if (c instanceof GenericException) {
                 return "business";
+            }
+            if (c.getCause() == c) {
+                break;
+            }
+        }
+        // A Triple status anywhere in the chain says what the call ended in (Java sometimes
+        // wraps it in an ExecutionException inside an RpcException of code 0).
+        for (Throwable c = t; c != null; c = c.getCause()) {
+            if (c instanceof StatusRpcException) {
+                switch (((StatusRpcException) c).getStatus().code) {
+                    case DEADLINE_EXCEEDED:
+                        return "timeout";
+                    case UNAVAILABLE:
+                        return "network";
+                    default:
+                        break;
+                }
             }
             if (c.getCause() == c) {
                 break;
