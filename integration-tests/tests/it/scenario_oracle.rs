@@ -49,6 +49,7 @@ const STRATEGIES: [&str; 7] = [
 ];
 
 /// One fault script.
+#[derive(Clone)]
 struct Scenario {
     name: &'static str,
     method: &'static str,
@@ -438,6 +439,7 @@ async fn java_and_switchman_consumers_agree_on_every_scenario_and_strategy() {
         ],
     )
     .await;
+    let fleets: Vec<Arc<Fleet>> = fleets.into_iter().map(Arc::new).collect();
     let [plain, tokens, refusing, tri, tri_refusing] = &fleets[..] else {
         unreachable!("five fleets")
     };
@@ -567,47 +569,71 @@ async fn java_and_switchman_consumers_agree_on_every_scenario_and_strategy() {
             },
         ),
     ];
+    // Each fleet's scenarios run on a task of their own, the fleets at once (their providers
+    // and Java consumers are separate; most of a run is waiting on JVMs and timeouts).
+    let mut tasks = Vec::new();
+    for fleet in &fleets {
+        let mine: Vec<(usize, Scenario)> = scenarios
+            .iter()
+            .enumerate()
+            .filter(|(_, (f, _))| Arc::ptr_eq(f, fleet))
+            .map(|(k, (_, s))| (k, s.clone()))
+            .collect();
+        let fleet = fleet.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut rows = Vec::new();
+            for (k, s) in mine {
+                for strategy in STRATEGIES {
+                    let java = fleet.java(&s, strategy).await;
+                    let rust = fleet.rust(&s, strategy).await;
+                    let diff = differences(&s, strategy, &java, &rust);
+                    rows.push((k, s.name, strategy, java, rust, diff));
+                }
+            }
+            rows
+        }));
+    }
+    let mut rows = Vec::new();
+    for t in tasks {
+        rows.extend(t.await.expect("a fleet's runs"));
+    }
+    rows.sort_by_key(|r| r.0);
     let mut found: BTreeMap<(String, String, String), (Run, Run)> = BTreeMap::new();
     let mut table = String::new();
-    for (fleet, s) in &scenarios {
-        for strategy in STRATEGIES {
-            let java = fleet.java(s, strategy).await;
-            let rust = fleet.rust(s, strategy).await;
-            let diff = differences(s, strategy, &java, &rust);
-            table.push_str(&format!(
-                "{:9} {:10} java {:?} {:?} {:?}\n{:20} rust {:?} {:?} {:?}{}\n",
-                s.name,
-                strategy,
-                java.outcomes,
-                java.attempts,
-                java.messages.first().map(|m| m
-                    .split("Last error is:")
-                    .last()
-                    .unwrap_or(m)
-                    .split("provider: ")
-                    .next()
-                    .unwrap_or(m)
-                    .to_string()
-                    + &m[m.find("cause:").unwrap_or(0)..]
-                        .chars()
-                        .take(600)
-                        .collect::<String>()),
-                "",
-                rust.outcomes,
-                rust.attempts,
-                rust.messages.first(),
-                if diff.is_empty() {
-                    String::new()
-                } else {
-                    format!("  DIFFERS: {diff:?}")
-                }
-            ));
-            for aspect in diff {
-                found.insert(
-                    (s.name.to_string(), strategy.to_string(), aspect.to_string()),
-                    (java.clone(), rust.clone()),
-                );
+    for (_, name, strategy, java, rust, diff) in rows {
+        table.push_str(&format!(
+            "{:9} {:10} java {:?} {:?} {:?}\n{:20} rust {:?} {:?} {:?}{}\n",
+            name,
+            strategy,
+            java.outcomes,
+            java.attempts,
+            java.messages.first().map(|m| m
+                .split("Last error is:")
+                .last()
+                .unwrap_or(m)
+                .split("provider: ")
+                .next()
+                .unwrap_or(m)
+                .to_string()
+                + &m[m.find("cause:").unwrap_or(0)..]
+                    .chars()
+                    .take(600)
+                    .collect::<String>()),
+            "",
+            rust.outcomes,
+            rust.attempts,
+            rust.messages.first(),
+            if diff.is_empty() {
+                String::new()
+            } else {
+                format!("  DIFFERS: {diff:?}")
             }
+        ));
+        for aspect in diff {
+            found.insert(
+                (name.to_string(), strategy.to_string(), aspect.to_string()),
+                (java.clone(), rust.clone()),
+            );
         }
     }
     for h in holds {
