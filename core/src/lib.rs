@@ -10,6 +10,8 @@
 //! - [`Invoker`]: the transport that performs one attempt against one instance.
 //! - [`Error`]: one error type with an [`ErrorKind`] and a retryability decided where it is born.
 //! - [`yaml`]: the one bounded YAML reader every registry, config-centre and file parser uses.
+//! - [`java_text`]: an argument as Java text (`String.valueOf` of the object its declared Java
+//!   type makes of it), what consistent hashing and `arguments[i]` rules read.
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -22,6 +24,7 @@ mod error;
 mod instance;
 mod invocation;
 mod invoker;
+pub mod java_text;
 pub mod percent;
 mod service_key;
 pub mod url;

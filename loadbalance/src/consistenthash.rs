@@ -1,12 +1,11 @@
 //! Dubbo's `consistenthash`: a ring built exactly as Dubbo's `ConsistentHashSelector` builds it,
 
 use std::fmt::Write as _;
-use std::io;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use md5::{Digest, Md5};
-use serde_json::Value;
+use switchman_core::java_text::write_java_text;
 use switchman_core::{Error, Invocation};
 
 use crate::{Endpoint, LoadBalance, PickContext, Picker};
@@ -28,12 +27,16 @@ pub const DEFAULT_HASH_NODES: u32 = 160;
 /// # The key
 ///
 /// The arguments at the `hash.arguments` indexes (default `0`) are rendered as Java's
-/// `String.valueOf` would and concatenated; indexes past the last argument are skipped. The
-/// key's point is the little-endian `u32` of the first four bytes of its MD5, and the owner is
-/// the first ring point `>=` it, wrapping around to the first point. JSON strings render
-/// without quotes, integers in decimal, floats like Java's `Double.toString` (`1.0`,
-/// `1.0E10`), booleans and `null` as words; arrays and objects have no Java equivalent and
-/// render as compact JSON.
+/// `String.valueOf` would render the object each becomes for its declared parameter type
+/// (`Invocation::parameter_types`; untyped when not given) and concatenated; indexes past the
+/// last argument are skipped. The key's point is the little-endian `u32` of the first four bytes
+/// of its MD5, and the owner is the first ring point `>=` it, wrapping around to the first point.
+/// The rendering is [`switchman_core::java_text`]'s: strings as is, `null`, `true`/`false`;
+/// `5` passed as a `double` is `5.0`, as an `int` or untyped `5`; floating-point numbers like
+/// `Double.toString` (`1.0E10`); a JSON array is a `List` (`[a, b]`), a JSON object a `HashMap`
+/// (`{k1=v1, k2=v2}` in Java's bucket order). Java arrays render like lists and POJOs as compact
+/// JSON: Java's texts for those (`[Ljava.lang.String;@1b6d3586`, `User@4e25154f`) hold an
+/// identity hash that differs from JVM to JVM, so no two Java consumers agree on them either.
 ///
 /// # Retries
 ///
@@ -326,7 +329,7 @@ impl Picker for ConsistentHashPicker {
     }
 }
 
-/// MD5 fed through `fmt::Write` and `io::Write`, so keys are hashed without building them.
+/// MD5 fed through `fmt::Write`, so keys are hashed without building them.
 struct HashWriter(Md5);
 
 impl std::fmt::Write for HashWriter {
@@ -336,102 +339,15 @@ impl std::fmt::Write for HashWriter {
     }
 }
 
-impl io::Write for HashWriter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// A fixed buffer for formatting one float without allocating.
-struct StackBuf {
-    buf: [u8; 40],
-    len: usize,
-}
-
-impl std::fmt::Write for StackBuf {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let end = self.len + s.len();
-        if end > self.buf.len() {
-            return Err(std::fmt::Error);
-        }
-        self.buf[self.len..end].copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
-    }
-}
-
-/// Writes `x` as Java's `Double.toString` does (for the shortest round-trip digits).
-fn write_java_double(out: &mut impl std::fmt::Write, x: f64) -> std::fmt::Result {
-    if x.is_nan() {
-        return out.write_str("NaN");
-    }
-    if x.is_infinite() {
-        return out.write_str(if x > 0.0 { "Infinity" } else { "-Infinity" });
-    }
-    if x == 0.0 {
-        return out.write_str(if x.is_sign_negative() { "-0.0" } else { "0.0" });
-    }
-    let a = x.abs();
-    if (1e-3..1e7).contains(&a) {
-        let mut b = StackBuf {
-            buf: [0; 40],
-            len: 0,
-        };
-        write!(b, "{x}")?;
-        let s = std::str::from_utf8(&b.buf[..b.len]).map_err(|_| std::fmt::Error)?;
-        out.write_str(s)?;
-        if !s.contains('.') {
-            out.write_str(".0")?;
-        }
-        Ok(())
-    } else {
-        let mut b = StackBuf {
-            buf: [0; 40],
-            len: 0,
-        };
-        write!(b, "{x:e}")?;
-        let s = std::str::from_utf8(&b.buf[..b.len]).map_err(|_| std::fmt::Error)?;
-        let (mantissa, exp) = s.split_once('e').unwrap_or((s, "0"));
-        out.write_str(mantissa)?;
-        if !mantissa.contains('.') {
-            out.write_str(".0")?;
-        }
-        out.write_str("E")?;
-        out.write_str(exp)
-    }
-}
-
-/// Appends one argument as Java's `StringBuilder.append(Object)` would render it.
-fn write_argument(w: &mut HashWriter, v: &Value) {
-    match v {
-        Value::String(s) => w.0.update(s.as_bytes()),
-        Value::Null => w.0.update(b"null"),
-        Value::Bool(b) => w.0.update(if *b { &b"true"[..] } else { &b"false"[..] }),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                let _ = write!(w, "{i}");
-            } else if let Some(u) = n.as_u64() {
-                let _ = write!(w, "{u}");
-            } else if let Some(f) = n.as_f64() {
-                let _ = write_java_double(w, f);
-            }
-        }
-        other => {
-            let _ = serde_json::to_writer(&mut *w, other);
-        }
-    }
-}
-
-/// The key's ring point: the selected arguments concatenated, MD5, first 4 bytes little-endian.
+/// The key's ring point: the selected arguments rendered as Java text for their declared types
+/// ([`switchman_core::java_text`]) and concatenated, MD5, first 4 bytes little-endian.
 pub fn key_point(invocation: &Invocation, argument_indexes: &[usize]) -> u32 {
     let mut w = HashWriter(Md5::new());
     for &i in argument_indexes {
         if let Some(v) = invocation.arguments.get(i) {
-            write_argument(&mut w, v);
+            let java_type = invocation.parameter_types.get(i).map(String::as_str);
+            // HashWriter never fails, and the renderer fails only when its writer does.
+            let _ = write_java_text(&mut w, v, java_type);
         }
     }
     digest_points(&w.0.finalize())[0]
@@ -448,35 +364,20 @@ mod tests {
         assert!(ConsistentHashBalance::new(MAX_HASH_NODES + 1, &[0]).is_err());
     }
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn java(x: f64) -> String {
-        let mut s = String::new();
-        write_java_double(&mut s, x).unwrap();
-        s
-    }
-
-    #[test]
-    fn doubles_render_like_java() {
-        assert_eq!(java(1.0), "1.0");
-        assert_eq!(java(1.5), "1.5");
-        assert_eq!(java(-2.25), "-2.25");
-        assert_eq!(java(0.001), "0.001");
-        assert_eq!(java(1e-4), "1.0E-4");
-        assert_eq!(java(1e7), "1.0E7");
-        assert_eq!(java(1.234e10), "1.234E10");
-        assert_eq!(java(9999999.0), "9999999.0");
-        assert_eq!(java(0.0), "0.0");
+    fn md5_point(s: &str) -> u32 {
+        digest_points(&Md5::digest(s.as_bytes()))[0]
     }
 
     #[test]
     fn key_renders_arguments_like_java() {
         let point =
             |args: Vec<Value>, idx: &[usize]| key_point(&Invocation::new("m").with_args(args), idx);
-        let md5_point = |s: &str| digest_points(&Md5::digest(s.as_bytes()))[0];
         assert_eq!(point(vec![json!("abc")], &[0]), md5_point("abc"));
         assert_eq!(point(vec![json!(42)], &[0]), md5_point("42"));
         assert_eq!(point(vec![json!(2.0)], &[0]), md5_point("2.0"));
+        assert_eq!(point(vec![json!(1e10)], &[0]), md5_point("1.0E10"));
         assert_eq!(
             point(vec![json!(true), json!(null)], &[0, 1]),
             md5_point("truenull")
@@ -486,9 +387,51 @@ mod tests {
             md5_point("7a")
         );
         assert_eq!(point(vec![], &[0]), md5_point(""));
+        // Untyped arrays and objects are an ArrayList and a HashMap.
+        assert_eq!(point(vec![json!(["a", "b"])], &[0]), md5_point("[a, b]"));
         assert_eq!(
             point(vec![json!({"k": [1, 2]})], &[0]),
-            md5_point(r#"{"k":[1,2]}"#)
+            md5_point("{k=[1, 2]}")
+        );
+    }
+
+    #[test]
+    fn key_renders_by_the_declared_parameter_types() {
+        let point = |args: Vec<Value>, types: &[&str], idx: &[usize]| {
+            key_point(
+                &Invocation::new("m")
+                    .with_args(args)
+                    .with_types(types.iter().copied()),
+                idx,
+            )
+        };
+        // 5 passed as a double is the Double 5.0; 5.0 passed as a long is the Long 5.
+        assert_eq!(point(vec![json!(5)], &["double"], &[0]), md5_point("5.0"));
+        assert_eq!(
+            point(vec![json!(5)], &["java.lang.Double"], &[0]),
+            md5_point("5.0")
+        );
+        assert_eq!(point(vec![json!(5.0)], &["long"], &[0]), md5_point("5"));
+        assert_eq!(
+            point(vec![json!(["a", "b"])], &["java.util.List"], &[0]),
+            md5_point("[a, b]")
+        );
+        assert_eq!(
+            point(
+                vec![json!("u1"), json!(2), json!([1])],
+                &[
+                    "java.lang.String",
+                    "float",
+                    "java.util.List<java.lang.Double>"
+                ],
+                &[2, 0, 1]
+            ),
+            md5_point("[1.0]u12.0")
+        );
+        // Fewer types than arguments: the rest are untyped.
+        assert_eq!(
+            point(vec![json!(5), json!(5)], &["double"], &[0, 1]),
+            md5_point("5.05")
         );
     }
 

@@ -141,6 +141,7 @@ pub(super) fn gen_loadbalance(g: &mut Gen) -> (String, Value) {
         _ => g.scenario(&[
             (25, "string-keys"),
             (15, "int-keys"),
+            (16, "typed-keys"),
             (10, "double-keys"),
             (8, "bool-null"),
             (12, "two-arguments"),
@@ -215,6 +216,7 @@ pub(super) fn gen_loadbalance(g: &mut Gen) -> (String, Value) {
                 hash_params.push(kv("hash.arguments", g.pick(&["1", "2", "0,3"])))
             }
             "nodes" => hash_params.push(kv("hash.nodes", g.pick(&[4, 8, 40, 161, 163, 320]))),
+            "typed-keys" if g.chance(0.4) => hash_params.push(kv("hash.arguments", "0,1")),
             _ => {}
         }
     }
@@ -311,6 +313,11 @@ pub(super) fn gen_loadbalance(g: &mut Gen) -> (String, Value) {
     };
     for _ in 0..count {
         let method = g.pick(&methods);
+        if scenario == "typed-keys" {
+            let (args, types): (Vec<Value>, Vec<&str>) = (0..2).map(|_| typed_hash_arg(g)).unzip();
+            invocations.push(json!({"method": method, "args": args, "types": types}));
+            continue;
+        }
         let args: Vec<Value> = if balancer == "consistenthash" {
             hash_args(g, scenario)
         } else {
@@ -392,5 +399,92 @@ pub(super) fn hash_args(g: &mut Gen, scenario: &str) -> Vec<Value> {
             }
             v
         }
+    }
+}
+
+/// One argument with its declared Java type (`Invocation::parameter_types`): the key is the
+/// Java text of the object that type makes of the JSON (`5` as a `double` is `5.0`, a list
+/// `[a, b]`, a map in `HashMap` order). Floats stay below 10^7 and doubles below 10^15: past
+/// them JDK 17 prints digits JDK 19+ does not (documented in `switchman_core::java_text`).
+pub(super) fn typed_hash_arg(g: &mut Gen) -> (Value, &'static str) {
+    let word = |g: &mut Gen| {
+        format!(
+            "{}{}",
+            g.pick(&["user", "order", "k", "", "Ω", "a b", "Aa", "BB"]),
+            g.rng.u32(0..50)
+        )
+    };
+    match g.rng.u32(0..9) {
+        0 | 1 => {
+            g.feat("typed-double");
+            let any = json!(g.rng.i64(-1000..100_000));
+            let v = g.pick(&[
+                json!(5),
+                json!(100),
+                json!(-3),
+                json!(0),
+                json!(123_456_789),
+                json!(1.5),
+                json!(0.1),
+                json!(1e10),
+                json!(1e-5),
+                json!(2.0),
+                json!(9_999_999),
+                any,
+            ]);
+            (v, g.pick(&["double", "java.lang.Double"]))
+        }
+        2 => {
+            g.feat("typed-long");
+            let t = g.pick(&["long", "java.lang.Long", "int"]);
+            let any = json!(g.rng.i64(-1000..100_000));
+            let big = if t == "int" {
+                json!(i32::MAX)
+            } else {
+                json!(3_000_000_000i64)
+            };
+            // 7.0: a whole JSON float is the integer 7.
+            (g.pick(&[any, big, json!(7.0), json!(-1)]), t)
+        }
+        3 => {
+            g.feat("typed-float");
+            let v = g.pick(&[
+                json!(0.1),
+                json!(1.5),
+                json!(3),
+                json!(2_417_552.25),
+                json!(1e-4),
+            ]);
+            (v, g.pick(&["float", "java.lang.Float"]))
+        }
+        4 => {
+            g.feat("typed-list");
+            let items: Vec<Value> = (0..g.rng.usize(0..5)).map(|_| json!(word(g))).collect();
+            let t = g.pick(&["java.util.List", "java.util.List<java.lang.String>"]);
+            (Value::Array(items), t)
+        }
+        5 => {
+            g.feat("typed-set");
+            let items: Vec<Value> = (0..g.rng.usize(0..8)).map(|_| json!(word(g))).collect();
+            (Value::Array(items), "java.util.Set")
+        }
+        6 => {
+            g.feat("typed-map");
+            // Up to 30 keys: the table grows from 16 to 32 and 64 buckets.
+            let n = g.pick(&[1usize, 2, 5, 12, 13, 25, 30]);
+            let m: serde_json::Map<String, Value> = (0..n)
+                .map(|_| (word(g), json!(g.rng.i64(0..100))))
+                .collect();
+            (
+                Value::Object(m),
+                g.pick(&["java.util.Map", "java.util.HashMap"]),
+            )
+        }
+        7 => {
+            g.feat("typed-bigdecimal");
+            let v = g.pick(&["1.50", "1e10", "0.0000001", "-0", "123.456e2", "7", "0.00"]);
+            (json!(v), "java.math.BigDecimal")
+        }
+        _ => (json!(word(g)), "java.lang.String"),
     }
 }

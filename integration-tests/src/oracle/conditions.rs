@@ -81,7 +81,8 @@ pub(super) fn url_host_port(url: &str) -> (String, u16) {
 /// One condition `key op values` of a *when* (`when = true`) or *then* part; notes features.
 pub(super) fn condition(g: &mut Gen, when: bool, inv: &Value, providers: &[String]) -> String {
     // What the key reads, for the features that depend on the values chosen below.
-    let mut argument: Option<Option<&Value>> = None;
+    // Some(None): a missing argument; Some(Some(integer)): whether it reads as an integer.
+    let mut argument: Option<Option<bool>> = None;
     let mut non_int_sizes = false;
     let (key, values): (String, Vec<&str>) = if when {
         match g.rng.u32(0..10) {
@@ -95,11 +96,12 @@ pub(super) fn condition(g: &mut Gen, when: bool, inv: &Value, providers: &[Strin
             4 | 5 => {
                 let i = g.pick(&[0usize, 0, 1]);
                 g.feat("arguments");
-                argument = Some(inv["args"].get(i));
+                argument = Some(inv["args"].get(i).map(|_| integer_argument(inv, i)));
                 (
                     format!("arguments[{i}]"),
                     vec![
                         "1~100", "~50", "100~", "5", "vip", "a*", "1.5", "true", "null", "x1",
+                        "5.0", "*.0", "-3.0",
                     ],
                 )
             }
@@ -189,7 +191,7 @@ pub(super) fn condition(g: &mut Gen, when: bool, inv: &Value, providers: &[Strin
         Some(None) if s.contains("!=") || ranged || vals.iter().any(|v| v == "*") => {
             g.feat("argument-missing");
         }
-        Some(Some(a)) if ranged && !a.is_i64() => g.feat("range-on-non-int-argument"),
+        Some(Some(integer)) if ranged && !integer => g.feat("range-on-non-int-argument"),
         _ => {}
     }
     if non_int_sizes && ranged {
@@ -312,7 +314,45 @@ pub(super) fn gen_invocation(g: &mut Gen) -> Value {
     if g.chance(0.2) {
         att.insert("trace".into(), json!("t1"));
     }
-    json!({"method": method, "args": args, "attachments": att})
+    let mut inv = json!({"method": method, "args": args, "attachments": att});
+    // Declared parameter types: `arguments[i]` reads the Java text of the object the type
+    // makes of the JSON (42 as a double is "42.0").
+    if !args.is_empty() && g.chance(0.3) {
+        g.feat("typed-arguments");
+        let types: Vec<&str> = args
+            .iter()
+            .map(|a| match a {
+                Value::Number(n) if n.is_i64() => g.pick(&[
+                    "double",
+                    "java.lang.Double",
+                    "long",
+                    "int",
+                    "java.lang.Integer",
+                ]),
+                Value::Number(_) => g.pick(&["double", "java.lang.Double"]),
+                Value::Bool(_) => "boolean",
+                Value::String(_) => "java.lang.String",
+                _ => g.pick(&["java.lang.Double", "java.lang.String"]),
+            })
+            .collect();
+        if types.iter().any(|t| t.ends_with("ouble")) {
+            g.feat("typed-double-argument");
+        }
+        inv["types"] = json!(types);
+    }
+    inv
+}
+
+/// Whether argument `i` of `inv` reads as an integer (Dubbo's ranges compare integers): a JSON
+/// integer not declared as a floating-point type.
+pub(super) fn integer_argument(inv: &Value, i: usize) -> bool {
+    let declared_float = inv["types"][i].as_str().is_some_and(|t| {
+        matches!(
+            t,
+            "double" | "java.lang.Double" | "float" | "java.lang.Float"
+        )
+    });
+    inv["args"][i].is_i64() && !declared_float
 }
 
 pub(super) fn consumer_url(g: &mut Gen, tag: Option<&str>) -> String {

@@ -160,6 +160,28 @@ pub fn cases_from_json(doc: &Value) -> Result<Vec<Case>, String> {
         .collect()
 }
 
+/// A case's invocation `{"method", "args", "types", "attachments"}` as Switchman's
+/// [`Invocation`](switchman_core::Invocation): `types` (optional) are the Java parameter types,
+/// which decide the arguments' Java text (`switchman_core::java_text`), as the Java side sets
+/// them with `setParameterTypes`.
+pub fn invocation(j: &Value) -> switchman_core::Invocation {
+    let mut inv = switchman_core::Invocation::new(j["method"].as_str().unwrap_or(""))
+        .with_args(j["args"].as_array().cloned().unwrap_or_default());
+    if let Some(types) = j["types"].as_array() {
+        inv = inv.with_types(
+            types
+                .iter()
+                .map(|t| t.as_str().unwrap_or("java.lang.Object")),
+        );
+    }
+    if let Some(att) = j["attachments"].as_object() {
+        for (k, v) in att {
+            inv.set_attachment(k.clone(), v.as_str().unwrap_or_default());
+        }
+    }
+    inv
+}
+
 /// The generator's state for one case: its random source and the features noted so far.
 struct Gen {
     rng: fastrand::Rng,

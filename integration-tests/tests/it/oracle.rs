@@ -91,14 +91,7 @@ fn endpoint(inst: Instance) -> Endpoint {
 }
 
 fn invocation(j: &Value) -> Invocation {
-    let mut inv = Invocation::new(j["method"].as_str().unwrap_or(""))
-        .with_args(j["args"].as_array().cloned().unwrap_or_default());
-    if let Some(att) = j["attachments"].as_object() {
-        for (k, v) in att {
-            inv.set_attachment(k.clone(), v.as_str().unwrap_or_default());
-        }
-    }
-    inv
+    oracle::invocation(j)
 }
 
 fn error(e: impl std::fmt::Display) -> Value {

@@ -1,11 +1,11 @@
 //! A compiled condition step and what it does to one call: the per-call part of its *when*,
 //! and the step applied to a candidate set.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use serde_json::Value;
 use switchman_core::Invocation;
+use switchman_core::java_text::with_java_text;
 
 use crate::bitset::Bitset;
 use crate::condition::Key;
@@ -52,45 +52,12 @@ pub(super) fn preferred(r: &Bitset, set: &Bitset, share: f64) -> bool {
     kept > 0 && all > 0 && kept as f64 >= share * all as f64
 }
 
-/// A small on-stack buffer for formatting numbers without allocating.
-struct StackBuf {
-    buf: [u8; 64],
-    len: usize,
-}
-
-impl std::fmt::Write for StackBuf {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let end = self.len + s.len();
-        if end > self.buf.len() {
-            return Err(std::fmt::Error);
-        }
-        self.buf[self.len..end].copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
-    }
-}
-
-/// Calls `f` with an argument as text (`String.valueOf` of the Java value: strings as is,
-/// `null`, `true`/`false`, numbers as JSON prints them, objects and arrays as JSON).
-pub(crate) fn with_arg_text<R>(v: &Value, f: impl FnOnce(&str) -> R) -> R {
-    match v {
-        Value::String(s) => f(s),
-        Value::Null => f("null"),
-        Value::Bool(true) => f("true"),
-        Value::Bool(false) => f("false"),
-        Value::Number(n) => {
-            let mut b = StackBuf {
-                buf: [0; 64],
-                len: 0,
-            };
-            if write!(b, "{n}").is_ok() {
-                f(std::str::from_utf8(&b.buf[..b.len]).unwrap_or(""))
-            } else {
-                f(&n.to_string())
-            }
-        }
-        other => f(&other.to_string()),
-    }
+/// Calls `f` with an argument as text: `String.valueOf` of the Java object it becomes for its
+/// declared type `java_type` (`Invocation::parameter_types[i]`; `None`: untyped), as
+/// [`switchman_core::java_text`] renders it. Strings are passed as is and numbers formatted on
+/// the stack, so scalar arguments cost no allocation; collections and POJOs allocate.
+pub(crate) fn with_arg_text<R>(v: &Value, java_type: Option<&str>, f: impl FnOnce(&str) -> R) -> R {
+    with_java_text(v, java_type, f)
 }
 
 impl CompiledStep {
@@ -101,7 +68,9 @@ impl CompiledStep {
             DynKey::Method => pair.is_match(Some(&inv.method), true),
             DynKey::Argument(i) => match inv.arguments.get(*i) {
                 None => false,
-                Some(v) => with_arg_text(v, |s| pair.is_match(Some(s), true)),
+                Some(v) => with_arg_text(v, inv.parameter_types.get(*i).map(String::as_str), |s| {
+                    pair.is_match(Some(s), true)
+                }),
             },
             DynKey::Attachment(a) => pair.is_match(inv.attachment(a), true),
         })
@@ -157,5 +126,79 @@ impl CompiledStep {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+    use switchman_core::{Instance, Url};
+
+    use super::*;
+    use crate::{ConsumerInfo, Route, RouterChain};
+
+    #[test]
+    fn argument_text_follows_the_declared_type() {
+        for (v, t, want) in [
+            (json!("vip"), None, "vip"),
+            (json!("vip"), Some("java.lang.String"), "vip"),
+            (json!(5), None, "5"),
+            (json!(5), Some("double"), "5.0"),
+            (json!(5), Some("java.lang.Double"), "5.0"),
+            (json!(5.0), Some("int"), "5"),
+            (json!(1.5), None, "1.5"),
+            (json!(1e10), None, "1.0E10"),
+            (json!(null), Some("double"), "null"),
+            (json!(true), None, "true"),
+            (json!(["a", "b"]), Some("java.util.List"), "[a, b]"),
+            (json!(["a", "b"]), None, "[a, b]"),
+            (json!({"k": 1}), None, "{k=1}"),
+            (json!({"id": 1}), Some("com.foo.User"), r#"{"id":1}"#),
+        ] {
+            assert_eq!(with_arg_text(&v, t, str::to_owned), want, "{v} as {t:?}");
+        }
+    }
+
+    fn routed_ports(rule: &str, inv: &Invocation) -> Vec<u16> {
+        let providers: Vec<Arc<Instance>> = [
+            "dubbo://10.0.0.1:20880/com.foo.Bar?application=prov",
+            "dubbo://10.0.0.2:20881/com.foo.Bar?application=prov",
+        ]
+        .iter()
+        .map(|u| Arc::new(Instance::from_url(&Url::parse(u).unwrap()).unwrap()))
+        .collect();
+        let consumer = ConsumerInfo::from_url(
+            Url::parse("consumer://10.1.1.1/com.foo.Bar?application=shop").unwrap(),
+        );
+        let table = RouterChain::new()
+            .with_rule("com.foo.Bar::.condition-router", rule)
+            .unwrap()
+            .build(&providers, &consumer);
+        let kept: Vec<u32> = match table.route(inv, &mut fastrand::Rng::with_seed(7)) {
+            Route::Subset(i) => table.subsets()[i].to_vec(),
+            Route::Computed(s) => s.to_vec(),
+            other => panic!("unexpected outcome {other:?}"),
+        };
+        kept.iter().map(|&i| providers[i as usize].port()).collect()
+    }
+
+    #[test]
+    fn arguments_match_the_java_text_of_the_declared_type() {
+        let rule = "arguments[0] = 5.0 => port = 20881";
+        let untyped = Invocation::new("m").with_args(vec![json!(5)]);
+        let typed = untyped.clone().with_types(["double"]);
+        // Untyped, 5 is the Integer 5: "5" does not match 5.0, the rule does not apply.
+        assert_eq!(routed_ports(rule, &untyped), vec![20880, 20881]);
+        // Declared double, it is the Double 5.0.
+        assert_eq!(routed_ports(rule, &typed), vec![20881]);
+        let list = Invocation::new("m")
+            .with_args(vec![json!(["a", "b"])])
+            .with_types(["java.util.List<java.lang.String>"]);
+        assert_eq!(
+            routed_ports("arguments[0] = [a* => port = 20881", &list),
+            vec![20881]
+        );
     }
 }

@@ -6,6 +6,8 @@ import com.alibaba.fastjson2.JSONObject;
 import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
@@ -83,20 +85,30 @@ final class Stubs {
     }
 
     /**
-     * {@code {"method", "args": [...], "attachments": {k: v}}} as an {@link RpcInvocation} of
-     * service {@code service}. JSON integers become Integer (Long when they do not fit), other
-     * numbers Double, so {@code String.valueOf} renders them as a Java caller's arguments would.
+     * {@code {"method", "args": [...], "types": [...], "attachments": {k: v}}} as an
+     * {@link RpcInvocation} of service {@code service}. Without {@code types}, JSON integers
+     * become Integer (Long when they do not fit), other numbers Double, so
+     * {@code String.valueOf} renders them as a Java caller's arguments would. With
+     * {@code types} (Java parameter types, one per argument), each argument becomes the object
+     * of that type ({@link #typedValue}) and the types are set with {@code setParameterTypes}.
      */
     static RpcInvocation invocation(JSONObject j, String service) {
         RpcInvocation inv = new RpcInvocation();
         inv.setMethodName(j.getString("method"));
         inv.setServiceName(service);
         JSONArray args = j.getJSONArray("args");
+        JSONArray declared = j.getJSONArray("types");
         Object[] values = new Object[args == null ? 0 : args.size()];
         Class<?>[] types = new Class<?>[values.length];
         for (int i = 0; i < values.length; i++) {
-            values[i] = javaValue(args.get(i));
-            types[i] = values[i] == null ? Object.class : values[i].getClass();
+            String type = declared == null || i >= declared.size() ? null : declared.getString(i);
+            if (type == null) {
+                values[i] = javaValue(args.get(i));
+                types[i] = values[i] == null ? Object.class : values[i].getClass();
+            } else {
+                values[i] = typedValue(args.get(i), type);
+                types[i] = typeClass(type);
+            }
         }
         inv.setArguments(values);
         inv.setParameterTypes(types);
@@ -107,6 +119,100 @@ final class Stubs {
             }
         }
         return inv;
+    }
+
+    /** A type name without its generic arguments ({@code java.util.List<X>} → {@code java.util.List}). */
+    static String erasure(String type) {
+        int lt = type.indexOf('<');
+        return (lt < 0 ? type : type.substring(0, lt)).trim();
+    }
+
+    static Class<?> typeClass(String type) {
+        String base = erasure(type);
+        switch (base) {
+            case "double":
+                return double.class;
+            case "float":
+                return float.class;
+            case "long":
+                return long.class;
+            case "int":
+                return int.class;
+            case "boolean":
+                return boolean.class;
+            default:
+                try {
+                    return Class.forName(base);
+                } catch (ClassNotFoundException e) {
+                    return Object.class;
+                }
+        }
+    }
+
+    /**
+     * The JSON value as the object a parameter of {@code type} holds, as Dubbo's deserialization
+     * makes it: Double/Float/Long/Integer/Boolean for the number and boolean types (a float
+     * through the double, as Switchman's Hessian mapping does), BigDecimal of the text, an
+     * ArrayList, a HashSet or a HashMap (filled in JSON order) for the collection types, elements
+     * and values untyped.
+     */
+    static Object typedValue(Object v, String type) {
+        if (v == null) {
+            return null;
+        }
+        switch (erasure(type)) {
+            case "double":
+            case "java.lang.Double":
+                return ((Number) v).doubleValue();
+            case "float":
+            case "java.lang.Float":
+                return (float) ((Number) v).doubleValue();
+            case "long":
+            case "java.lang.Long":
+                return ((Number) v).longValue();
+            case "int":
+            case "java.lang.Integer":
+                return ((Number) v).intValue();
+            case "boolean":
+            case "java.lang.Boolean":
+                return (Boolean) v;
+            case "java.lang.String":
+                return String.valueOf(v);
+            case "java.math.BigDecimal":
+                return new BigDecimal(v.toString());
+            case "java.util.List":
+            case "java.util.ArrayList":
+            case "java.util.Collection":
+                return untypedDeep(v);
+            case "java.util.Set":
+            case "java.util.HashSet":
+                return new HashSet<>((List<?>) untypedDeep(v));
+            case "java.util.Map":
+            case "java.util.HashMap":
+                return untypedDeep(v);
+            default:
+                return javaValue(v);
+        }
+    }
+
+    /** JSON arrays as ArrayLists and objects as HashMaps (put in JSON order), scalars untyped. */
+    static Object untypedDeep(Object v) {
+        if (v instanceof JSONArray) {
+            JSONArray a = (JSONArray) v;
+            List<Object> list = new ArrayList<>(a.size());
+            for (int i = 0; i < a.size(); i++) {
+                list.add(untypedDeep(a.get(i)));
+            }
+            return list;
+        }
+        if (v instanceof JSONObject) {
+            Map<String, Object> map = new HashMap<>();
+            for (Map.Entry<String, Object> e : ((JSONObject) v).entrySet()) {
+                map.put(e.getKey(), untypedDeep(e.getValue()));
+            }
+            return map;
+        }
+        return javaValue(v);
     }
 
     static Object javaValue(Object v) {
