@@ -47,10 +47,12 @@ impl ProtocolInvoker {
         }
     }
 
-    /// The consumer's application, sent to dubbo:// providers with every call as
-    /// `remote.application` (see [`DubboInvoker::application`]).
+    /// The consumer's application, sent with every call: `remote.application` to dubbo://
+    /// providers ([`DubboInvoker::application`]), `tri-consumer-appname` to Triple ones
+    /// ([`TripleInvoker::application`]).
     pub fn application(mut self, name: &str) -> Self {
         self.dubbo = self.dubbo.application(name);
+        self.triple = self.triple.application(name);
         self
     }
 

@@ -64,9 +64,10 @@ async fn a_plain_reference_calls_application_level_providers_with_local_metadata
     assert_eq!(sum, json!(42));
 }
 
-/// A `Reference` names its application to dubbo:// providers as a Java consumer does: the
-/// registry URL's `application` arrives as the `remote.application` attachment (what the
-/// provider's `RpcContext.getRemoteApplicationName()` reads); a call's own attachment wins.
+/// A `Reference` names its application to providers as a Java consumer does: the registry
+/// URL's `application` arrives as the `remote.application` attachment (what the provider's
+/// `RpcContext.getRemoteApplicationName()` reads) over dubbo:// and Triple; a call's own
+/// attachment wins (dubbo://).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reference_sends_its_application_as_remote_application() {
     if java_peer::skipped("a_reference_sends_its_application_as_remote_application") {
@@ -76,6 +77,34 @@ async fn a_reference_sends_its_application_as_remote_application() {
     let consumer_app = unique("shop-consumer");
     let _provider =
         JavaProvider::start(&ProviderOptions::zookeeper(&zookeeper()).group(&g).name("p"));
+    let tri_group = unique("ref-remote-app-tri");
+    let _tri = JavaProvider::start(
+        &ProviderOptions::zookeeper(&zookeeper())
+            .protocol("tri")
+            .group(&tri_group)
+            .name("t"),
+    );
+    let over_tri = Reference::new(DEMO_SERVICE)
+        .registry(format!(
+            "zookeeper://{}?application={consumer_app}",
+            zookeeper()
+        ))
+        .group(&tri_group)
+        .wait(Duration::from_secs(20))
+        .connect()
+        .await
+        .unwrap();
+    // Over Triple it travels as the tri-consumer-appname header, which the Java provider
+    // turns into the same attachment.
+    let seen_tri = over_tri
+        .call_typed(
+            "attachment",
+            &["java.lang.String"],
+            json!(["remote.application"]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(seen_tri, json!(consumer_app));
     let demo = Reference::new(DEMO_SERVICE)
         .registry(format!(
             "zookeeper://{}?application={consumer_app}",
