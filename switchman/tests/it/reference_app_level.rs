@@ -73,60 +73,53 @@ async fn a_reference_sends_its_application_as_remote_application() {
     if java_peer::skipped("a_reference_sends_its_application_as_remote_application") {
         return;
     }
-    let g = unique("ref-remote-app");
     let consumer_app = unique("shop-consumer");
-    let _provider =
-        JavaProvider::start(&ProviderOptions::zookeeper(&zookeeper()).group(&g).name("p"));
-    let tri_group = unique("ref-remote-app-tri");
-    let _tri = JavaProvider::start(
-        &ProviderOptions::zookeeper(&zookeeper())
-            .protocol("tri")
-            .group(&tri_group)
-            .name("t"),
-    );
-    let over_tri = Reference::new(DEMO_SERVICE)
-        .registry(format!(
-            "zookeeper://{}?application={consumer_app}",
-            zookeeper()
-        ))
-        .group(&tri_group)
-        .wait(Duration::from_secs(20))
-        .connect()
-        .await
-        .unwrap();
-    // Over Triple it travels as the tri-consumer-appname header, which the Java provider
-    // turns into the same attachment.
-    let seen_tri = over_tri
-        .call_typed(
-            "attachment",
-            &["java.lang.String"],
-            json!(["remote.application"]),
-        )
-        .await
-        .unwrap();
-    assert_eq!(seen_tri, json!(consumer_app));
-    let demo = Reference::new(DEMO_SERVICE)
-        .registry(format!(
-            "zookeeper://{}?application={consumer_app}",
-            zookeeper()
-        ))
-        .group(&g)
-        .wait(Duration::from_secs(20))
-        .connect()
-        .await
-        .unwrap();
-    let seen = demo
-        .call_typed(
-            "attachment",
-            &["java.lang.String"],
-            json!(["remote.application"]),
-        )
-        .await
-        .unwrap();
-    assert_eq!(seen, json!(consumer_app));
+    // One provider per protocol, each in a group of its own.
+    let start = |protocol: &str| {
+        let group = unique(&format!("ref-remote-app-{protocol}"));
+        let provider = JavaProvider::start(
+            &ProviderOptions::zookeeper(&zookeeper())
+                .protocol(protocol)
+                .group(&group)
+                .name(protocol),
+        );
+        (group, provider)
+    };
+    let ((dubbo_group, _dubbo), (tri_group, _tri)) = std::thread::scope(|s| {
+        let a = s.spawn(|| start("dubbo"));
+        let b = s.spawn(|| start("tri"));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let connect = |group: String| {
+        Reference::new(DEMO_SERVICE)
+            .registry(format!(
+                "zookeeper://{}?application={consumer_app}",
+                zookeeper()
+            ))
+            .group(&group)
+            .wait(Duration::from_secs(20))
+            .connect()
+    };
+    // Over dubbo:// the attachment; over Triple the tri-consumer-appname header, which the
+    // Java provider turns into the same attachment.
+    let demo = connect(dubbo_group).await.unwrap();
+    assert_eq!(remote_application(&demo).await, json!(consumer_app));
+    let over_tri = connect(tri_group).await.unwrap();
+    assert_eq!(remote_application(&over_tri).await, json!(consumer_app));
     let own = switchman_core::Invocation::new("attachment")
         .with_args(vec![json!("remote.application")])
         .with_types(["java.lang.String"])
         .with_attachment("remote.application", "the-callers-own");
     assert_eq!(demo.invoke(&own).await.unwrap(), json!("the-callers-own"));
+}
+
+/// What the provider's `attachment("remote.application")` returns.
+async fn remote_application(r: &Reference) -> serde_json::Value {
+    r.call_typed(
+        "attachment",
+        &["java.lang.String"],
+        json!(["remote.application"]),
+    )
+    .await
+    .unwrap()
 }
