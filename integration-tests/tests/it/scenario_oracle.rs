@@ -607,18 +607,7 @@ async fn java_and_switchman_consumers_agree_on_every_scenario_and_strategy() {
             strategy,
             java.outcomes,
             java.attempts,
-            java.messages.first().map(|m| m
-                .split("Last error is:")
-                .last()
-                .unwrap_or(m)
-                .split("provider: ")
-                .next()
-                .unwrap_or(m)
-                .to_string()
-                + &m[m.find("cause:").unwrap_or(0)..]
-                    .chars()
-                    .take(600)
-                    .collect::<String>()),
+            java.messages.first().map(|m| brief(m)),
             "",
             rust.outcomes,
             rust.attempts,
@@ -656,4 +645,16 @@ async fn java_and_switchman_consumers_agree_on_every_scenario_and_strategy() {
         unlisted.is_empty() && stale.is_empty(),
         "differences not in oracle-deviations.yaml: {unlisted:?}; listed but not found (stale): {stale:?}\n{table}"
     );
+}
+
+/// A Java failure message for the printed table: the last error Dubbo names (without the
+/// provider's long URL) and the start of its cause.
+fn brief(m: &str) -> String {
+    let last = m.rsplit("Last error is:").next().unwrap_or(m);
+    let head = last.split("provider: ").next().unwrap_or(last);
+    let cause: String = m[m.find("cause:").unwrap_or(0)..]
+        .chars()
+        .take(600)
+        .collect();
+    format!("{head}{cause}")
 }
