@@ -73,6 +73,7 @@ pub struct Error {
     source: Option<Source>,
     tried: Vec<String>,
     unavailable: bool,
+    leaving: bool,
 }
 
 /// The longest message an [`Error`] keeps, in bytes. Messages quote what providers send (a
@@ -107,6 +108,7 @@ impl Error {
             source: None,
             tried: Vec::new(),
             unavailable: false,
+            leaving: false,
         }
     }
 
@@ -166,6 +168,22 @@ impl Error {
     /// ([`Error::with_unavailable`]).
     pub fn is_unavailable(&self) -> bool {
         self.unavailable
+    }
+
+    /// Marks the error as "this endpoint announced that it is going away (a graceful
+    /// shutdown: a dubbo:// provider's readonly event) and nothing was sent"; implies
+    /// [`Error::with_unavailable`]. `broadcast` leaves such an endpoint out instead of failing
+    /// the call: it is leaving the fleet, unlike an endpoint that cannot be reached.
+    pub fn with_leaving(mut self) -> Self {
+        self.leaving = true;
+        self.unavailable = true;
+        self
+    }
+
+    /// Whether the endpoint announced it is going away and nothing was sent
+    /// ([`Error::with_leaving`]).
+    pub fn is_leaving(&self) -> bool {
+        self.leaving
     }
 
     /// Attaches the underlying cause.

@@ -28,6 +28,8 @@ enum Fault {
     Business,
     /// A 503 with `connection: close`: retry elsewhere, no outlier strike.
     Drain,
+    /// No connection could be made: nothing sent.
+    Unreachable,
     /// Shutting down (a dubbo:// readonly event): nothing sent.
     Unavailable,
 }
@@ -94,9 +96,12 @@ impl Invoker for FaultInvoker {
                 Drain => {
                     Err(Error::transport(format!("{port} is draining")).with_outlier_strike(false))
                 }
+                Unreachable => {
+                    Err(Error::transport(format!("no connection to {port}")).with_unavailable(true))
+                }
                 Unavailable => Err(Error::transport(format!("{port} is shutting down"))
                     .with_outlier_strike(false)
-                    .with_unavailable(true)),
+                    .with_leaving()),
                 Slow(ms) => {
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                     Result::Ok(Value::from(port))
@@ -669,6 +674,31 @@ async fn broadcast_calls_everyone_and_fail_percent_stops_early() {
         c.invoke(&inv()).await.unwrap(),
         Value::from(2),
         "the last result"
+    );
+}
+
+/// A provider shutting down (its readonly event) is left out of a broadcast: the others
+/// answer the call (Dubbo calls it and fails the call). One that cannot be reached still
+/// fails it, and a broadcast where every instance is leaving fails.
+#[tokio::test(start_paused = true)]
+async fn broadcast_leaves_out_instances_shutting_down() {
+    let fi = FaultInvoker::with(&[(1, &[Ok]), (2, &[Unavailable]), (3, &[Ok])]);
+    let broadcast = || ClusterConfig::default().strategy(Strategy::Broadcast);
+    let c = cluster(&[1, 2, 3], fi.clone(), broadcast()).await;
+    assert_eq!(c.invoke(&inv()).await.unwrap(), Value::from(3));
+    assert_eq!(fi.calls(), vec![1, 2, 3]);
+
+    let fi = FaultInvoker::with(&[(1, &[Ok]), (2, &[Unreachable]), (3, &[Ok])]);
+    let c = cluster(&[1, 2, 3], fi.clone(), broadcast()).await;
+    let e = c.invoke(&inv()).await.unwrap_err();
+    assert!(e.message().contains("no connection to 2"), "{e}");
+
+    let fi = FaultInvoker::with(&[(1, &[Unavailable]), (2, &[Unavailable])]);
+    let c = cluster(&[1, 2], fi.clone(), broadcast()).await;
+    let e = c.invoke(&inv()).await.unwrap_err();
+    assert!(
+        e.is_leaving() && e.message().contains("shutting down"),
+        "{e}"
     );
 }
 

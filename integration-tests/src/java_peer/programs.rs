@@ -249,6 +249,19 @@ impl JavaConsumer {
     /// # Panics
     /// When the JVM exits or does not finish the command within [`RUN_TIMEOUT`].
     pub fn run(&mut self, command: &Value) -> Vec<Value> {
+        self.run_counted(command, &std::sync::atomic::AtomicUsize::new(0))
+    }
+
+    /// [`JavaConsumer::run`], adding one to `progress` as each call's line arrives (for a test
+    /// that acts while the calls run, e.g. stops a provider after the first ones).
+    ///
+    /// # Panics
+    /// As [`JavaConsumer::run`].
+    pub fn run_counted(
+        &mut self,
+        command: &Value,
+        progress: &std::sync::atomic::AtomicUsize,
+    ) -> Vec<Value> {
         let stdin = self.stdin.as_mut().expect("the consumer's stdin is open");
         writeln!(stdin, "{command}")
             .and_then(|()| stdin.flush())
@@ -272,6 +285,7 @@ impl JavaConsumer {
                 return out;
             }
             out.push(v);
+            progress.fetch_add(1, std::sync::atomic::Ordering::Release);
         }
     }
 

@@ -308,5 +308,5 @@ fn draining(address: &str) -> Error {
         "{address} is shutting down: every connection to it received the provider's readonly event"
     ))
     .with_outlier_strike(false)
-    .with_unavailable(true)
+    .with_leaving()
 }

@@ -143,6 +143,10 @@ final class Consumer {
      * settings, prints one JSON line per call as {@link #run} does, then {@code {"done":true}},
      * and destroys the reference (which also stops failback's background retries). Ends at
      * the end of stdin.
+     *
+     * <p>With {@code "keep": true} the reference is kept for later commands with the same
+     * group, cluster, timeout and retries (a consumer that runs while a rule is pushed to it);
+     * {@code "count": 0} only makes it. {@code {"release": true}} destroys every kept one.
      */
     static int serve(Args a) throws Exception {
         LoopbackConfiguratorFactory.pinLocalHost();
@@ -159,19 +163,38 @@ final class Consumer {
         bootstrap.start();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
+        Map<String, ReferenceConfig<GenericService>> kept = new java.util.HashMap<>();
         while ((line = in.readLine()) != null) {
             if (line.trim().isEmpty()) {
                 continue;
             }
             Map<?, ?> cmd = (Map<?, ?>) Json.parse(line);
-            ReferenceConfig<GenericService> ref = new ReferenceConfig<>();
-            ref.setInterface(iface);
-            ref.setGeneric("true");
-            ref.setGroup((String) cmd.get("group"));
-            ref.setCluster((String) cmd.get("cluster"));
-            ref.setTimeout(((Number) cmd.get("timeout_ms")).intValue());
-            if (cmd.get("retries") != null) {
-                ref.setRetries(((Number) cmd.get("retries")).intValue());
+            if (Boolean.TRUE.equals(cmd.get("release"))) {
+                for (ReferenceConfig<GenericService> r : kept.values()) {
+                    destroy(r);
+                }
+                kept.clear();
+                out.println("{\"done\":true}");
+                out.flush();
+                continue;
+            }
+            boolean keep = Boolean.TRUE.equals(cmd.get("keep"));
+            String key = cmd.get("group") + "/" + cmd.get("cluster") + "/" + cmd.get("timeout_ms") + "/"
+                    + cmd.get("retries");
+            ReferenceConfig<GenericService> ref = keep ? kept.get(key) : null;
+            if (ref == null) {
+                ref = new ReferenceConfig<>();
+                ref.setInterface(iface);
+                ref.setGeneric("true");
+                ref.setGroup((String) cmd.get("group"));
+                ref.setCluster((String) cmd.get("cluster"));
+                ref.setTimeout(((Number) cmd.get("timeout_ms")).intValue());
+                if (cmd.get("retries") != null) {
+                    ref.setRetries(((Number) cmd.get("retries")).intValue());
+                }
+                if (keep) {
+                    kept.put(key, ref);
+                }
             }
             List<?> typeList = (List<?>) cmd.get("types");
             String[] types = typeList.stream().map(String::valueOf).toArray(String[]::new);
@@ -194,10 +217,8 @@ final class Consumer {
             } catch (Throwable t) {
                 out.println(failure(t));
             } finally {
-                try {
-                    ref.destroy();
-                } catch (Throwable t) {
-                    System.err.println("[java-peer] reference destroy: " + t);
+                if (!keep) {
+                    destroy(ref);
                 }
             }
             out.println("{\"done\":true}");
@@ -209,6 +230,14 @@ final class Consumer {
             System.err.println("[java-peer] consumer shutdown: " + t);
         }
         return 0;
+    }
+
+    private static void destroy(ReferenceConfig<GenericService> ref) {
+        try {
+            ref.destroy();
+        } catch (Throwable t) {
+            System.err.println("[java-peer] reference destroy: " + t);
+        }
     }
 
     private static String failure(Throwable t) {
