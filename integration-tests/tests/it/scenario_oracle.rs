@@ -20,7 +20,8 @@
 //!   the rule's timeout over their own;
 //! - `graceful-stop`: both consumers call `slow(50)` at once while provider `a` is stopped
 //!   with SIGTERM (Dubbo's graceful shutdown: a read-only event to connected consumers,
-//!   unregistration, then its 2 s wait), a new `a` started for the next strategy. Which calls
+//!   unregistration, then its 2 s wait), a new `a` started at the same time for the next
+//!   strategy (it may join while the calls run, as in a rolling restart). Which calls
 //!   meet the stop is timing, so the sets of outcomes are compared, not call by call.
 //!
 //! Known differences are listed under `scenarios:` in `integration-tests/oracle-deviations.yaml`
@@ -449,8 +450,9 @@ impl Fleet {
 
     /// `graceful-stop` under one strategy: both consumers make [`CALLS_UNDER_STOP`] calls at
     /// once (Switchman's start when the Java consumer has its first answer), and when
-    /// Switchman has two answers provider `a` (`stopping`, started again when a previous
-    /// strategy stopped it) gets SIGTERM. Attempts are not compared: which calls meet the stop
+    /// Switchman has two answers provider `a` (`stopping`) gets SIGTERM; with `again`, the
+    /// next `a` starts then too (a rolling restart: it may join while the calls run), left in
+    /// `stopping` for the next strategy. Attempts are not compared: which calls meet the stop
     /// is timing.
     async fn graceful_stop(
         self: &Arc<Self>,
@@ -458,17 +460,9 @@ impl Fleet {
         s: &Scenario,
         strategy: &str,
         stopping: &mut Option<JavaProvider>,
+        again: bool,
     ) -> (Run, Run) {
-        let a = match stopping.take() {
-            Some(a) => a,
-            None => {
-                let o = ProviderOptions::zookeeper(zk)
-                    .group(&self.group)
-                    .name("a")
-                    .param("warmup", "0");
-                tokio::task::block_in_place(|| JavaProvider::start(&o))
-            }
-        };
+        let a = stopping.take().expect("a running provider a");
         let address = a.address();
         self.dir
             .wait_until(WAIT, |snap| {
@@ -510,11 +504,21 @@ impl Fleet {
         until(&rust_progress, 2, "Switchman's first two answers").await;
         let mut a = a;
         let stopped = tokio::task::spawn_blocking(move || a.terminate());
+        let next = again.then(|| {
+            let o = ProviderOptions::zookeeper(zk)
+                .group(&self.group)
+                .name("a")
+                .param("warmup", "0");
+            tokio::task::spawn_blocking(move || JavaProvider::start(&o))
+        });
         let (java, rust) = (
             java.await.expect("java side"),
             rust.await.expect("rust side"),
         );
         stopped.await.expect("the stop");
+        if let Some(next) = next {
+            *stopping = Some(next.await.expect("the next a starts"));
+        }
         let run = |(outcomes, messages)| Run {
             outcomes,
             messages,
@@ -884,9 +888,12 @@ async fn java_and_switchman_consumers_agree_on_every_scenario_and_strategy() {
                     }
                     _ => None,
                 };
-                for strategy in STRATEGIES {
+                for (n, strategy) in STRATEGIES.into_iter().enumerate() {
                     let (java, rust) = if s.script == Script::GracefulStop {
-                        fleet.graceful_stop(&zk, &s, strategy, &mut stopping).await
+                        let again = n + 1 < STRATEGIES.len();
+                        fleet
+                            .graceful_stop(&zk, &s, strategy, &mut stopping, again)
+                            .await
                     } else {
                         (
                             fleet.java(&s, strategy).await,
