@@ -6,6 +6,8 @@
 //!   compact forms and chunking included.
 //! - [`Decoder`]: reads every Hessian 2.0 form, bounded by [`Limits`]: untrusted bytes give a
 //!   [`DecodeError`], never a panic or an allocation the input does not pay for.
+//! - [`to_vec`] / [`from_slice`] / [`Serializer`] / [`Deserializer`]: typed Rust values
+//!   straight to and from Hessian with serde, mapped to Java types as in [`mod@serde`].
 //! - [`from_json`] / [`to_json`]: the JSON mapping of generic invocations, with Java's forms of
 //!   `BigDecimal`, `BigInteger`, enums, `Date` and `Throwable` ([`java_exception`]).
 //!
@@ -32,9 +34,13 @@ mod bignum;
 mod decode;
 mod encode;
 mod json;
+pub mod serde;
 mod tag;
 mod value;
 
+pub use crate::serde::{
+    Deserializer, Serializer, from_slice, from_slice_with_limits, to_vec, to_writer,
+};
 pub use decode::{DecodeError, Decoder, Limits, NODES_PER_BYTE, TEXT_PER_BYTE};
 pub use encode::Encoder;
 pub use json::{

@@ -11,6 +11,7 @@
 
 mod compose;
 mod java_app_level;
+mod hessian_typed;
 mod java_app_level_nacos;
 mod java_dubbo;
 mod java_groups;
