@@ -60,12 +60,38 @@ struct Node {
 pub struct ZkServer {
     dir: PathBuf,
     nodes: Vec<Node>,
+    /// The TLS client port of a server started by [`ZkServer::standalone_tls`].
+    secure_port: Option<u16>,
+}
+
+/// The PEM files of a TLS ZooKeeper ([`ZkServer::standalone_tls`]).
+#[derive(Debug, Clone)]
+pub struct ZkTlsFiles {
+    /// The server's private key and certificate chain in one PEM file.
+    pub key_store: PathBuf,
+    /// The CA (PEM) the server checks client certificates against.
+    pub trust_store: PathBuf,
+    /// `ssl.clientAuth`: `need`, `want` or `none`.
+    pub client_auth: &'static str,
 }
 
 fn classpath() -> String {
     std::env::var("SWITCHMAN_ZK_CLASSPATH").unwrap_or_else(|_| {
         panic!("SWITCHMAN_ZK_CLASSPATH is not set: run the tests with scripts/test (or source scripts/services.sh and call services_start)")
     })
+}
+
+/// `cp` plus Netty's codec jar where the Debian package keeps it (next to the first entry,
+/// `zookeeper.jar`), if there: its manifest lists netty-handler but not netty-codec, which
+/// Netty's TLS handler needs (`NoClassDefFoundError: ByteToMessageDecoder` otherwise).
+fn with_netty_codec(cp: String) -> String {
+    let first = cp.split(':').next().unwrap_or_default();
+    let codec = std::path::Path::new(first).with_file_name("netty-codec.jar");
+    if codec.is_file() && !cp.contains("netty-codec") {
+        format!("{cp}:{}", codec.display())
+    } else {
+        cp
+    }
 }
 
 /// Sends a four-letter command and returns the reply (empty on any error).
@@ -99,7 +125,47 @@ impl ZkServer {
         Self::start(n)
     }
 
+    /// Starts a standalone server with a TLS client port (Netty's connection factory, PEM key
+    /// and trust stores) besides its plain one, and waits until both listen.
+    pub fn standalone_tls(tls: &ZkTlsFiles) -> ZkServer {
+        let port = allocate();
+        let extra = format!(
+            "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+             secureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n\
+             ssl.keyStore.location={}\nssl.keyStore.type=PEM\n\
+             ssl.trustStore.location={}\nssl.trustStore.type=PEM\nssl.clientAuth={}\n",
+            tls.key_store.display(),
+            tls.trust_store.display(),
+            tls.client_auth
+        );
+        let mut server = Self::start_with(1, &extra);
+        server.secure_port = Some(port);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = format!("127.0.0.1:{port}")
+            .parse()
+            .expect("literal address");
+        while TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "ZooKeeper's TLS port {port} not listening after 30s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        server
+    }
+
+    /// The TLS client port of a server from [`ZkServer::standalone_tls`].
+    pub fn secure_port(&self) -> u16 {
+        self.secure_port
+            .expect("a server started with standalone_tls")
+    }
+
     fn start(n: usize) -> ZkServer {
+        Self::start_with(n, "")
+    }
+
+    /// [`ZkServer::start`] with `extra` lines in every member's `zoo.cfg`.
+    fn start_with(n: usize, extra: &str) -> ZkServer {
         let dir = std::env::temp_dir().join(crate::unique("switchman-zk"));
         std::fs::create_dir_all(&dir).expect("create the server directory");
         let ports: Vec<(u16, u16, u16)> = (0..n)
@@ -122,6 +188,7 @@ impl ZkServer {
                 }
             }
             let _ = (quorum, election);
+            cfg.push_str(extra);
             let config = dir.join(format!("zoo{}.cfg", i + 1));
             std::fs::write(&config, cfg).expect("write zoo.cfg");
             nodes.push(Node {
@@ -131,7 +198,11 @@ impl ZkServer {
                 child: None,
             });
         }
-        let mut server = ZkServer { dir, nodes };
+        let mut server = ZkServer {
+            dir,
+            nodes,
+            secure_port: None,
+        };
         for i in 0..n {
             server.spawn(i);
         }
@@ -149,7 +220,12 @@ impl ZkServer {
             .open(&node.log)
             .expect("open the server log");
         let child = Command::new("java")
-            .args(["-Xmx128m", "-XX:+UseSerialGC", "-cp", &classpath()])
+            .args([
+                "-Xmx128m",
+                "-XX:+UseSerialGC",
+                "-cp",
+                &with_netty_codec(classpath()),
+            ])
             .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
             .arg(&node.config)
             .stdin(Stdio::null())

@@ -27,6 +27,16 @@
 //! | `metadata-retry` | 10000 | the longest pause between retries of a `MetadataInfo` that could not be fetched (ms) |
 //! | `register-mode` | `interface` | provider side: `interface`, `instance` (the Dubbo 3 application instance, mapping and metadata; `register_app.rs`) or `all` |
 //! | `metadata-type` | `local` | provider side, application level: `remote` also writes `/dubbo/metadata/{app}/{revision}` |
+//! | `secure` (`zookeeper.client.secure`) | `false` | TLS to every server (`tls.rs`); the Java client's `zookeeper.clientCnxnSocket` is accepted and not needed |
+//! | `tls.ca` (`zookeeper.ssl.trustStore.location`) | | PEM file of the CA that signed the servers' certificates; required with `secure=true` |
+//! | `tls.cert` (`zookeeper.ssl.keyStore.location`) | | PEM client certificate chain, for servers with `ssl.clientAuth=need`; may hold the key too (ZooKeeper's PEM key store) |
+//! | `tls.key` | the `tls.cert` file | PEM private key of the client certificate (unencrypted) |
+//! | `tls.hostname-verification` (`zookeeper.ssl.hostnameVerification`) | `true` | `false`: the certificate chain is checked, not the name |
+//!
+//! `zookeeper.ssl.trustStore.type`/`keyStore.type` may only say `PEM`: a JKS or PKCS#12 store is
+//! an error that says to export it as PEM, and so is `zookeeper.ssl.keyStore.password` (an
+//! encrypted key). The files are read when the URL is parsed; a handshake failure is logged
+//! with the server, the reason and the CA or client certificate file.
 //!
 //! A user and password authenticate the session with the `digest` scheme; nodes we create
 //! (provider nodes and their parents, the chroot) then get the creator-all ACL (only this
@@ -77,6 +87,7 @@ use nodes::ProviderFilter;
 use session::{CallError, Session, call, ensure_ephemeral};
 
 /// Where Dubbo keeps the config centre, mapping and metadata (whatever the registry `group`).
+mod tls;
 pub(crate) const DUBBO_ROOT: &str = "/dubbo";
 /// Dubbo's default ZooKeeper session timeout.
 const DEFAULT_SESSION: Duration = Duration::from_secs(60);
@@ -140,6 +151,8 @@ impl fmt::Debug for ZkConfig {
     }
 }
 
+    /// TLS to the servers (`secure=true`, `tls.rs`).
+    pub(crate) tls: Option<tls::ZkTls>,
 /// The longest `session` or `timeout` a ZooKeeper URL may give: one day.
 const MAX_MS: u64 = 24 * 3600 * 1000;
 
@@ -152,6 +165,7 @@ fn ms_param(url: &Url, key: &str, default: Duration) -> Result<Duration> {
             Ok(ms) if ms > 0 && ms <= MAX_MS => Ok(Duration::from_millis(ms)),
             _ => Err(Error::bad_config(format!(
                 "registry {}: {key}={v:?} is not a number of milliseconds from 1 to {MAX_MS}",
+            .field("tls", &self.tls)
                 url.redacted()
             ))),
         },
@@ -243,6 +257,7 @@ impl ZkConfig {
             app_level,
             migration: crate::migration::MigrationDefaults::from_params(|k| url.param(k))
                 .map_err(bad)?,
+        let tls = tls::ZkTls::from_url(url, &servers).map_err(bad)?;
             legacy_routers,
             watch,
             metadata_fetch: app::fetch_settings(url)?,
@@ -264,6 +279,7 @@ pub struct ZookeeperRegistry {
 struct Handle {
     session: Arc<Session>,
     /// Registered providers: (service, address) → node path.
+            tls,
     mine: Mutex<BTreeMap<(String, String), String>>,
     /// Application-level registrations (`register-mode`, `register_app.rs`).
     app: register_app::ZkAppRegistrar,

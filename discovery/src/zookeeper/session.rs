@@ -210,19 +210,40 @@ pub(crate) async fn ensure_ephemeral(
     Err(CallError::Zk(zk::Error::NodeExists))
 }
 
-async fn connect(config: &ZkConfig) -> Result<zk::Client, String> {
+/// Connects a new session. With `secure=true` the client talks to the TLS relays of `relay`
+/// (started on first use, kept by the session task), and a failure says why TLS failed.
+async fn connect(
+    config: &ZkConfig,
+    relay: &mut Option<super::tls::Relay>,
+) -> Result<zk::Client, String> {
     let mut connector = zk::Client::connector()
         .with_session_timeout(config.session_timeout)
         .with_fail_eagerly();
     if let Some(auth) = &config.auth {
         connector = connector.with_auth("digest", auth.as_bytes());
     }
-    let client =
-        match tokio::time::timeout(config.timeout, connector.connect(&config.servers)).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => return Err(e.to_string()),
-            Err(_) => return Err(format!("no session within {:?}", config.timeout)),
-        };
+    if let Some(tls) = &config.tls
+        && relay.is_none()
+    {
+        *relay = Some(tls.relay(config.timeout).await?);
+    }
+    let servers = match relay.as_ref() {
+        Some(r) => {
+            let _ = r.take_error();
+            r.connect_string()
+        }
+        None => config.servers.as_str(),
+    };
+    // The TLS failure behind a failed connect, if any.
+    let why = |e: String| match relay.as_ref().and_then(|r| r.take_error()) {
+        Some(tls) => format!("{e}: {tls}"),
+        None => e,
+    };
+    let client = match tokio::time::timeout(config.timeout, connector.connect(servers)).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return Err(why(e.to_string())),
+        Err(_) => return Err(why(format!("no session within {:?}", config.timeout))),
+    };
     match &config.chroot {
         None => Ok(client),
         Some(root) => {
@@ -249,12 +270,14 @@ async fn run(
     // Since when ZooKeeper was out of reach (connect failing, or the session ended): the next
     // session's log line says how long that took.
     let mut down_since: Option<std::time::Instant> = None;
+    // The TLS relays (`secure=true`), for as long as this task runs.
+    let mut relay = None;
     let stopped = |config: &ZkConfig| {
         debug!(registry = %config.redacted, "ZooKeeper session task stopped: the registry was dropped");
     };
     loop {
         let connected = tokio::select! {
-            r = connect(&config) => r,
+            r = connect(&config, &mut relay) => r,
             _ = stop.changed() => return stopped(&config),
         };
         let client = match connected {

@@ -10,8 +10,8 @@
 //! subscriber that captures every line.
 
 mod compose;
-mod java_app_level;
 mod hessian_typed;
+mod java_app_level;
 mod java_app_level_nacos;
 mod java_dubbo;
 mod java_groups;
@@ -33,3 +33,4 @@ mod triple_python_peer;
 mod zookeeper_registry;
 mod zookeeper_routers;
 mod zookeeper_session;
+mod zookeeper_tls;

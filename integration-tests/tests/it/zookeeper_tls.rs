@@ -1,0 +1,292 @@
+//! The ZooKeeper adapter over TLS (`secure=true`) against a private ZooKeeper with Netty's TLS
+//! port (`ZkServer::standalone_tls`, `ssl.clientAuth=need`) and certificates made here: a
+//! provider registered over TLS is seen by a subscription over TLS; without a client
+//! certificate, or with the wrong CA, the subscription never becomes ready and the log says
+//! why (server, reason, file).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use switchman_core::{Instance, Protocol, ServiceKey, Url};
+use switchman_discovery::zookeeper::ZookeeperRegistry;
+use switchman_discovery::{DirectoryConfig, Registrar, RegistryDirectory};
+use switchman_integration_tests::unique;
+use switchman_integration_tests::zk_server::{ZkServer, ZkTlsFiles, raw_client};
+use zookeeper_client as zk;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A CA, the server's key store (key and chain in one PEM file, as ZooKeeper reads it), a
+/// client certificate and key, and a second CA that signed none of them.
+struct Pki {
+    dir: PathBuf,
+    ca: PathBuf,
+    other_ca: PathBuf,
+    server: PathBuf,
+    client_cert: PathBuf,
+    client_key: PathBuf,
+    /// The client's key and certificate in one file (a ZooKeeper PEM key store).
+    client_store: PathBuf,
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::File::create(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+fn ca(name: &str) -> (rcgen::Certificate, rcgen::Issuer<'static, rcgen::KeyPair>) {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    (cert, rcgen::Issuer::new(params, key))
+}
+
+/// A leaf for 127.0.0.1 and localhost signed by `issuer`: (certificate PEM, key PEM).
+fn leaf(issuer: &rcgen::Issuer<'static, rcgen::KeyPair>) -> (String, String) {
+    let params =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+            .unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, issuer).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
+fn pki() -> Pki {
+    let dir = std::env::temp_dir().join(unique("switchman-zk-tls"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ca_cert, issuer) = ca("switchman test CA");
+    let (other_cert, _) = ca("another CA");
+    let (server_cert, server_key) = leaf(&issuer);
+    let (client_cert, client_key) = leaf(&issuer);
+    let p = Pki {
+        ca: dir.join("ca.pem"),
+        other_ca: dir.join("other-ca.pem"),
+        server: dir.join("server.pem"),
+        client_cert: dir.join("client.pem"),
+        client_key: dir.join("client.key"),
+        client_store: dir.join("client-store.pem"),
+        dir,
+    };
+    write(&p.ca, &ca_cert.pem());
+    write(&p.other_ca, &other_cert.pem());
+    write(&p.server, &format!("{server_key}{server_cert}"));
+    write(&p.client_cert, &client_cert);
+    write(&p.client_key, &client_key);
+    write(&p.client_store, &format!("{client_key}{client_cert}"));
+    p
+}
+
+fn tls_server(p: &Pki) -> ZkServer {
+    ZkServer::standalone_tls(&ZkTlsFiles {
+        key_store: p.server.clone(),
+        trust_store: p.ca.clone(),
+        client_auth: "need",
+    })
+}
+
+fn registry(address: &str) -> ZookeeperRegistry {
+    ZookeeperRegistry::from_url(&Url::parse(address).unwrap()).unwrap()
+}
+
+fn instance(iface: &str, port: u16) -> Instance {
+    Instance::builder("127.0.0.1", port)
+        .protocol(Protocol::Http)
+        .service(ServiceKey::new(iface))
+        .application("it-tls")
+        .build()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_registered_over_tls_is_seen_over_tls_with_digest_acl() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let p = pki();
+    let server = tls_server(&p);
+    let port = server.secure_port();
+    let iface = unique("it.zk.tls.Visible").replace('-', "_");
+    // Our parameter names, separate certificate and key files.
+    let producer = registry(&format!(
+        "zookeeper://alice:s3cret@127.0.0.1:{port}?secure=true&tls.ca={}&tls.cert={}&tls.key={}",
+        p.ca.display(),
+        p.client_cert.display(),
+        p.client_key.display()
+    ));
+    producer.register(&instance(&iface, 18_110)).await.unwrap();
+    // The Java client's property names, the key store holding key and chain.
+    let consumer = registry(&format!(
+        "zookeeper://alice:s3cret@localhost:{port}?zookeeper.client.secure=true\
+         &zookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty\
+         &zookeeper.ssl.trustStore.location={}&zookeeper.ssl.trustStore.type=PEM\
+         &zookeeper.ssl.keyStore.location={}&zookeeper.ssl.keyStore.type=PEM",
+        p.ca.display(),
+        p.client_store.display()
+    ));
+    let dir =
+        RegistryDirectory::subscribe(&consumer, DirectoryConfig::new(ServiceKey::new(&iface)))
+            .await
+            .unwrap();
+    let snap = dir
+        .wait_until(WAIT, |s| s.instances().len() == 1)
+        .await
+        .expect("a provider registered over TLS is seen over TLS");
+    assert_eq!(snap.instances()[0].address(), "127.0.0.1:18110");
+
+    // The same node on the server's plain port: creator-only (digest), so an anonymous client
+    // cannot list it, and the digest identity can.
+    let parent = format!("/dubbo/{iface}/providers");
+    let anonymous = raw_client(&format!("127.0.0.1:{}", server.port(0)), WAIT).await;
+    assert!(
+        matches!(
+            anonymous.list_children(&parent).await,
+            Err(zk::Error::NoAuth)
+        ),
+        "the provider node is protected by the digest ACL"
+    );
+    let owner = tokio::time::timeout(
+        WAIT,
+        zk::Client::connector()
+            .with_session_timeout(Duration::from_secs(10))
+            .with_auth("digest", b"alice:s3cret")
+            .connect(&format!("127.0.0.1:{}", server.port(0))),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(owner.list_children(&parent).await.unwrap().len(), 1);
+}
+
+/// Log lines written while the guard lives, on this thread (a current-thread runtime runs the
+/// session tasks here too).
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    /// Waits until a line holds every one of `parts`; the log so far if none does in time.
+    async fn line_with(&self, parts: &[&str]) -> Result<String, String> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let text = self.text();
+            if let Some(line) = text.lines().find(|l| parts.iter().all(|p| l.contains(p))) {
+                return Ok(line.to_string());
+            }
+            if Instant::now() > deadline {
+                return Err(text);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn missing_client_certificate_and_wrong_ca_fail_clearly() {
+    use tracing_subscriber::util::SubscriberInitExt;
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let _guard = tracing_subscriber::fmt()
+        .with_max_level(tracing_subscriber::filter::LevelFilter::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish()
+        .set_default();
+    let p = pki();
+    let server = tls_server(&p);
+    let port = server.secure_port();
+    let iface = unique("it.zk.tls.Refused").replace('-', "_");
+
+    // The server needs a client certificate; none is given.
+    let no_cert = registry(&format!(
+        "zookeeper://127.0.0.1:{port}?secure=true&tls.ca={}&timeout=2000",
+        p.ca.display()
+    ));
+    let dir = RegistryDirectory::subscribe(&no_cert, DirectoryConfig::new(ServiceKey::new(&iface)))
+        .await
+        .unwrap();
+    let line = logs
+        .line_with(&["cannot reach ZooKeeper", &format!("127.0.0.1:{port}")])
+        .await
+        .unwrap_or_else(|log| panic!("no connect failure logged; log:\n{log}"));
+    assert!(
+        line.contains("TLS handshake") && line.contains("client certificate (tls.cert)"),
+        "the reason names the TLS refusal and the missing client certificate: {line}"
+    );
+    assert!(
+        dir.wait_until(Duration::from_millis(200), |s| s.epoch() > 0)
+            .await
+            .is_err(),
+        "a subscription without a session is not ready"
+    );
+    drop(dir);
+    drop(no_cert);
+
+    // A CA that did not sign the server's certificate.
+    let wrong_ca = registry(&format!(
+        "zookeeper://127.0.0.1:{port}?secure=true&tls.ca={}&tls.cert={}&tls.key={}&timeout=2000",
+        p.other_ca.display(),
+        p.client_cert.display(),
+        p.client_key.display()
+    ));
+    let dir =
+        RegistryDirectory::subscribe(&wrong_ca, DirectoryConfig::new(ServiceKey::new(&iface)))
+            .await
+            .unwrap();
+    let other_ca = p.other_ca.display().to_string();
+    let line = logs
+        .line_with(&["cannot reach ZooKeeper", "UnknownIssuer"])
+        .await
+        .unwrap_or_else(|log| panic!("no wrong-CA failure logged; log:\n{log}"));
+    assert!(
+        line.contains(&other_ca) && line.contains(&format!("127.0.0.1:{port}")),
+        "the reason names the server and the CA file: {line}"
+    );
+    assert!(
+        dir.wait_until(Duration::from_millis(200), |s| s.epoch() > 0)
+            .await
+            .is_err(),
+        "a subscription without a session is not ready"
+    );
+
+    // A CA file that does not exist: a configuration error naming it.
+    let missing = p.dir.join("missing-ca.pem");
+    let err = ZookeeperRegistry::from_url(
+        &Url::parse(&format!(
+            "zookeeper://127.0.0.1:{port}?secure=true&tls.ca={}",
+            missing.display()
+        ))
+        .unwrap(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(&missing.display().to_string()),
+        "the error names the file: {err}"
+    );
+}
