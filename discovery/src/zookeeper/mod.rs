@@ -58,6 +58,22 @@
 //! registered providers, re-adds its watches and re-lists. Bad nodes are logged with their path
 //! and skipped; the last good rules stay.
 //!
+//! A read that fails keeps its part to be read again and the last good lists in use; re-lists
+//! that keep failing back off (500 ms doubling to 30 s, at once again after a reconnect or a
+//! good re-list; a watch event is still read at once, so a part that keeps failing never
+//! delays the others) and, from the third in a row, each is logged as a warning naming the
+//! nodes and errors.
+//!
+//! Big fleets: `getChildren` of `/dubbo/{interface}/providers` is one reply holding every
+//! child's name (about 580 bytes for a Java Dubbo 3.3 provider URL). ZooKeeper's `jute.maxbuffer`
+//! (default 0xfffff bytes) does not limit it on the server (3.8 checks what it reads, not what
+//! it sends), and zookeeper-client reads a reply of any length, so no parameter is needed
+//! here: 20,000 providers (an 11.8 MB reply) are listed (`integration-tests/benches/big_fleet.rs`).
+//! Java clients on the same registry refuse a reply of `jute.maxbuffer` bytes or more
+//! ("Packet len N is out of range!", about 1,840 such providers) and reconnect in a loop until
+//! their JVM runs with `-Djute.maxbuffer=` a larger value. A bigger list only needs the call
+//! `timeout` to cover its transfer.
+//!
 //! # Registering
 //!
 //! [`Registrar::register`] creates the ephemeral `/dubbo/{interface}/providers/{encoded URL}`
@@ -71,6 +87,7 @@ mod reader;
 mod register_app;
 mod session;
 mod subscription;
+mod tls;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -87,7 +104,6 @@ use nodes::ProviderFilter;
 use session::{CallError, Session, call, ensure_ephemeral};
 
 /// Where Dubbo keeps the config centre, mapping and metadata (whatever the registry `group`).
-mod tls;
 pub(crate) const DUBBO_ROOT: &str = "/dubbo";
 /// Dubbo's default ZooKeeper session timeout.
 const DEFAULT_SESSION: Duration = Duration::from_secs(60);
@@ -135,6 +151,8 @@ pub(crate) struct ZkConfig {
     pub(crate) metadata_cache: std::sync::OnceLock<Arc<crate::metadata::MetadataCache>>,
     /// The address for logs (password masked).
     pub(crate) redacted: String,
+    /// TLS to the servers (`secure=true`, `tls.rs`).
+    pub(crate) tls: Option<tls::ZkTls>,
 }
 
 impl fmt::Debug for ZkConfig {
@@ -147,12 +165,11 @@ impl fmt::Debug for ZkConfig {
             .field("session_timeout", &self.session_timeout)
             .field("timeout", &self.timeout)
             .field("root", &self.root)
+            .field("tls", &self.tls)
             .finish()
     }
 }
 
-    /// TLS to the servers (`secure=true`, `tls.rs`).
-    pub(crate) tls: Option<tls::ZkTls>,
 /// The longest `session` or `timeout` a ZooKeeper URL may give: one day.
 const MAX_MS: u64 = 24 * 3600 * 1000;
 
@@ -165,7 +182,6 @@ fn ms_param(url: &Url, key: &str, default: Duration) -> Result<Duration> {
             Ok(ms) if ms > 0 && ms <= MAX_MS => Ok(Duration::from_millis(ms)),
             _ => Err(Error::bad_config(format!(
                 "registry {}: {key}={v:?} is not a number of milliseconds from 1 to {MAX_MS}",
-            .field("tls", &self.tls)
                 url.redacted()
             ))),
         },
@@ -241,6 +257,7 @@ impl ZkConfig {
         if url.password().is_some() {
             redacted_url.set_credentials(url.username(), Some("***"));
         }
+        let tls = tls::ZkTls::from_url(url, &servers).map_err(bad)?;
         Ok(ZkConfig {
             servers: servers.join(","),
             chroot,
@@ -257,12 +274,12 @@ impl ZkConfig {
             app_level,
             migration: crate::migration::MigrationDefaults::from_params(|k| url.param(k))
                 .map_err(bad)?,
-        let tls = tls::ZkTls::from_url(url, &servers).map_err(bad)?;
             legacy_routers,
             watch,
             metadata_fetch: app::fetch_settings(url)?,
             metadata_cache: std::sync::OnceLock::new(),
             redacted: redacted_url.redacted(),
+            tls,
         })
     }
 }
@@ -279,7 +296,6 @@ pub struct ZookeeperRegistry {
 struct Handle {
     session: Arc<Session>,
     /// Registered providers: (service, address) → node path.
-            tls,
     mine: Mutex<BTreeMap<(String, String), String>>,
     /// Application-level registrations (`register-mode`, `register_app.rs`).
     app: register_app::ZkAppRegistrar,

@@ -9,6 +9,7 @@
 //! `nacos_health_logs`, `zookeeper_logs`), which each install a process-wide tracing
 //! subscriber that captures every line.
 
+mod big_fleet;
 mod compose;
 mod hessian_typed;
 mod java_app_level;

@@ -11,7 +11,8 @@
 //! After every reconnect (`SyncConnected`) everything is re-listed, since persistent watches
 //! can lose events across a reconnect (ZOOKEEPER-4698); after a session ends it waits for the
 //! next session and starts over. Every ZooKeeper call has its own timeout; a failed read keeps
-//! its part dirty and is retried.
+//! its part dirty and is retried, with a backoff while re-lists keep failing
+//! (`state::Backoff`: 500 ms doubling to 30 s, warnings from the third failure in a row).
 //!
 //! Files: `session_loop.rs` (one session: its watches and event loop), `paths.rs` (the nodes
 //! watched and what an event marks dirty), `relist.rs` (reading what is dirty and sending what

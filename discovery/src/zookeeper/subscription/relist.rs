@@ -32,6 +32,7 @@ pub(super) async fn relist(
     let cfg = &session.config;
     let iface = filter.key.interface.to_string();
     let mut list_changed = std::mem::take(&mut dirty.decide);
+    dirty.failed.clear();
     if dirty.migration {
         match read_migration_rule(reader, cfg, sent).await {
             Ok(changed) => {
@@ -41,7 +42,10 @@ pub(super) async fn relist(
                 list_changed |=
                     changed && sent.migration.as_ref().is_some_and(|m| m.step().is_some());
             }
-            Err(e) => debug!(service = %filter.key, "cannot read the migration rule yet: {e}"),
+            Err(e) => {
+                debug!(service = %filter.key, "cannot read the migration rule yet: {e}");
+                dirty.failed.push(format!("the migration rule: {e}"));
+            }
         }
     }
     if dirty.providers {
@@ -51,13 +55,17 @@ pub(super) async fn relist(
                 sent.interface_level = list;
                 list_changed = true;
             }
-            Err(CallError::Zk(zk::Error::NoAuth)) => {
+            Err((path, CallError::Zk(zk::Error::NoAuth))) => {
                 if !sent.no_auth_reported {
-                    warn!(service = %filter.key, "not allowed to list providers (ACL): check the registry's user and password");
+                    warn!(service = %filter.key, path, "not allowed to list providers (ACL): check the registry's user and password");
                     sent.no_auth_reported = true;
                 }
+                dirty.failed.push(format!("{path}: not allowed (ACL)"));
             }
-            Err(e) => debug!(service = %filter.key, "cannot list providers yet: {e}"),
+            Err((path, e)) => {
+                debug!(service = %filter.key, path, "cannot list providers yet: {e}");
+                dirty.failed.push(format!("{path}: {e}"));
+            }
         }
     }
     if cfg.app_level && dirty.app_level && iface != "*" {
@@ -74,7 +82,10 @@ pub(super) async fn relist(
                 list_changed = true;
             }
             Err(e) => {
-                debug!(service = %filter.key, "cannot read application-level instances yet: {e}")
+                debug!(service = %filter.key, "cannot read application-level instances yet: {e}");
+                dirty
+                    .failed
+                    .push(format!("application-level instances: {e}"));
             }
         }
     } else {
@@ -167,7 +178,12 @@ pub(super) async fn relist(
                     }
                 }
             }
-            Err(e) => debug!(service = %filter.key, "cannot list configurators yet: {e}"),
+            Err(e) => {
+                debug!(service = %filter.key, "cannot list configurators yet: {e}");
+                dirty
+                    .failed
+                    .push(format!("{}/{iface}/configurators: {e}", cfg.root));
+            }
         }
     }
     if dirty.routers {
@@ -181,7 +197,10 @@ pub(super) async fn relist(
                     let now = filter.router_rules(&path, &children.unwrap_or_default());
                     send_router_changes(tx, &mut sent.routers, now).await?;
                 }
-                Err(e) => debug!(service = %filter.key, "cannot list routers yet: {e}"),
+                Err(e) => {
+                    debug!(service = %filter.key, "cannot list routers yet: {e}");
+                    dirty.failed.push(format!("{path}: {e}"));
+                }
             }
         }
     }
@@ -216,6 +235,7 @@ pub(super) async fn relist(
             Ok(None) => None,
             Err(e) => {
                 debug!(path, "cannot read rule yet: {e}");
+                dirty.failed.push(format!("{path}: {e}"));
                 failed.insert(key.clone());
                 continue;
             }
@@ -267,17 +287,20 @@ pub(super) async fn relist(
     Ok(())
 }
 
+/// The providers of the subscribed interface (of every interface for `*`); a failed read
+/// names the node it failed on.
 async fn read_providers(
     reader: &mut Reader<'_>,
     cfg: &ZkConfig,
     filter: &ProviderFilter,
     iface: &str,
     parsed: &mut ParsedProviders,
-) -> Result<Vec<Arc<Instance>>, CallError> {
+) -> Result<Vec<Arc<Instance>>, (String, CallError)> {
     let interfaces: Vec<String> = if iface == "*" {
         reader
             .children(&cfg.root)
-            .await?
+            .await
+            .map_err(|e| (cfg.root.clone(), e))?
             .unwrap_or_default()
             .into_iter()
             .filter(|c| !NOT_INTERFACES.contains(&c.as_str()))
@@ -289,7 +312,11 @@ async fn read_providers(
     let mut paths = BTreeSet::new();
     for i in interfaces {
         let path = format!("{}/{i}/providers", cfg.root);
-        match reader.children(&path).await? {
+        match reader
+            .children(&path)
+            .await
+            .map_err(|e| (path.clone(), e))?
+        {
             Some(children) => out.extend(parsed.providers(filter, &path, children)),
             None => parsed.forget(&path),
         }

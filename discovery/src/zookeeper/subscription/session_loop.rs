@@ -9,7 +9,7 @@ use zookeeper_client as zk;
 
 use super::paths::{classify, config_root, migration_path};
 use super::relist::relist;
-use super::state::{Dirty, Sent, Stop};
+use super::state::{Backoff, Dirty, Sent, Stop};
 use crate::Update;
 use crate::zookeeper::nodes::ProviderFilter;
 use crate::zookeeper::reader::{Arms, Reader, Watches};
@@ -97,6 +97,12 @@ pub(super) async fn serve(
     // A new session starts with the whole list (the `Registry` contract), then changes.
     sent.deltas.resend();
     let mut connected = true;
+    // Re-lists whose reads keep failing back off (`Backoff`); none before this instant. A
+    // change announced by an event (`fresh`) is read at once even then: one part failing (an
+    // ACL on a rule node) must not delay the provider list.
+    let mut backoff = Backoff::default();
+    let mut next_read = tokio::time::Instant::now();
+    let mut fresh = false;
     loop {
         if connected && rewatch {
             if matches!(watches, Watches::Persistent(_)) {
@@ -118,7 +124,12 @@ pub(super) async fn serve(
                 rewatch = false;
             }
         }
-        if connected && !rewatch && dirty.any() {
+        if connected
+            && !rewatch
+            && dirty.any()
+            && (fresh || tokio::time::Instant::now() >= next_read)
+        {
+            fresh = false;
             let mut reader = Reader {
                 client: &client,
                 timeout: cfg.timeout,
@@ -128,8 +139,25 @@ pub(super) async fn serve(
                 Ok(()) => {}
                 Err(Stop) => return Ended::Closed,
             }
+            let pause = backoff.record(!dirty.failed.is_empty());
+            next_read = tokio::time::Instant::now() + pause;
+            if backoff.failures() >= Backoff::WARN_AFTER {
+                warn!(
+                    service = %filter.key,
+                    registry = %cfg.redacted,
+                    failures = backoff.failures(),
+                    "cannot read {}; serving the last good lists ({} interface-level, {} application-level instances), next try in {pause:?}",
+                    dirty.failed.join("; "),
+                    sent.interface_level.len(),
+                    sent.app_level.len(),
+                );
+            }
         }
-        let retry = if (dirty.any() || rewatch) && connected {
+        let now = tokio::time::Instant::now();
+        let retry = if connected && dirty.any() && next_read > now {
+            // Backing off: the failed parts are read again then, or with the next event.
+            next_read - now
+        } else if (dirty.any() || rewatch) && connected {
             Duration::from_millis(500)
         } else {
             Duration::from_secs(3600)
@@ -156,7 +184,10 @@ pub(super) async fn serve(
             }
             ev = watches.next() => events.push(ev),
             // A revision's metadata was fetched (or failed): rebuild from what was read.
-            () = sent.app.changed() => dirty.app_level = true,
+            () = sent.app.changed() => {
+                dirty.app_level = true;
+                fresh = true;
+            }
             _ = tokio::time::sleep(retry) => {
                 dirty.decide |= due.is_some_and(|d| d <= tokio::time::Instant::now());
             }
@@ -187,6 +218,9 @@ pub(super) async fn serve(
                         if !connected {
                             rewatch = true;
                             sent.deltas.resend();
+                            // A new connection: read at once.
+                            backoff.reset();
+                            next_read = tokio::time::Instant::now();
                         }
                         connected = true;
                         // Events may have been lost while disconnected.
@@ -195,7 +229,10 @@ pub(super) async fn serve(
                     // Terminal: the watchers must not be polled again.
                     _ => return Ended::Session,
                 },
-                _ => classify(&ev.path, &base, &croot, cfg, filter, &mut dirty),
+                _ => {
+                    classify(&ev.path, &base, &croot, cfg, filter, &mut dirty);
+                    fresh = true;
+                }
             }
         }
     }

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use switchman_core::Instance;
 use tokio::sync::mpsc;
@@ -30,6 +31,8 @@ pub(super) struct Dirty {
     pub(super) migration: bool,
     /// The migration step must be decided again (a delayed step change is due).
     pub(super) decide: bool,
+    /// The reads of the last re-list that failed (`what: error`); they stay dirty.
+    pub(super) failed: Vec<String>,
 }
 
 impl Dirty {
@@ -45,6 +48,7 @@ impl Dirty {
             all_rules: true,
             migration: true,
             decide: false,
+            failed: Vec::new(),
         }
     }
 
@@ -89,4 +93,76 @@ pub(super) struct Stop;
 
 pub(super) async fn send(tx: &mpsc::Sender<Update>, u: Update) -> Result<(), Stop> {
     tx.send(u).await.map_err(|_| Stop)
+}
+
+/// The pause before reading again after re-lists with failed reads: 500 ms, doubling with
+/// each further failed re-list up to 30 s, back to none after a re-list without a failure
+/// (or a reconnect). A read that keeps failing (an ACL, a node too big for the call's timeout)
+/// is then retried twice a minute, not twice a second. A watch event meanwhile is read at
+/// once (with whatever else is dirty): a part that keeps failing never delays the others.
+#[derive(Debug, Default)]
+pub(super) struct Backoff {
+    /// Re-lists in a row with a failed read.
+    failures: u32,
+}
+
+impl Backoff {
+    pub(super) const FIRST: Duration = Duration::from_millis(500);
+    pub(super) const MAX: Duration = Duration::from_secs(30);
+    /// From this many failed re-lists in a row on, each one is logged as a warning.
+    pub(super) const WARN_AFTER: u32 = 3;
+
+    /// Records a re-list; the pause before the next one (zero when nothing failed).
+    pub(super) fn record(&mut self, failed: bool) -> Duration {
+        if !failed {
+            self.failures = 0;
+            return Duration::ZERO;
+        }
+        self.failures = self.failures.saturating_add(1);
+        self.delay()
+    }
+
+    /// The pause after the failures so far.
+    pub(super) fn delay(&self) -> Duration {
+        match self.failures {
+            0 => Duration::ZERO,
+            n => Self::FIRST
+                .saturating_mul(1 << (n - 1).min(6))
+                .min(Self::MAX),
+        }
+    }
+
+    /// Failed re-lists in a row.
+    pub(super) fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    pub(super) fn reset(&mut self) {
+        self.failures = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_relists_back_off_to_thirty_seconds_and_a_good_one_resets() {
+        let mut b = Backoff::default();
+        let pauses: Vec<u64> = (0..9).map(|_| b.record(true).as_millis() as u64).collect();
+        assert_eq!(
+            pauses,
+            [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]
+        );
+        assert_eq!(b.failures(), 9);
+        assert_eq!(b.record(false), Duration::ZERO);
+        assert_eq!((b.failures(), b.delay()), (0, Duration::ZERO));
+        assert_eq!(b.record(true), Backoff::FIRST);
+        b.reset();
+        assert_eq!(b.delay(), Duration::ZERO);
+        for _ in 0..100 {
+            b.record(true);
+        }
+        assert_eq!(b.delay(), Backoff::MAX, "no overflow after many failures");
+    }
 }
