@@ -14,6 +14,40 @@ pub struct Invocation {
     /// protocols that select the method by signature (dubbo://). Empty: not given; the dubbo://
     /// invoker then calls generically and the provider finds the method by name.
     pub parameter_types: Vec<String>,
+    /// The arguments already in Hessian2 and the reader of the result, for a typed call
+    /// (`switchman::Reference::call_as`): dubbo:// and Triple's Hessian wrapper send these
+    /// bytes instead of converting [`Invocation::arguments`] (which then hold the same
+    /// arguments as JSON, for routing rules, consistent hashing and the other protocols), and
+    /// hand the reply's bytes to it instead of converting them to JSON.
+    pub typed: Option<Typed>,
+}
+
+/// What a typed call gives the Hessian2 protocols ([`Invocation::typed`]).
+pub trait TypedBody: Send + Sync {
+    /// Appends every argument, in order, as one Hessian2 stream (a dubbo:// body).
+    fn write_args(&self, out: &mut Vec<u8>) -> crate::Result<()>;
+    /// Every argument as a Hessian2 stream of its own (Triple's request wrapper).
+    fn each_arg(&self) -> crate::Result<Vec<Vec<u8>>>;
+    /// Reads the result from the start of `bytes` (a Hessian2 value; empty: a void answer)
+    /// and keeps it; returns how many bytes it took and the JSON the call returns in its
+    /// place (a token the caller exchanges for the typed result).
+    fn read_result(&self, bytes: &[u8]) -> crate::Result<(usize, Value)>;
+}
+
+/// A shared [`TypedBody`]; equal when it is the same one.
+#[derive(Clone)]
+pub struct Typed(pub std::sync::Arc<dyn TypedBody>);
+
+impl PartialEq for Typed {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for Typed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Typed(..)")
+    }
 }
 
 impl Invocation {
@@ -34,6 +68,12 @@ impl Invocation {
     /// Sets the Java parameter types (one per argument), e.g. `["int", "int"]`.
     pub fn with_types<S: Into<String>>(mut self, types: impl IntoIterator<Item = S>) -> Self {
         self.parameter_types = types.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Makes it a typed call ([`Invocation::typed`]).
+    pub fn with_typed(mut self, typed: std::sync::Arc<dyn TypedBody>) -> Self {
+        self.typed = Some(Typed(typed));
         self
     }
 

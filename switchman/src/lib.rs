@@ -42,10 +42,12 @@ pub mod admin;
 #[cfg(feature = "prometheus")]
 mod prometheus;
 mod reference;
+mod typed;
 
 #[cfg(feature = "prometheus")]
 pub use prometheus::{install_metrics_recorder, serve_metrics};
 pub use reference::{DEFAULT_WAIT, Reference, ReferenceBuilder};
+pub use typed::{JavaArgs, JavaType};
 
 /// The random number generator in the [`loadbalance::Picker`] signature.
 pub use fastrand;

@@ -18,8 +18,22 @@ async fn main() -> Result<(), switchman::Error> {
         .await?; // waits for providers (check)
     let reply: Value = greeter.call("sayHello", json!(["world"])).await?;
     println!("{reply}");
+    // README, "Typed calls": a struct as the provider's Java class, types from the Rust types.
+    let user: User = greeter.call_as("getUser", (7_i64,)).await?;
+    let saved: User = greeter.call_as("save", (user,)).await?;
+    println!("{saved:?}");
     Ok(())
 }
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename = "org.example.User")]
+struct User {
+    id: i64,
+    name: String,
+    #[serde(with = "switchman::hessian::serde::java::date")]
+    created: std::time::SystemTime,
+}
+switchman::java_type!(User => "org.example.User");
 
 // README, "A custom balancer": everything it needs comes from `switchman`.
 use std::sync::Arc;
@@ -43,7 +57,12 @@ impl LoadBalance for Heaviest {
         "heaviest"
     }
 
-    fn prepare(&self, endpoints: &[Endpoint], members: Arc<[u32]>, _now: SystemTime) -> Box<dyn Picker> {
+    fn prepare(
+        &self,
+        endpoints: &[Endpoint],
+        members: Arc<[u32]>,
+        _now: SystemTime,
+    ) -> Box<dyn Picker> {
         // Once per snapshot and routed subset, never per call.
         let best = members
             .iter()

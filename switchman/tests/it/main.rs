@@ -6,4 +6,5 @@ mod admin;
 mod reference_app_level;
 mod reference_loadbalance;
 mod reference_static;
+mod reference_typed;
 mod reference_zookeeper;

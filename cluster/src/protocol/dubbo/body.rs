@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use serde_json::Value as Json;
-use switchman_core::{Error, ErrorKind, Instance, Invocation, Result};
+use switchman_core::{Error, ErrorKind, Instance, Invocation, Result, Typed};
 use switchman_hessian::{
     Decoder, Encoder, List, Map, Value, from_json, generic_from_json, java_exception, to_json,
 };
@@ -184,6 +184,25 @@ pub(crate) fn encode_request(
             }
             e.write_str(&inv.method);
             e.write_str(&desc);
+            if let Some(typed) = &inv.typed {
+                // A typed call's arguments, already Hessian2 (one stream with what precedes:
+                // strings define no classes and take no reference numbers).
+                let mut out = e.into_bytes();
+                typed.0.write_args(&mut out)?;
+                let mut rest = Encoder::new();
+                write_attachments(
+                    &mut rest,
+                    target,
+                    path,
+                    inv,
+                    timeout,
+                    form,
+                    token,
+                    application,
+                );
+                out.extend_from_slice(rest.as_bytes());
+                return Ok(out);
+            }
             for (i, (arg, ty)) in inv.arguments.iter().zip(&inv.parameter_types).enumerate() {
                 let v = from_json(arg, Some(ty)).map_err(|err| {
                     Error::bad_config(format!("{} argument {} as {ty}: {err}", inv.method, i + 1))
@@ -222,6 +241,23 @@ pub(crate) fn encode_request(
             }));
         }
     }
+    write_attachments(&mut e, target, path, inv, timeout, form, token, application);
+    Ok(e.into_bytes())
+}
+
+/// The request's attachments map: the invoker's own keys, then the call's.
+#[allow(clippy::too_many_arguments)]
+fn write_attachments(
+    e: &mut Encoder,
+    target: &Instance,
+    path: &str,
+    inv: &Invocation,
+    timeout: Duration,
+    form: Form,
+    token: Option<&Token>,
+    application: Option<&str>,
+) {
+    let key = target.service();
     let mut entries: Vec<(Value, Value)> = Vec::with_capacity(8 + inv.attachments.len());
     let mut put =
         |k: &str, v: &str| entries.push((Value::String(k.into()), Value::String(v.into())));
@@ -254,7 +290,6 @@ pub(crate) fn encode_request(
         class: None,
         entries,
     }));
-    Ok(e.into_bytes())
 }
 
 /// A decoded answer: the result and the attachments the provider sent back with it (flags
@@ -267,9 +302,14 @@ pub struct Reply {
     pub attachments: Vec<(String, String)>,
 }
 
-/// Turns a response into the call's result or its error, classified once here.
-pub(crate) fn decode_response(target: &Instance, resp: &Response) -> Result<Reply> {
-    decode_reply(target.address(), resp.status, &resp.body)
+/// Turns a response into the call's result or its error, classified once here; a typed
+/// call's result is read by its [`Typed`] reader, not converted to JSON.
+pub(crate) fn decode_response(
+    target: &Instance,
+    resp: &Response,
+    typed: Option<&Typed>,
+) -> Result<Reply> {
+    decode_typed_reply(target.address(), resp.status, &resp.body, typed)
 }
 
 /// Turns the status and Hessian2 body of a dubbo:// response from the provider at `addr` into
@@ -278,6 +318,10 @@ pub(crate) fn decode_response(target: &Instance, resp: &Response) -> Result<Repl
 /// as its cause), a retryable transport error for statuses 60 and 70, and so on. Decoding is
 /// bounded by the Hessian decoder's default [`Limits`](switchman_hessian::Limits).
 pub fn decode_reply(addr: &str, code: u8, body: &[u8]) -> Result<Reply> {
+    decode_typed_reply(addr, code, body, None)
+}
+
+fn decode_typed_reply(addr: &str, code: u8, body: &[u8], typed: Option<&Typed>) -> Result<Reply> {
     let mut d = Decoder::new(body);
     if code != status::OK {
         let message = match d.read() {
@@ -301,13 +345,31 @@ pub fn decode_reply(addr: &str, code: u8, body: &[u8]) -> Result<Reply> {
         Ok(other) => return Err(malformed(format!("result flag {other:?}"))),
         Err(e) => return Err(malformed(e.to_string())),
     };
-    let value = match flag {
-        1 | 4 => d
+    // Where the attachments start, when the typed reader took the value.
+    let mut rest = None;
+    let value = match (flag, typed) {
+        (1 | 4, Some(typed)) => {
+            let at = d.position();
+            let (took, token) = typed
+                .0
+                .read_result(&body[at..])
+                .map_err(|e| malformed(e.to_string()))?;
+            rest = Some(at + took);
+            token
+        }
+        (2 | 5, Some(typed)) => {
+            typed
+                .0
+                .read_result(&[])
+                .map_err(|e| malformed(e.to_string()))?
+                .1
+        }
+        (1 | 4, None) => d
             .read()
             .map(|v| to_json(&v))
             .map_err(|e| malformed(e.to_string()))?,
-        2 | 5 => Json::Null,
-        0 | 3 => {
+        (2 | 5, None) => Json::Null,
+        (0 | 3, _) => {
             let thrown = d.read().map_err(|e| malformed(e.to_string()))?;
             // The Java exception itself is the error's cause (`Error::cause`): class, message
             // and cause chain, typed.
@@ -316,9 +378,12 @@ pub fn decode_reply(addr: &str, code: u8, body: &[u8]) -> Result<Reply> {
                 None => Error::business(format!("{addr} threw {}", to_json(&thrown))),
             });
         }
-        other => return Err(malformed(format!("unknown result flag {other}"))),
+        (other, _) => return Err(malformed(format!("unknown result flag {other}"))),
     };
     let mut attachments = Vec::new();
+    if let Some(at) = rest {
+        d = Decoder::new(body.get(at..).unwrap_or_default());
+    }
     if flag >= 3 {
         match d.read() {
             Ok(Value::Map(m)) => {
@@ -658,9 +723,69 @@ mod tests {
     }
 
     #[test]
+    fn a_typed_call_sends_its_bytes_and_its_reader_takes_the_reply_value() {
+        /// Sends `add(2, 3)`'s arguments as bytes of its own and keeps the value's bytes.
+        struct Body(std::sync::Mutex<Vec<u8>>);
+        impl switchman_core::TypedBody for Body {
+            fn write_args(&self, out: &mut Vec<u8>) -> Result<()> {
+                out.extend_from_slice(&[0x92, 0x93]); // int 2, int 3
+                Ok(())
+            }
+            fn each_arg(&self) -> Result<Vec<Vec<u8>>> {
+                Ok(vec![vec![0x92], vec![0x93]])
+            }
+            fn read_result(&self, bytes: &[u8]) -> Result<(usize, Json)> {
+                // One compact int.
+                *self.0.lock().unwrap() = bytes[..1].to_vec();
+                Ok((1, serde_json::json!("token")))
+            }
+        }
+        let t = target();
+        let body = std::sync::Arc::new(Body(std::sync::Mutex::new(Vec::new())));
+        let inv = Invocation::new("add")
+            // Its JSON arguments are not what goes out.
+            .with_args(vec![serde_json::json!("x"), serde_json::json!("y")])
+            .with_types(["int", "int"])
+            .with_typed(body.clone());
+        let bytes =
+            encode_request(&t, &inv, Duration::from_secs(1), Form::Typed, None, None).unwrap();
+        let mut d = Decoder::new(&bytes);
+        assert_eq!(
+            strings(&mut d, 5)[3..],
+            ["add".to_string(), "II".to_string()]
+        );
+        assert_eq!(
+            (d.read().unwrap(), d.read().unwrap()),
+            (Value::Int(2), Value::Int(3))
+        );
+        assert!(
+            matches!(d.read().unwrap(), Value::Map(_)),
+            "then the attachments"
+        );
+        assert!(d.is_at_end());
+        // The reply's value goes to the reader; the attachments after it are still read.
+        let typed = inv.typed.clone();
+        let reply = response(
+            20,
+            &[
+                Value::Int(4),
+                Value::Int(5),
+                Value::Map(Map {
+                    class: None,
+                    entries: vec![(Value::String("trace".into()), Value::String("t1".into()))],
+                }),
+            ],
+        );
+        let r = decode_response(&t, &reply, typed.as_ref()).unwrap();
+        assert_eq!(r.value, serde_json::json!("token"));
+        assert_eq!(*body.0.lock().unwrap(), [0x95]);
+        assert_eq!(r.attachments, [("trace".into(), "t1".into())]);
+    }
+
+    #[test]
     fn responses_map_to_values_and_error_kinds() {
         let t = target();
-        let ok = decode_response(&t, &response(20, &[Value::Int(1), Value::Int(5)])).unwrap();
+        let ok = decode_response(&t, &response(20, &[Value::Int(1), Value::Int(5)]), None).unwrap();
         assert_eq!(ok.value, serde_json::json!(5));
         assert!(ok.attachments.is_empty());
         let with_att = response(
@@ -677,16 +802,16 @@ mod tests {
                 }),
             ],
         );
-        let reply = decode_response(&t, &with_att).unwrap();
+        let reply = decode_response(&t, &with_att, None).unwrap();
         assert_eq!(reply.value, serde_json::json!("x"));
         assert_eq!(
             reply.attachments,
             [("trace".into(), "t1".into()), ("n".into(), "3".into())]
         );
-        let null = decode_response(&t, &response(20, &[Value::Int(5), Value::Null])).unwrap();
+        let null = decode_response(&t, &response(20, &[Value::Int(5), Value::Null]), None).unwrap();
         assert_eq!(null.value, Json::Null);
         assert_eq!(
-            decode_response(&t, &response(20, &[Value::Int(2)]))
+            decode_response(&t, &response(20, &[Value::Int(2)]), None)
                 .unwrap()
                 .value,
             Json::Null
@@ -701,8 +826,8 @@ mod tests {
             (100, ErrorKind::Transport, true),
         ];
         for (code, kind, retryable) in cases {
-            let e =
-                decode_response(&t, &response(code, &[Value::String("why".into())])).unwrap_err();
+            let e = decode_response(&t, &response(code, &[Value::String("why".into())]), None)
+                .unwrap_err();
             assert_eq!(
                 (e.kind(), e.is_retryable()),
                 (kind, retryable),
@@ -710,7 +835,7 @@ mod tests {
             );
             assert!(e.message().ends_with(": why"), "{}", e.message());
         }
-        let e = decode_response(&t, &response(20, &[Value::Int(1)])).unwrap_err();
+        let e = decode_response(&t, &response(20, &[Value::Int(1)]), None).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Transport);
         assert!(
             !e.is_retryable(),

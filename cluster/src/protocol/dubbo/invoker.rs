@@ -226,7 +226,7 @@ impl DubboInvoker {
         }
         trace!(address = target.address(), method = %inv.method, ?form, "dubbo request");
         let resp = conn.request(HESSIAN2, Bytes::from(body), left).await?;
-        decode_response(target, &resp)
+        decode_response(target, &resp, inv.typed.as_ref())
     }
 }
 

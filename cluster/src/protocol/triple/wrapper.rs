@@ -387,6 +387,14 @@ impl WrapperCodec {
             args: Vec::with_capacity(inv.arguments.len()),
             arg_types: Vec::with_capacity(inv.arguments.len()),
         };
+        if let Some(typed) = &inv.typed {
+            // A typed call's arguments, already Hessian2, one stream each.
+            for ty in &inv.parameter_types {
+                w.arg_types.push(class_name(ty)?);
+            }
+            w.args = typed.0.each_arg()?.into_iter().map(Bytes::from).collect();
+            return Ok(w);
+        }
         for (i, (arg, ty)) in inv.arguments.iter().zip(&inv.parameter_types).enumerate() {
             w.arg_types.push(class_name(ty)?);
             let v = from_json(arg, Some(ty)).map_err(|err| {
@@ -452,12 +460,20 @@ impl WrapperCodec {
                 w.serialize_type
             )));
         }
+        let code = exception_code(cx);
+        if let (Some(typed), None | Some(0)) = (&inv.typed, code) {
+            return typed
+                .0
+                .read_result(&w.data)
+                .map(|(_, token)| token)
+                .map_err(|e| malformed(e.to_string()));
+        }
         let value = if w.data.is_empty() {
             Value::Null
         } else {
             from_bytes(&w.data).map_err(|e| malformed(e.to_string()))?
         };
-        match exception_code(cx) {
+        match code {
             None | Some(0) => Ok(to_json(&value)),
             Some(code) => {
                 let ex = java_exception(&value);
