@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use switchman::Reference;
-use switchman_cluster::dubbo::DubboInvoker;
+use switchman_cluster::dubbo::{ClientTls, DubboInvoker};
 use switchman_cluster::triple::{Payload, TripleInvoker};
 use switchman_cluster::{ClusterConfig, ProtocolInvoker, Retries, Settings, Strategy};
 use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, Result};
@@ -72,6 +72,22 @@ pub(crate) struct CallArgs {
     /// Attachment `key=value` (repeatable), e.g. `dubbo.tag=gray`.
     #[arg(long = "attachment")]
     attachments: Vec<String>,
+    /// TLS to the dubbo:// and Triple providers that register `ssl-enabled=true`: the PEM
+    /// file of the CA that signs their certificates (checked against each provider's
+    /// registered host). Without it, a call to such a provider fails naming it.
+    #[arg(long, value_name = "PEM")]
+    tls_ca: Option<std::path::PathBuf>,
+    /// With --tls-ca: the client certificate chain (PEM) for providers that require one (mTLS).
+    #[arg(long, value_name = "PEM", requires_all = ["tls_ca", "tls_key"])]
+    tls_cert: Option<std::path::PathBuf>,
+    /// With --tls-cert: its unencrypted private key (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+    /// With --tls-ca: call over TLS only the dubbo:// and Triple providers that register
+    /// `ssl-enabled=true`, the others in cleartext (default: every provider over TLS, as a
+    /// Java consumer with an SslConfig does; the registry cannot then downgrade a link).
+    #[arg(long, requires = "tls_ca")]
+    tls_where_enabled: bool,
     /// Seconds to wait for the registry's first answer (an empty answer ends the call at once).
     #[arg(long, default_value_t = 5)]
     wait: u64,
@@ -174,9 +190,15 @@ async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
     let payload: Payload = args.payload.parse().map_err(|e: switchman_core::Error| {
         format!("--payload {:?}: {}", args.payload, e.message())
     })?;
-    let transport = ProtocolInvoker::new()
+    let mut transport = ProtocolInvoker::new()
         .triple(TripleInvoker::new().payload(payload))
         .dubbo(DubboInvoker::new().generic(args.generic));
+    if let Some(ca) = &args.tls_ca {
+        let identity = args.tls_cert.as_deref().zip(args.tls_key.as_deref());
+        let tls = ClientTls::from_files(ca, identity)
+            .map_err(|e| format!("--tls-ca/--tls-cert/--tls-key: {}", e.message()))?;
+        transport = transport.tls(tls.every_provider(!args.tls_where_enabled));
+    }
     let counting = Arc::new(Counting {
         inner: transport,
         per_instance: Mutex::new(BTreeMap::new()),

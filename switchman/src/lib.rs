@@ -58,6 +58,8 @@ pub use switchman_hessian as hessian;
 pub use switchman_loadbalance as loadbalance;
 pub use switchman_router as router;
 
+/// TLS settings for dubbo:// and Triple providers ([`ReferenceBuilder::tls`]).
+pub use switchman_cluster::dubbo::ClientTls;
 pub use switchman_cluster::{ClusterConfig, ClusterInvoker, ProtocolInvoker, Settings, Strategy};
 pub use switchman_core::{Error, ErrorKind, Instance, Invocation, Invoker, Result, ServiceKey};
 pub use switchman_discovery::{DirectoryConfig, RegistryDirectory, registry_from_url};

@@ -2,11 +2,13 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use serde_json::Value;
+use switchman_cluster::dubbo::ClientTls;
 use switchman_cluster::{Balancer, ClusterConfig, ClusterInvoker, ProtocolInvoker, Strategy};
 use switchman_core::{BoxFuture, Error, Invocation, Invoker, MakeEndpoint, Result, ServiceKey};
 use switchman_discovery::{DirectoryConfig, Registry, RegistryDirectory, registry_from_url};
@@ -79,6 +81,7 @@ impl Reference {
             empty_grace: None,
             register_consumer: true,
             consumer_params: Vec::new(),
+            tls: Tls::default(),
             #[cfg(feature = "admin")]
             admin: None,
         }
@@ -165,8 +168,50 @@ pub struct ReferenceBuilder {
     empty_grace: Option<Duration>,
     register_consumer: bool,
     consumer_params: Vec<(String, String)>,
+    tls: Tls,
     #[cfg(feature = "admin")]
     admin: Option<std::net::SocketAddr>,
+}
+
+/// The TLS settings given to a [`ReferenceBuilder`], read at `connect`.
+#[derive(Default)]
+struct Tls {
+    settings: Option<ClientTls>,
+    ca: Option<PathBuf>,
+    identity: Option<(PathBuf, PathBuf)>,
+    /// Set by `tls_every_provider` (else the `ClientTls` default, every provider).
+    every_provider: Option<bool>,
+}
+
+impl Tls {
+    /// The settings, files read now; `None` when none were given.
+    fn build(&self, interface: &str) -> Result<Option<ClientTls>> {
+        let tls = match (&self.settings, &self.ca, &self.identity) {
+            (Some(t), None, None) => t.clone(),
+            (Some(_), _, _) => {
+                return Err(Error::bad_config(format!(
+                    "reference to {interface}: give TLS either as ClientTls (.tls) or as files \
+                     (.tls_ca, .tls_client_cert), not both"
+                )));
+            }
+            (None, Some(ca), identity) => ClientTls::from_files(
+                ca,
+                identity.as_ref().map(|(c, k)| (c.as_path(), k.as_path())),
+            )
+            .map_err(|e| Error::bad_config(format!("reference to {interface}: {}", e.message())))?,
+            (None, None, Some(_)) => {
+                return Err(Error::bad_config(format!(
+                    "reference to {interface}: a TLS client certificate without the CA that \
+                     signs the providers' certificates (add .tls_ca(PATH))"
+                )));
+            }
+            (None, None, None) => return Ok(None),
+        };
+        Ok(Some(match self.every_provider {
+            Some(every) => tls.every_provider(every),
+            None => tls,
+        }))
+    }
 }
 
 impl fmt::Debug for ReferenceBuilder {
@@ -303,6 +348,44 @@ impl ReferenceBuilder {
         self
     }
 
+    /// TLS to the dubbo:// and Triple providers: every one is called over TLS (as a Java
+    /// consumer with a client `SslConfig` calls them), or with
+    /// [`ReferenceBuilder::tls_every_provider`]`(false)` only those whose URL says
+    /// `ssl-enabled=true` (a Java provider with `<dubbo:protocol ssl-enabled="true">` and an
+    /// `SslConfig`), the others in cleartext. Without TLS settings, calls to a provider that
+    /// says `ssl-enabled=true` fail at once with a [`ErrorKind::BadConfig`](crate::ErrorKind::BadConfig)
+    /// error naming it. For a transport of your own ([`ReferenceBuilder::invoker`]), set TLS on
+    /// it instead ([`ProtocolInvoker::tls`]).
+    pub fn tls(mut self, tls: ClientTls) -> Self {
+        self.tls.settings = Some(tls);
+        self
+    }
+
+    /// TLS trusting the CA certificates of the PEM file at `path` (Dubbo's
+    /// `dubbo.ssl.client-trust-cert-collection-path`); read at `connect`, where an unreadable
+    /// file fails with an error naming it. See [`ReferenceBuilder::tls`].
+    pub fn tls_ca(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls.ca = Some(path.into());
+        self
+    }
+
+    /// The client certificate chain and unencrypted private key (PEM files) presented to
+    /// providers that require one (mTLS: Dubbo's `client-key-cert-chain-path` and
+    /// `client-private-key-path`). Needs [`ReferenceBuilder::tls_ca`].
+    pub fn tls_client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.tls.identity = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// Whether every dubbo:// and Triple provider is called over TLS (default `true`, as a
+    /// Java consumer with a client `SslConfig` does: registry data cannot downgrade a link to
+    /// cleartext). `false`: only those that say `ssl-enabled=true`, the others in cleartext,
+    /// for a fleet moving to TLS (a registry writer can then turn a provider's TLS off).
+    pub fn tls_every_provider(mut self, every: bool) -> Self {
+        self.tls.every_provider = Some(every);
+        self
+    }
+
     /// Lists the reference on the process's admin endpoint at `addr` (feature `admin`; see
     /// [`crate::admin`]), bound by `connect` unless this process serves one there already
     /// (port 0: a new one on a free port, [`Reference::admin_addr`]). `addr` is bound as given:
@@ -327,6 +410,7 @@ impl ReferenceBuilder {
             )));
         };
         let key = ServiceKey::with(&self.interface, &self.group, &self.version);
+        let tls = self.tls.build(&self.interface)?;
         let mut consumer = consumer_info(&registry_url, &key).await;
         for (k, v) in &self.consumer_params {
             consumer.url.set_param(k, v);
@@ -350,7 +434,10 @@ impl ReferenceBuilder {
             None => {
                 // Calls name this consumer's application, as a Java consumer's do.
                 let application = consumer_url.param("application").unwrap_or_default();
-                let protocols = ProtocolInvoker::new().application(application);
+                let mut protocols = ProtocolInvoker::new().application(application);
+                if let Some(tls) = tls {
+                    protocols = protocols.tls(tls);
+                }
                 dir_config = match self.maker.take() {
                     Some(m) => dir_config.maker(m),
                     None => dir_config.maker(protocols.clone()),

@@ -2,6 +2,7 @@
 
 pub mod dubbo;
 mod http;
+mod tls;
 pub mod triple;
 
 pub use self::http::{DEFAULT_DRAIN_GRACE, DEFAULT_MAX_BODY, HttpInvoker, RestRoute};
@@ -53,6 +54,16 @@ impl ProtocolInvoker {
     pub fn application(mut self, name: &str) -> Self {
         self.dubbo = self.dubbo.application(name);
         self.triple = self.triple.application(name);
+        self
+    }
+
+    /// TLS for the dubbo:// and Triple providers that take it (`ssl-enabled=true` on their
+    /// URL, or every provider with [`ClientTls::every_provider`](tls::ClientTls::every_provider)):
+    /// [`DubboInvoker::tls`] and [`TripleInvoker::client_tls`]. Call it after replacing either
+    /// invoker.
+    pub fn tls(mut self, tls: tls::ClientTls) -> Self {
+        self.dubbo = self.dubbo.tls(tls.clone());
+        self.triple = self.triple.client_tls(tls);
         self
     }
 

@@ -37,6 +37,12 @@ pub struct ProviderOptions {
     /// The release of `DemoService` to export: `v1` (default) or `v2` (the upgraded interface,
     /// one more method `greet(String)`, run from [`DEMO_SERVICE_V2_JAR`]).
     pub demo_service: Option<String>,
+    /// TLS (Dubbo's `SslConfig`): the server certificate chain and private key PEM files.
+    pub tls: Option<(String, String)>,
+    /// With `tls`: the CA PEM file client certificates must be signed by (mTLS required).
+    pub tls_trust: Option<String>,
+    /// With `tls`: whether the provider registers `ssl-enabled=true` (default yes).
+    pub tls_advertise: Option<bool>,
 }
 
 impl ProviderOptions {
@@ -138,6 +144,27 @@ impl ProviderOptions {
         self
     }
 
+    /// Serves TLS on the provider's port (Dubbo's `SslConfig` with the server certificate
+    /// chain and unencrypted PKCS#8 key PEM files) and registers `ssl-enabled=true`.
+    pub fn tls(mut self, cert_chain: &str, key: &str) -> Self {
+        self.tls = Some((cert_chain.to_string(), key.to_string()));
+        self
+    }
+
+    /// With [`ProviderOptions::tls`]: requires a client certificate signed by the CA of this
+    /// PEM file (mTLS).
+    pub fn tls_trust(mut self, ca: &str) -> Self {
+        self.tls_trust = Some(ca.to_string());
+        self
+    }
+
+    /// With [`ProviderOptions::tls`]: whether `ssl-enabled=true` is registered (default yes;
+    /// Dubbo registers it only when the protocol config says so).
+    pub fn tls_advertise(mut self, advertise: bool) -> Self {
+        self.tls_advertise = Some(advertise);
+        self
+    }
+
     /// The jar the provider runs from: the v2 jar for `demo_service("v2")` (its classes shadow
     /// the main jar's), else the main one.
     pub(super) fn jar(&self) -> &'static str {
@@ -169,6 +196,13 @@ impl ProviderOptions {
             "--shutdown-wait-ms",
             self.shutdown_wait_ms.map(|v| v.to_string()),
         );
+        opt(
+            "--tls-cert-chain",
+            self.tls.as_ref().map(|(c, _)| c.clone()),
+        );
+        opt("--tls-key", self.tls.as_ref().map(|(_, k)| k.clone()));
+        opt("--tls-trust", self.tls_trust.clone());
+        opt("--tls-advertise", self.tls_advertise.map(|b| b.to_string()));
         for (k, v) in &self.params {
             a.extend(["--param".to_string(), format!("{k}={v}")]);
         }

@@ -16,6 +16,7 @@ use super::params::{Consumer, EndpointParams, ProviderParams};
 use super::pool::Entry;
 use super::token::{EndpointToken, to_add};
 use super::{ExchangeConfig, HESSIAN2, Pool};
+use crate::protocol::tls::{ClientTls, choose};
 
 /// Calls `dubbo://` instances: Dubbo's default protocol (the Dubbo2 exchange format over TCP,
 /// Hessian2 bodies), as Java Apache Dubbo providers serve it. Cheap to clone; clones share the
@@ -67,6 +68,8 @@ pub struct DubboInvoker {
     /// Whether [`DubboInvoker::heartbeat`] was called: then it beats the provider's
     /// `heartbeat` parameter (a consumer setting wins, as Dubbo merges URLs).
     heartbeat_set: bool,
+    /// TLS for the providers that take it ([`DubboInvoker::tls`]).
+    tls: Option<ClientTls>,
 }
 
 impl Default for DubboInvoker {
@@ -89,7 +92,19 @@ impl DubboInvoker {
             generic: false,
             application: None,
             heartbeat_set: false,
+            tls: None,
         }
+    }
+
+    /// TLS settings: a provider whose URL says `ssl-enabled=true` (Dubbo's
+    /// `<dubbo:protocol ssl-enabled="true">`) is dialled over TLS with them, the others in
+    /// cleartext, or every provider over TLS with [`ClientTls::every_provider`]. Without
+    /// them, calls to a provider that says `ssl-enabled=true` fail at once with a
+    /// [`ErrorKind::BadConfig`] error naming it. Set it before the first call: connections
+    /// already made keep what they were made with.
+    pub fn tls(mut self, tls: ClientTls) -> Self {
+        self.tls = Some(tls);
+        self
     }
 
     /// The consumer's application, sent with every call as the `remote.application`
@@ -111,6 +126,8 @@ impl DubboInvoker {
         Self {
             generic: self.generic,
             heartbeat_set: true,
+            tls: self.tls.clone(),
+            application: self.application.clone(),
             ..Self::with_config(config)
         }
     }
@@ -124,6 +141,8 @@ impl DubboInvoker {
         Self {
             generic: self.generic,
             heartbeat_set: self.heartbeat_set,
+            tls: self.tls.clone(),
+            application: self.application.clone(),
             ..Self::with_config(config)
         }
     }
@@ -166,6 +185,7 @@ impl DubboInvoker {
     ) -> Result<Reply> {
         let started = Instant::now();
         check_serialization(target)?;
+        let tls = choose(self.tls.as_ref(), target, "dubbo")?;
         let form = form_of(inv, self.generic);
         let token = to_add(endpoint.map(|e| &e.token), target, &inv.attachments, false);
         let body = encode_request(
@@ -206,12 +226,21 @@ impl DubboInvoker {
                         connections,
                         connect_timeout,
                         heartbeat,
+                        tls,
                     )
                     .await?
             }
             None => {
+                let entry = self.pool.entry(target.address());
                 self.pool
-                    .get_with(target.address(), connections, connect_timeout, heartbeat)
+                    .get_on(
+                        &entry,
+                        target.address(),
+                        connections,
+                        connect_timeout,
+                        heartbeat,
+                        tls,
+                    )
                     .await?
             }
         };

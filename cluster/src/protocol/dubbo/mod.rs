@@ -20,6 +20,13 @@
 //! every call in flight at once with a retryable transport error and is replaced by the
 //! [`Pool`] on next use.
 //!
+//! # TLS
+//!
+//! [`DubboInvoker::tls`]: a provider whose URL says `ssl-enabled=true` is dialled over TLS
+//! (rustls, the ring provider; the certificate checked against the provider's registered
+//! host), as a Java Dubbo 3.3 provider with an `SslConfig` serves it on its dubbo:// port;
+//! see [`ClientTls`].
+//!
 //! # Events
 //!
 //! - **Heartbeats** (Dubbo's `HeartbeatTimerTask`/`ReconnectTimerTask`): checked every third
@@ -65,6 +72,8 @@ mod pool;
 mod tests;
 pub(crate) mod token;
 
+/// The consumer's TLS settings (also [`crate::triple::ClientTls`]).
+pub use crate::protocol::tls::{ClientTls, SSL_ENABLED};
 pub use body::{Reply, decode_reply, descriptor};
 pub use connection::{
     Connection, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT, DEFAULT_PAYLOAD, DEFAULT_WRITE_TIMEOUT,

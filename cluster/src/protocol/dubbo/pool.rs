@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use super::connection::{Connection, ExchangeConfig};
 use super::params::MAX_CONNECTIONS;
+use crate::protocol::tls::ClientTls;
 
 /// Connections per provider address, shared by every call of one invoker. Cheap to clone;
 /// clones share the connections.
@@ -150,8 +151,15 @@ impl Pool {
         heartbeat: Option<Duration>,
     ) -> Result<Connection> {
         let entry = self.entry(address);
-        self.get_on(&entry, address, connections, connect_timeout, heartbeat)
-            .await
+        self.get_on(
+            &entry,
+            address,
+            connections,
+            connect_timeout,
+            heartbeat,
+            None,
+        )
+        .await
     }
 
     /// The connection for an endpoint at `address`: the slots the other live endpoints there
@@ -160,7 +168,8 @@ impl Pool {
         self.inner.endpoints.get(address)
     }
 
-    /// [`Pool::get_with`] on `entry` (a pool entry or an endpoint's).
+    /// [`Pool::get_with`] on `entry` (a pool entry or an endpoint's); a connection made now
+    /// uses TLS when `tls` is given.
     pub(crate) async fn get_on(
         &self,
         entry: &Entry,
@@ -168,6 +177,7 @@ impl Pool {
         connections: usize,
         connect_timeout: Duration,
         heartbeat: Option<Duration>,
+        tls: Option<&ClientTls>,
     ) -> Result<Connection> {
         let n = connections.clamp(1, MAX_CONNECTIONS);
         let slot = match entry.pick(n, self.readonly_hold()) {
@@ -200,9 +210,11 @@ impl Pool {
             ..self.inner.config.clone()
         };
         // Not connected: nothing was sent, another instance can take the call.
-        let conn = Connection::connect(address, config)
-            .await
-            .map_err(|e| e.with_unavailable(true))?;
+        let conn = match tls {
+            None => Connection::connect(address, config).await,
+            Some(tls) => Connection::connect_tls(address, config, tls).await,
+        }
+        .map_err(|e| e.with_unavailable(true))?;
         *lock(&slot.conn) = Some(conn.clone());
         Ok(conn)
     }
@@ -223,7 +235,7 @@ impl Pool {
         self.len() == 0
     }
 
-    fn entry(&self, address: &str) -> Arc<Entry> {
+    pub(crate) fn entry(&self, address: &str) -> Arc<Entry> {
         let mut entries = lock(&self.inner.entries);
         if let Some(e) = entries.get(address) {
             return e.clone();

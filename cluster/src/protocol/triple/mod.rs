@@ -44,7 +44,9 @@
 //! registered `hessian2` as their serialization get [`WrapperCodec`] automatically (see
 //! [`TripleInvoker`]). [`TripleServer::serve_java`] serves the same format to Java consumers.
 //!
-//! TLS: see [`TripleInvoker::tls`]; without it instances are called over cleartext HTTP/2.
+//! TLS: see [`TripleInvoker::client_tls`] (the providers that say `ssl-enabled=true`, or
+//! every one) and [`TripleInvoker::tls`] (every provider); without them instances are called
+//! over cleartext HTTP/2.
 
 pub mod codec;
 mod echo;
@@ -71,6 +73,9 @@ use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, MakeEndpoi
 use tokio::time::Instant;
 use tracing::trace;
 
+use crate::protocol::tls::choose;
+/// The consumer's TLS settings (also [`crate::dubbo::ClientTls`]).
+pub use crate::protocol::tls::{ClientTls, SSL_ENABLED};
 #[cfg(feature = "prost")]
 pub use codec::ProstCodec;
 pub use codec::{JsonCodec, MessageCodec, Payload, RawCodec, ReplyContext};
@@ -178,7 +183,7 @@ impl TripleInvoker {
     /// Sets HTTP/2 keep-alive (`None`: no pings). Starts a new, empty connection pool: set it
     /// before the first call.
     pub fn keep_alive(mut self, interval: Option<Duration>, timeout: Duration) -> Self {
-        let tls = self.pool.tls_connector();
+        let tls = self.pool.tls_settings();
         self.pool = Arc::new(Pool::new(ConnectSettings {
             keep_alive_interval: interval,
             keep_alive_timeout: timeout,
@@ -191,14 +196,22 @@ impl TripleInvoker {
     /// negotiated with ALPN `h2`, the server name taken from the instance's host. Without it,
     /// calls use cleartext HTTP/2 with prior knowledge (h2c), as Dubbo's Triple does by default.
     /// A peer that does not agree to `h2` fails with a non-retryable transport error.
-    pub fn tls(mut self, config: Arc<rustls::ClientConfig>) -> Self {
-        let mut config = (*config).clone();
-        config.alpn_protocols = vec![b"h2".to_vec()];
+    pub fn tls(self, config: Arc<rustls::ClientConfig>) -> Self {
+        self.client_tls(ClientTls::new(config).every_provider(true))
+    }
+
+    /// TLS settings: a provider whose URL says `ssl-enabled=true` (as a Java Dubbo provider
+    /// with `<dubbo:protocol ssl-enabled="true">` registers) is called over TLS with ALPN
+    /// `h2`, the others over cleartext h2c, or every provider over TLS with
+    /// [`ClientTls::every_provider`]. Without TLS settings, calls to a provider that says
+    /// `ssl-enabled=true` fail at once with a bad-config error naming it. Starts a new, empty
+    /// connection pool: set it before the first call.
+    pub fn client_tls(mut self, tls: ClientTls) -> Self {
         let (interval, timeout) = self.pool.keep_alive_settings();
         self.pool = Arc::new(Pool::new(ConnectSettings {
             keep_alive_interval: interval,
             keep_alive_timeout: timeout,
-            tls: Some(tokio_rustls::TlsConnector::from(Arc::new(config))),
+            tls: Some(tls),
         }));
         self
     }
@@ -362,7 +375,9 @@ impl TripleInvoker {
         let address = target.address();
         let method = call.method;
         let mut request = build_request(target, &call, token, deadline)?;
-        let mut sender = entry.get(self.pool.settings(), address).await?;
+        let settings = self.pool.settings();
+        let tls = choose(settings.tls.as_ref(), target, "tri")?;
+        let mut sender = entry.get(settings, address, tls).await?;
         if let Err(e) = sender.ready().await {
             entry.discard();
             return Err(Error::transport(format!(

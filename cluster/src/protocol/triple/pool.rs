@@ -22,6 +22,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use switchman_core::{Error, Result};
 
 use crate::by_address::SharedByAddress;
+use crate::protocol::tls::{ClientTls, handshake_error, server_name};
 use tokio::net::TcpStream;
 use tracing::{debug, info};
 
@@ -34,8 +35,9 @@ pub(crate) type Sender = http2::SendRequest<Full<Bytes>>;
 pub(crate) struct ConnectSettings {
     pub(crate) keep_alive_interval: Option<Duration>,
     pub(crate) keep_alive_timeout: Duration,
-    /// TLS for every connection (ALPN `h2`); `None`: cleartext h2c with prior knowledge.
-    pub(crate) tls: Option<tokio_rustls::TlsConnector>,
+    /// TLS (ALPN `h2`) for the providers that take it, or every one (see [`ClientTls`]);
+    /// `None`: cleartext h2c with prior knowledge.
+    pub(crate) tls: Option<ClientTls>,
 }
 
 impl std::fmt::Debug for ConnectSettings {
@@ -69,7 +71,13 @@ impl Entry {
 
     /// A sender on the live connection to `address`, connecting when there is none.
     /// Errors are retryable transport errors (nothing was sent).
-    pub(crate) async fn get(&self, settings: &ConnectSettings, address: &str) -> Result<Sender> {
+    /// `tls`: dial over TLS (chosen per instance by the caller).
+    pub(crate) async fn get(
+        &self,
+        settings: &ConnectSettings,
+        address: &str,
+        tls: Option<&ClientTls>,
+    ) -> Result<Sender> {
         if let Some(s) = self.live() {
             return Ok(s);
         }
@@ -78,7 +86,7 @@ impl Entry {
             return Ok(s);
         }
         // Not connected: nothing was sent, another instance can take the call.
-        let sender = connect(settings, address)
+        let sender = connect(settings, address, tls)
             .await
             .map_err(|e| e.with_unavailable(true))?;
         self.current.store(Some(Arc::new(sender.clone())));
@@ -176,7 +184,7 @@ impl Pool {
         e
     }
 
-    pub(crate) fn tls_connector(&self) -> Option<tokio_rustls::TlsConnector> {
+    pub(crate) fn tls_settings(&self) -> Option<ClientTls> {
         self.settings.tls.clone()
     }
 
@@ -241,8 +249,12 @@ impl Pool {
     }
 }
 
-/// Opens an HTTP/2 connection to `address` (TLS when the settings say so).
-async fn connect(settings: &ConnectSettings, address: &str) -> Result<Sender> {
+/// Opens an HTTP/2 connection to `address` (over TLS with `tls`).
+async fn connect(
+    settings: &ConnectSettings,
+    address: &str,
+    tls: Option<&ClientTls>,
+) -> Result<Sender> {
     let tcp = TcpStream::connect(address)
         .await
         .map_err(|e| Error::transport(format!("cannot connect to {address}")).with_source(e))?;
@@ -259,7 +271,7 @@ async fn connect(settings: &ConnectSettings, address: &str) -> Result<Sender> {
         Error::transport(format!("HTTP/2 handshake with {address} failed")).with_source(e)
     };
     let addr = address.to_string();
-    let sender = match &settings.tls {
+    let sender = match tls {
         None => {
             let (sender, conn) = builder
                 .handshake(TokioIo::new(tcp))
@@ -269,18 +281,12 @@ async fn connect(settings: &ConnectSettings, address: &str) -> Result<Sender> {
             sender
         }
         Some(tls) => {
-            let host = address.rsplit_once(':').map(|(h, _)| h).unwrap_or(address);
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.to_string())
-                .map_err(|e| {
-                    Error::bad_config(format!(
-                        "{address}: {host:?} is not a valid TLS server name"
-                    ))
-                    .with_source(e)
-                })?;
-            let stream = tls.connect(name, tcp).await.map_err(|e| {
-                Error::transport(format!("TLS handshake with {address} failed")).with_source(e)
-            })?;
+            let name = server_name(address)?;
+            let stream = tls
+                .connector(true)
+                .connect(name, tcp)
+                .await
+                .map_err(|e| handshake_error(address, e))?;
             if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
                 return Err(Error::transport(format!(
                     "{address} did not agree to HTTP/2 (ALPN h2) over TLS"
@@ -297,7 +303,7 @@ async fn connect(settings: &ConnectSettings, address: &str) -> Result<Sender> {
     };
     info!(
         address,
-        tls = settings.tls.is_some(),
+        tls = tls.is_some(),
         "Triple connection established"
     );
     Ok(sender)

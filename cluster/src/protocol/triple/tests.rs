@@ -719,7 +719,7 @@ mod tls {
     }
 
     #[tokio::test]
-    async fn an_untrusted_certificate_or_a_cleartext_client_fails_as_transport() {
+    async fn an_untrusted_certificate_is_bad_config_and_a_cleartext_client_fails_as_transport() {
         let ck = certified();
         let server = tls_provider(&ck).await;
         let target = server.instance("demo.Secure");
@@ -729,7 +729,9 @@ mod tls {
             .invoke(&target, &inv, Duration::from_secs(5))
             .await
             .unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
+        // The same on every try: a configuration error, not retried.
+        assert_eq!(e.kind(), ErrorKind::BadConfig, "{e}");
+        assert!(!e.is_retryable(), "{e}");
         assert!(e.to_string().contains("TLS handshake"), "{e}");
         let e = TripleInvoker::new()
             .payload(Payload::Raw)

@@ -5,8 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::{trace, warn};
@@ -21,9 +20,9 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|closed| *closed).await;
 }
 
-pub(super) async fn read_loop(
+pub(super) async fn read_loop<R: AsyncRead + Unpin>(
     shared: Arc<Shared>,
-    mut rd: OwnedReadHalf,
+    mut rd: R,
     mut stop: watch::Receiver<bool>,
 ) {
     tokio::select! {
@@ -57,7 +56,7 @@ impl EventRate {
 }
 
 /// Reads frames until the stream ends or breaks; returns why.
-async fn read_frames(s: &Shared, rd: &mut OwnedReadHalf) -> String {
+async fn read_frames<R: AsyncRead + Unpin>(s: &Shared, rd: &mut R) -> String {
     use tokio::io::AsyncReadExt;
     let mut frames = FrameReader::new(s.payload);
     let mut events = EventRate {
@@ -102,9 +101,9 @@ async fn read_frames(s: &Shared, rd: &mut OwnedReadHalf) -> String {
     }
 }
 
-pub(super) async fn write_loop(
+pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
     shared: Arc<Shared>,
-    mut wr: OwnedWriteHalf,
+    mut wr: W,
     mut queue: mpsc::Receiver<Frame>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -152,8 +151,8 @@ pub(super) async fn write_loop(
 
 /// Writes all of `data`, failing when the peer accepts no byte of it for `stall` (zero: no
 /// limit): a peer that stops reading fills the socket buffers and then every write waits.
-async fn write_all(
-    wr: &mut OwnedWriteHalf,
+async fn write_all<W: AsyncWrite + Unpin>(
+    wr: &mut W,
     mut data: &[u8],
     stall: Duration,
 ) -> std::io::Result<()> {

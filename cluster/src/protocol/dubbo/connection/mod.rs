@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use switchman_core::{Error, ErrorKind, Result};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -40,6 +41,7 @@ use tracing::debug;
 use super::exchange::Header;
 #[cfg(doc)]
 use super::exchange::event::MAX_EVENT_BODY;
+use crate::protocol::tls::{ClientTls, handshake_error, server_name};
 use config::QUEUE;
 pub(crate) use config::QUEUE_BYTES;
 pub use config::{
@@ -87,25 +89,52 @@ impl Connection {
     /// Connects to `address` (`host:port`, IPv6 as `[::1]:20880`) within
     /// `config.connect_timeout`. Fails with a retryable transport error.
     pub async fn connect(address: &str, config: ExchangeConfig) -> Result<Connection> {
-        let ms = config.connect_timeout.as_millis();
-        let stream = match tokio::time::timeout(config.connect_timeout, TcpStream::connect(address))
-            .await
-        {
+        let stream = tcp(address, &config).await?;
+        let local = stream.local_addr().ok();
+        let (rd, wr) = stream.into_split();
+        let conn = Self::start(address, config, rd, wr);
+        debug!(address, ?local, "dubbo connection established");
+        Ok(conn)
+    }
+
+    /// [`Connection::connect`] over TLS: the TCP connection and the handshake (checking the
+    /// certificate against `address`'s host) together within `config.connect_timeout`.
+    /// Fails with a retryable transport error when connecting or the handshake fails, and
+    /// with a bad-config error when the host cannot be a TLS server name or the provider's
+    /// certificate is rejected (unknown issuer, wrong name, expired).
+    pub async fn connect_tls(
+        address: &str,
+        config: ExchangeConfig,
+        tls: &ClientTls,
+    ) -> Result<Connection> {
+        let name = server_name(address)?;
+        let started = Instant::now();
+        let stream = tcp(address, &config).await?;
+        let local = stream.local_addr().ok();
+        let left = config.connect_timeout.saturating_sub(started.elapsed());
+        let handshake = tls.connector(false).connect(name, stream);
+        let stream = match tokio::time::timeout(left, handshake).await {
             Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                return Err(
-                    Error::transport(format!("cannot connect to {address}: {e}")).with_source(e),
-                );
-            }
+            Ok(Err(e)) => return Err(handshake_error(address, e)),
             Err(_) => {
                 return Err(Error::transport(format!(
-                    "connecting to {address} timed out after {ms} ms"
+                    "the TLS handshake with {address} did not end within {} ms",
+                    config.connect_timeout.as_millis()
                 )));
             }
         };
-        let _ = stream.set_nodelay(true);
-        let local = stream.local_addr().ok();
-        let (rd, wr) = stream.into_split();
+        let (rd, wr) = tokio::io::split(stream);
+        let conn = Self::start(address, config, rd, wr);
+        debug!(address, ?local, "dubbo connection established over TLS");
+        Ok(conn)
+    }
+
+    /// Starts the reader, writer and heartbeat tasks of a connected stream.
+    fn start<R, W>(address: &str, config: ExchangeConfig, rd: R, wr: W) -> Connection
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let (frames, queue) = mpsc::channel(QUEUE);
         let (stop, _) = watch::channel(false);
         let shared = Arc::new(Shared {
@@ -139,10 +168,9 @@ impl Connection {
         if !config.heartbeat.is_zero() {
             tokio::spawn(heartbeat_loop(shared.clone(), shared.stop.subscribe()));
         }
-        debug!(address, ?local, "dubbo connection established");
-        Ok(Connection {
+        Connection {
             handle: Arc::new(Handle { shared }),
-        })
+        }
     }
 
     /// One two-way request; `body` is the serialized request body, `serialization` its id
@@ -269,5 +297,22 @@ impl Connection {
     #[cfg(test)]
     pub(crate) fn late_responses(&self) -> u64 {
         self.handle.shared.late.load(Ordering::Relaxed)
+    }
+}
+
+/// A TCP connection to `address` within `config.connect_timeout`, `TCP_NODELAY` on.
+async fn tcp(address: &str, config: &ExchangeConfig) -> Result<TcpStream> {
+    let ms = config.connect_timeout.as_millis();
+    match tokio::time::timeout(config.connect_timeout, TcpStream::connect(address)).await {
+        Ok(Ok(s)) => {
+            let _ = s.set_nodelay(true);
+            Ok(s)
+        }
+        Ok(Err(e)) => {
+            Err(Error::transport(format!("cannot connect to {address}: {e}")).with_source(e))
+        }
+        Err(_) => Err(Error::transport(format!(
+            "connecting to {address} timed out after {ms} ms"
+        ))),
     }
 }

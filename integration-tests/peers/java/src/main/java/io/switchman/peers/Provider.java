@@ -4,6 +4,7 @@ import org.apache.dubbo.config.ApplicationConfig;
 import org.apache.dubbo.config.ProtocolConfig;
 import org.apache.dubbo.config.RegistryConfig;
 import org.apache.dubbo.config.ServiceConfig;
+import org.apache.dubbo.config.SslConfig;
 import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 
 import java.io.IOException;
@@ -62,6 +63,25 @@ final class Provider {
             pc.setHeartbeat(a.getInt("heartbeat-ms", null));
         }
 
+        // TLS (Dubbo's SslConfig): the provider then serves TLS on its own port (it detects the
+        // handshake), refuses cleartext on dubbo://, and with --tls-trust requires a client
+        // certificate signed by it (mTLS). Dubbo registers `ssl-enabled=true` only when the
+        // protocol says so (ProtocolConfig.sslEnabled); --tls-advertise false leaves it out.
+        SslConfig ssl = null;
+        if (a.has("tls-cert-chain")) {
+            ssl = new SslConfig();
+            ssl.setServerKeyCertChainPath(a.require("tls-cert-chain"));
+            ssl.setServerPrivateKeyPath(a.require("tls-key"));
+            if (a.has("tls-trust")) {
+                ssl.setServerTrustCertCollectionPath(a.require("tls-trust"));
+            }
+            if (!"false".equals(a.get("tls-advertise", "true"))) {
+                pc.setSslEnabled(true);
+            }
+        } else if (a.has("tls-key") || a.has("tls-trust")) {
+            throw new IllegalArgumentException("--tls-key and --tls-trust need --tls-cert-chain");
+        }
+
         Map<String, String> params = new LinkedHashMap<>();
         for (String kv : a.all("param")) {
             int eq = kv.indexOf('=');
@@ -95,12 +115,15 @@ final class Provider {
         }
 
         long t0 = System.nanoTime();
-        DubboBootstrap.getInstance()
+        DubboBootstrap bootstrap = DubboBootstrap.getInstance()
                 .application(app)
                 .registry(reg)
                 .protocol(pc)
-                .services(new ArrayList<>(services))
-                .start();
+                .services(new ArrayList<>(services));
+        if (ssl != null) {
+            bootstrap.ssl(ssl);
+        }
+        bootstrap.start();
         System.err.printf("[java-peer] provider %s (DemoService %s) exported and registered in %d ms%n",
                 name, release, (System.nanoTime() - t0) / 1_000_000);
         synchronized (out) {
