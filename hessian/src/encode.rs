@@ -23,9 +23,7 @@ const JAVA_BUFFER: usize = 8 * 1024;
 /// empty class name counts as none, and a [`Value::Ref`] as a Hessian ref (`0x51 n`).
 #[derive(Debug, Default)]
 pub struct Encoder {
-    out: Vec<u8>,
-    /// Where `Hessian2Output`'s buffer offset would be.
-    java_offset: usize,
+    out: JavaOut<Vec<u8>>,
     /// Class definitions written: name → (field names, index).
     classes: HashMap<String, Vec<(Vec<String>, usize)>>,
     class_count: usize,
@@ -59,218 +57,93 @@ impl Encoder {
 
     /// Appends a string (`Hessian2Output.writeString`).
     pub fn write_str(&mut self, s: &str) {
-        self.flush_if(Flush::Le16);
-        let units: Vec<u16> = s.encode_utf16().collect();
-        let mut rest = &units[..];
-        while rest.len() > STRING_CHUNK {
-            let mut sub = STRING_CHUNK;
-            // A chunk does not end in a high surrogate.
-            if (0xd800..=0xdbff).contains(&rest[sub - 1]) {
-                sub -= 1;
-            }
-            self.flush_if(Flush::Le16);
-            self.put(&[BC_STRING_CHUNK, (sub >> 8) as u8, sub as u8]);
-            self.print_units(&rest[..sub]);
-            rest = &rest[sub..];
-        }
-        self.flush_if(Flush::Le16);
-        let len = rest.len();
-        if len <= STRING_DIRECT_MAX {
-            self.put(&[BC_STRING_DIRECT + len as u8]);
-        } else if len <= STRING_SHORT_MAX {
-            self.put(&[BC_STRING_SHORT + (len >> 8) as u8, len as u8]);
-        } else {
-            self.put(&[BC_STRING, (len >> 8) as u8, len as u8]);
-        }
-        self.print_units(rest);
+        self.out.write_str(s);
     }
 
     /// Appends `null` (`writeNull`).
     pub fn write_null(&mut self) {
-        self.flush_if(Flush::Le16);
-        self.put(&[BC_NULL]);
+        self.out.write_null();
     }
 
     /// Appends a boolean (`writeBoolean`).
     pub fn write_bool(&mut self, b: bool) {
-        self.flush_if(Flush::Lt16);
-        self.put(&[if b { BC_TRUE } else { BC_FALSE }]);
+        self.out.write_bool(b);
     }
 
     /// Appends an `int` (`writeInt`).
     pub fn write_int(&mut self, v: i32) {
-        self.flush_if(Flush::Le16);
-        if (INT_DIRECT_MIN..=INT_DIRECT_MAX).contains(&v) {
-            self.put(&[(v + i32::from(BC_INT_ZERO)) as u8]);
-        } else if (INT_BYTE_MIN..=INT_BYTE_MAX).contains(&v) {
-            self.put(&[(i32::from(BC_INT_BYTE_ZERO) + (v >> 8)) as u8, v as u8]);
-        } else if (INT_SHORT_MIN..=INT_SHORT_MAX).contains(&v) {
-            self.put(&[
-                (i32::from(BC_INT_SHORT_ZERO) + (v >> 16)) as u8,
-                (v >> 8) as u8,
-                v as u8,
-            ]);
-        } else {
-            let b = v.to_be_bytes();
-            self.put(&[BC_INT, b[0], b[1], b[2], b[3]]);
-        }
+        self.out.write_int(v);
     }
 
     /// Appends a `long` (`writeLong`).
     pub fn write_long(&mut self, v: i64) {
-        self.flush_if(Flush::Le16);
-        if (LONG_DIRECT_MIN..=LONG_DIRECT_MAX).contains(&v) {
-            self.put(&[(v + i64::from(BC_LONG_ZERO)) as u8]);
-        } else if (LONG_BYTE_MIN..=LONG_BYTE_MAX).contains(&v) {
-            self.put(&[(i64::from(BC_LONG_BYTE_ZERO) + (v >> 8)) as u8, v as u8]);
-        } else if (LONG_SHORT_MIN..=LONG_SHORT_MAX).contains(&v) {
-            self.put(&[
-                (i64::from(BC_LONG_SHORT_ZERO) + (v >> 16)) as u8,
-                (v >> 8) as u8,
-                v as u8,
-            ]);
-        } else if let Ok(i) = i32::try_from(v) {
-            let b = i.to_be_bytes();
-            self.put(&[BC_LONG_INT, b[0], b[1], b[2], b[3]]);
-        } else {
-            self.put(&[BC_LONG]);
-            self.put(&v.to_be_bytes());
-        }
+        self.out.write_long(v);
     }
 
     /// Appends a `double` (`writeDouble`), with its choices: an exact int in -128..=127 or
     /// -32768..=32767 as a byte or a short (0.0 and 1.0 as one byte, -0.0 as 0.0), a value
     /// that 0.001 times an int gives back exactly as that int (0x5f), else the 64 bits.
     pub fn write_double(&mut self, v: f64) {
-        self.flush_if(Flush::Le16);
-        // Java's (int) cast: truncation, saturating, NaN → 0; Rust's `as` does the same.
-        let int_value = v as i32;
-        if f64::from(int_value) == v {
-            if int_value == 0 {
-                self.put(&[BC_DOUBLE_ZERO]);
-                return;
-            } else if int_value == 1 {
-                self.put(&[BC_DOUBLE_ONE]);
-                return;
-            } else if (-0x80..0x80).contains(&int_value) {
-                self.put(&[BC_DOUBLE_BYTE, int_value as u8]);
-                return;
-            } else if (-0x8000..0x8000).contains(&int_value) {
-                self.put(&[BC_DOUBLE_SHORT, (int_value >> 8) as u8, int_value as u8]);
-                return;
-            }
-        }
-        let mills = (v * 1000.0) as i32;
-        if 0.001 * f64::from(mills) == v {
-            let b = mills.to_be_bytes();
-            self.put(&[BC_DOUBLE_MILL, b[0], b[1], b[2], b[3]]);
-            return;
-        }
-        // Double.doubleToLongBits: every NaN as the canonical one.
-        let bits = if v.is_nan() {
-            0x7ff8_0000_0000_0000
-        } else {
-            v.to_bits()
-        };
-        self.put(&[BC_DOUBLE]);
-        self.put(&bits.to_be_bytes());
+        self.out.write_double(v);
     }
 
     /// Appends a `java.util.Date` of `ms` milliseconds since the epoch (`writeUTCDate`):
     /// whole minutes that fit 32 bits as 0x4b, else 0x4a and the 64-bit milliseconds.
     pub fn write_date(&mut self, ms: i64) {
-        self.flush_if(Flush::Lt32);
-        if ms % 60_000 == 0 {
-            let minutes = ms / 60_000;
-            if let Ok(m) = i32::try_from(minutes) {
-                let b = m.to_be_bytes();
-                self.put(&[BC_DATE_MINUTE, b[0], b[1], b[2], b[3]]);
-                return;
-            }
-        }
-        self.put(&[BC_DATE]);
-        self.put(&ms.to_be_bytes());
+        self.out.write_date(ms);
     }
 
     /// Appends a `byte[]` (`writeBytes`), cut into chunks where `Hessian2Output`'s buffer
     /// would fill up.
     pub fn write_binary(&mut self, data: &[u8]) {
-        let size = JAVA_BUFFER as i64;
-        let mut rest = data;
-        while size - self.java_offset as i64 - 3 < rest.len() as i64 {
-            let mut sub = size - self.java_offset as i64 - 3;
-            if sub < 16 {
-                self.java_offset = 0;
-                sub = size - 3;
-                if (rest.len() as i64) < sub {
-                    sub = rest.len() as i64;
-                }
-            }
-            let sub = sub as usize;
-            self.put(&[BC_BINARY_CHUNK, (sub >> 8) as u8, sub as u8]);
-            self.put(&rest[..sub]);
-            rest = &rest[sub..];
-            self.java_offset = 0;
-        }
-        self.flush_if(Flush::Lt16);
-        let len = rest.len();
-        if len <= BINARY_DIRECT_MAX {
-            self.put(&[BC_BINARY_DIRECT + len as u8]);
-        } else if len <= BINARY_SHORT_MAX {
-            self.put(&[BC_BINARY_SHORT + (len >> 8) as u8, len as u8]);
-        } else {
-            self.put(&[BC_BINARY, (len >> 8) as u8, len as u8]);
-        }
-        self.put(rest);
+        self.out.write_binary(data);
     }
 
     /// Appends a back reference to the `n`-th list/map/object of the stream (`writeRef`).
     pub fn write_ref(&mut self, n: usize) {
-        self.flush_if(Flush::Lt16);
-        self.put(&[BC_REF]);
-        self.write_int(i32::try_from(n).unwrap_or(i32::MAX));
+        self.out.write_ref(n);
     }
 
     /// The number of bytes written so far.
     pub fn len(&self) -> usize {
-        self.out.len()
+        self.out.buf.len()
     }
 
     /// Whether nothing was written yet.
     pub fn is_empty(&self) -> bool {
-        self.out.is_empty()
+        self.out.buf.is_empty()
     }
 
     /// The bytes written so far.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.out
+        &self.out.buf
     }
 
     /// The stream's bytes.
     pub fn into_bytes(self) -> Vec<u8> {
-        self.out
+        self.out.buf
     }
 
     fn write_list(&mut self, l: &List) {
         let class = l.class.as_deref().filter(|c| !c.is_empty());
         let len = l.items.len();
         // writeListBegin
-        self.flush_if(Flush::Lt32);
+        self.out.flush_if(Flush::Lt32);
         if len <= LIST_DIRECT_MAX {
             match class {
                 Some(c) => {
-                    self.put(&[BC_LIST_DIRECT + len as u8]);
+                    self.out.put(&[BC_LIST_DIRECT + len as u8]);
                     self.write_type(c);
                 }
-                None => self.put(&[BC_LIST_DIRECT_UNTYPED + len as u8]),
+                None => self.out.put(&[BC_LIST_DIRECT_UNTYPED + len as u8]),
             }
         } else {
             match class {
                 Some(c) => {
-                    self.put(&[BC_LIST_FIXED]);
+                    self.out.put(&[BC_LIST_FIXED]);
                     self.write_type(c);
                 }
-                None => self.put(&[BC_LIST_FIXED_UNTYPED]),
+                None => self.out.put(&[BC_LIST_FIXED_UNTYPED]),
             }
             self.write_int(i32::try_from(len).unwrap_or(i32::MAX));
         }
@@ -280,20 +153,20 @@ impl Encoder {
     }
 
     fn write_map(&mut self, m: &Map) {
-        self.flush_if(Flush::Lt32);
+        self.out.flush_if(Flush::Lt32);
         match m.class.as_deref().filter(|c| !c.is_empty()) {
             Some(c) => {
-                self.put(&[BC_MAP]);
+                self.out.put(&[BC_MAP]);
                 self.write_type(c);
             }
-            None => self.put(&[BC_MAP_UNTYPED]),
+            None => self.out.put(&[BC_MAP_UNTYPED]),
         }
         for (k, v) in &m.entries {
             self.write(k);
             self.write(v);
         }
-        self.flush_if(Flush::Lt32);
-        self.put(&[BC_END]);
+        self.out.flush_if(Flush::Lt32);
+        self.out.put(&[BC_END]);
     }
 
     fn write_object(&mut self, o: &Object) {
@@ -314,8 +187,8 @@ impl Encoder {
                     .entry(o.class.clone())
                     .or_default()
                     .push((o.fields.iter().map(|(k, _)| k.clone()).collect(), i));
-                self.flush_if(Flush::Lt32);
-                self.put(&[BC_CLASS_DEF]);
+                self.out.flush_if(Flush::Lt32);
+                self.out.put(&[BC_CLASS_DEF]);
                 self.write_str(&o.class);
                 self.write_int(i32::try_from(o.fields.len()).unwrap_or(i32::MAX));
                 for (name, _) in &o.fields {
@@ -324,11 +197,11 @@ impl Encoder {
                 i
             }
         };
-        self.flush_if(Flush::Lt32);
+        self.out.flush_if(Flush::Lt32);
         if index <= OBJECT_DIRECT_MAX {
-            self.put(&[BC_OBJECT_DIRECT + index as u8]);
+            self.out.put(&[BC_OBJECT_DIRECT + index as u8]);
         } else {
-            self.put(&[BC_OBJECT]);
+            self.out.put(&[BC_OBJECT]);
             self.write_int(i32::try_from(index).unwrap_or(i32::MAX));
         }
         for (_, v) in &o.fields {
@@ -338,7 +211,7 @@ impl Encoder {
 
     /// A list's or map's type: the name the first time, its index afterwards.
     fn write_type(&mut self, t: &str) {
-        self.flush_if(Flush::Lt32);
+        self.out.flush_if(Flush::Lt32);
         if let Some(&i) = self.types.get(t) {
             self.write_int(i32::try_from(i).unwrap_or(i32::MAX));
         } else {
@@ -347,32 +220,36 @@ impl Encoder {
             self.write_str(t);
         }
     }
+}
 
-    /// `printString`: each UTF-16 unit in one to three bytes, a surrogate as three.
-    fn print_units(&mut self, units: &[u16]) {
-        for &u in units {
-            self.flush_if(Flush::Le16);
-            if u < 0x80 {
-                self.put(&[u as u8]);
-            } else if u < 0x800 {
-                self.put(&[0xc0 | (u >> 6) as u8, 0x80 | (u & 0x3f) as u8]);
-            } else {
-                self.put(&[
-                    0xe0 | (u >> 12) as u8,
-                    0x80 | ((u >> 6) & 0x3f) as u8,
-                    0x80 | (u & 0x3f) as u8,
-                ]);
-            }
+/// The scalar writes of `Hessian2Output`, shared by [`Encoder`] and the serde
+/// [`Serializer`](crate::Serializer): the bytes appended to `buf` (a `Vec<u8>` or a borrowed
+/// one), and where `Hessian2Output`'s buffer offset would be, to check the buffer where Java
+/// does (binaries and long strings are cut where it fills up).
+#[derive(Debug, Default)]
+pub(crate) struct JavaOut<B> {
+    pub(crate) buf: B,
+    /// Where `Hessian2Output`'s buffer offset would be.
+    pub(crate) java_offset: usize,
+}
+
+impl<B: AsMut<Vec<u8>>> JavaOut<B> {
+    pub(crate) fn new(buf: B) -> Self {
+        JavaOut {
+            buf,
+            java_offset: 0,
         }
     }
 
-    fn put(&mut self, bytes: &[u8]) {
-        self.out.extend_from_slice(bytes);
+    #[inline]
+    pub(crate) fn put(&mut self, bytes: &[u8]) {
+        self.buf.as_mut().extend_from_slice(bytes);
         self.java_offset += bytes.len();
     }
 
     /// The buffer checks before each of `Hessian2Output`'s writes.
-    fn flush_if(&mut self, check: Flush) {
+    #[inline]
+    pub(crate) fn flush_if(&mut self, check: Flush) {
         let full = match check {
             Flush::Le16 => JAVA_BUFFER <= self.java_offset + 16,
             Flush::Lt16 => JAVA_BUFFER < self.java_offset + 16,
@@ -382,10 +259,226 @@ impl Encoder {
             self.java_offset = 0;
         }
     }
+
+    /// `writeNull`.
+    #[inline]
+    pub(crate) fn write_null(&mut self) {
+        self.flush_if(Flush::Le16);
+        self.put(&[BC_NULL]);
+    }
+
+    /// `writeBoolean`.
+    #[inline]
+    pub(crate) fn write_bool(&mut self, b: bool) {
+        self.flush_if(Flush::Lt16);
+        self.put(&[if b { BC_TRUE } else { BC_FALSE }]);
+    }
+
+    /// `writeInt`.
+    #[inline]
+    pub(crate) fn write_int(&mut self, v: i32) {
+        self.flush_if(Flush::Le16);
+        if (INT_DIRECT_MIN..=INT_DIRECT_MAX).contains(&v) {
+            self.put(&[(v + i32::from(BC_INT_ZERO)) as u8]);
+        } else if (INT_BYTE_MIN..=INT_BYTE_MAX).contains(&v) {
+            self.put(&[(i32::from(BC_INT_BYTE_ZERO) + (v >> 8)) as u8, v as u8]);
+        } else if (INT_SHORT_MIN..=INT_SHORT_MAX).contains(&v) {
+            self.put(&[
+                (i32::from(BC_INT_SHORT_ZERO) + (v >> 16)) as u8,
+                (v >> 8) as u8,
+                v as u8,
+            ]);
+        } else {
+            let b = v.to_be_bytes();
+            self.put(&[BC_INT, b[0], b[1], b[2], b[3]]);
+        }
+    }
+
+    /// `writeLong`.
+    #[inline]
+    pub(crate) fn write_long(&mut self, v: i64) {
+        self.flush_if(Flush::Le16);
+        if (LONG_DIRECT_MIN..=LONG_DIRECT_MAX).contains(&v) {
+            self.put(&[(v + i64::from(BC_LONG_ZERO)) as u8]);
+        } else if (LONG_BYTE_MIN..=LONG_BYTE_MAX).contains(&v) {
+            self.put(&[(i64::from(BC_LONG_BYTE_ZERO) + (v >> 8)) as u8, v as u8]);
+        } else if (LONG_SHORT_MIN..=LONG_SHORT_MAX).contains(&v) {
+            self.put(&[
+                (i64::from(BC_LONG_SHORT_ZERO) + (v >> 16)) as u8,
+                (v >> 8) as u8,
+                v as u8,
+            ]);
+        } else if let Ok(i) = i32::try_from(v) {
+            let b = i.to_be_bytes();
+            self.put(&[BC_LONG_INT, b[0], b[1], b[2], b[3]]);
+        } else {
+            self.put(&[BC_LONG]);
+            self.put(&v.to_be_bytes());
+        }
+    }
+
+    /// `writeDouble` (see [`Encoder::write_double`]).
+    pub(crate) fn write_double(&mut self, v: f64) {
+        self.flush_if(Flush::Le16);
+        // Java's (int) cast: truncation, saturating, NaN → 0; Rust's `as` does the same.
+        let int_value = v as i32;
+        if f64::from(int_value) == v {
+            match int_value {
+                0 => return self.put(&[BC_DOUBLE_ZERO]),
+                1 => return self.put(&[BC_DOUBLE_ONE]),
+                -0x80..=0x7f => return self.put(&[BC_DOUBLE_BYTE, int_value as u8]),
+                -0x8000..=0x7fff => {
+                    return self.put(&[BC_DOUBLE_SHORT, (int_value >> 8) as u8, int_value as u8]);
+                }
+                _ => {}
+            }
+        }
+        let mills = (v * 1000.0) as i32;
+        if 0.001 * f64::from(mills) == v {
+            let b = mills.to_be_bytes();
+            return self.put(&[BC_DOUBLE_MILL, b[0], b[1], b[2], b[3]]);
+        }
+        // Double.doubleToLongBits: every NaN as the canonical one.
+        let bits = if v.is_nan() {
+            0x7ff8_0000_0000_0000
+        } else {
+            v.to_bits()
+        };
+        self.put(&[BC_DOUBLE]);
+        self.put(&bits.to_be_bytes());
+    }
+
+    /// `writeUTCDate` (see [`Encoder::write_date`]).
+    pub(crate) fn write_date(&mut self, ms: i64) {
+        self.flush_if(Flush::Lt32);
+        if ms % 60_000 == 0
+            && let Ok(m) = i32::try_from(ms / 60_000)
+        {
+            let b = m.to_be_bytes();
+            return self.put(&[BC_DATE_MINUTE, b[0], b[1], b[2], b[3]]);
+        }
+        self.put(&[BC_DATE]);
+        self.put(&ms.to_be_bytes());
+    }
+
+    /// `writeString`: chunks of 0x8000 UTF-16 units (a chunk does not end in a high
+    /// surrogate), each unit as `printString` writes it.
+    pub(crate) fn write_str(&mut self, s: &str) {
+        self.flush_if(Flush::Le16);
+        // The common case: ASCII that fits one chunk and does not reach the buffer's end (no
+        // buffer check inside would fire, so the bytes go in at once).
+        if s.len() <= STRING_CHUNK
+            && s.is_ascii()
+            && self.java_offset + 3 + s.len() + 16 < JAVA_BUFFER
+        {
+            self.string_header(s.len());
+            self.put(s.as_bytes());
+            return;
+        }
+        let mut rest = s;
+        let mut left = s.encode_utf16().count();
+        while left > STRING_CHUNK {
+            let (sub, bytes) = chunk_of(rest, STRING_CHUNK);
+            self.flush_if(Flush::Le16);
+            self.put(&[BC_STRING_CHUNK, (sub >> 8) as u8, sub as u8]);
+            self.print(&rest[..bytes]);
+            rest = &rest[bytes..];
+            left -= sub;
+        }
+        self.flush_if(Flush::Le16);
+        self.string_header(left);
+        self.print(rest);
+    }
+
+    fn string_header(&mut self, len: usize) {
+        if len <= STRING_DIRECT_MAX {
+            self.put(&[BC_STRING_DIRECT + len as u8]);
+        } else if len <= STRING_SHORT_MAX {
+            self.put(&[BC_STRING_SHORT + (len >> 8) as u8, len as u8]);
+        } else {
+            self.put(&[BC_STRING, (len >> 8) as u8, len as u8]);
+        }
+    }
+
+    /// `printString`: each UTF-16 unit in one to three bytes (a surrogate in three), with the
+    /// buffer check before each unit.
+    fn print(&mut self, s: &str) {
+        for c in s.chars() {
+            let mut units = [0u16; 2];
+            for &u in c.encode_utf16(&mut units).iter() {
+                self.flush_if(Flush::Le16);
+                if u < 0x80 {
+                    self.put(&[u as u8]);
+                } else if u < 0x800 {
+                    self.put(&[0xc0 | (u >> 6) as u8, 0x80 | (u & 0x3f) as u8]);
+                } else {
+                    self.put(&[
+                        0xe0 | (u >> 12) as u8,
+                        0x80 | ((u >> 6) & 0x3f) as u8,
+                        0x80 | (u & 0x3f) as u8,
+                    ]);
+                }
+            }
+        }
+    }
+
+    /// `writeBytes`: cut into chunks where `Hessian2Output`'s buffer would fill up (Java's
+    /// signed int arithmetic).
+    pub(crate) fn write_binary(&mut self, data: &[u8]) {
+        let size = JAVA_BUFFER as i64;
+        let mut rest = data;
+        while size - self.java_offset as i64 - 3 < rest.len() as i64 {
+            let mut sub = size - self.java_offset as i64 - 3;
+            if sub < 16 {
+                self.java_offset = 0;
+                sub = (size - 3).min(rest.len() as i64);
+            }
+            let sub = sub as usize;
+            self.put(&[BC_BINARY_CHUNK, (sub >> 8) as u8, sub as u8]);
+            self.put(&rest[..sub]);
+            rest = &rest[sub..];
+            self.java_offset = 0;
+        }
+        self.flush_if(Flush::Lt16);
+        let len = rest.len();
+        if len <= BINARY_DIRECT_MAX {
+            self.put(&[BC_BINARY_DIRECT + len as u8]);
+        } else if len <= BINARY_SHORT_MAX {
+            self.put(&[BC_BINARY_SHORT + (len >> 8) as u8, len as u8]);
+        } else {
+            self.put(&[BC_BINARY, (len >> 8) as u8, len as u8]);
+        }
+        self.put(rest);
+    }
+
+    /// `writeRef`: a back reference to the `n`-th list, map or object of the stream.
+    pub(crate) fn write_ref(&mut self, n: usize) {
+        self.flush_if(Flush::Lt16);
+        self.put(&[BC_REF]);
+        self.write_int(i32::try_from(n).unwrap_or(i32::MAX));
+    }
 }
 
-#[derive(Clone, Copy)]
-enum Flush {
+/// The byte length of the first `units` UTF-16 units of `s`, one less where that would end
+/// in a high surrogate: (units, bytes).
+fn chunk_of(s: &str, units: usize) -> (usize, usize) {
+    let mut n = 0;
+    for (i, c) in s.char_indices() {
+        let w = c.len_utf16();
+        if n + w > units {
+            return (n, i);
+        }
+        n += w;
+        if n == units {
+            return (n, i + c.len_utf8());
+        }
+    }
+    (n, s.len())
+}
+
+/// `Hessian2Output`'s buffer checks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Flush {
     /// `if (SIZE <= offset + 16) flushBuffer()`
     Le16,
     /// `if (SIZE < offset + 16) flushBuffer()`

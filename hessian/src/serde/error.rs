@@ -9,7 +9,7 @@ pub struct Error {
     what: String,
     offset: Option<usize>,
     /// Internal to the serializer: a struct whose field names are not known yet (see
-    /// `ser.rs`); never returned to a caller.
+    /// `ser/shape.rs`); never returned to a caller.
     pub(super) need_shape: bool,
 }
 

@@ -216,9 +216,18 @@ pub mod big_decimal {
         }
     }
 
-    /// Reads a `java.math.BigDecimal` (or a string or number) into `T`.
+    /// Reads a `java.math.BigDecimal` (or a string or number) into `T`: the text as Java's
+    /// `new BigDecimal(text).toString()` gives it (what it writes back), an error when it is
+    /// not a decimal (as Java's `new BigDecimal(text)` throws).
     pub fn deserialize<'de, T: JavaBigDecimal, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
-        let text = d.deserialize_option(OptionText)?;
+        let text = d
+            .deserialize_option(OptionText)?
+            .map(|t| {
+                crate::bignum::canonical_decimal(&t)
+                    .ok_or_else(|| format!("{t:?} is not a java.math.BigDecimal"))
+            })
+            .transpose()
+            .map_err(<D::Error as de::Error>::custom)?;
         T::from_text(text).map_err(<D::Error as de::Error>::custom)
     }
 

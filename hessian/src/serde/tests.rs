@@ -435,6 +435,44 @@ fn sets_dates_and_decimals() {
     );
 }
 
+/// Found by the `hessian_serde` fuzz target: a `BigDecimal` of text `06.50` read as
+/// `"06.50"` but wrote back `6.50`, and text Java's `new BigDecimal(..)` rejects read fine
+/// (then could not be written). Reading now gives Java's form, and bad text is an error.
+#[test]
+fn a_big_decimal_reads_in_javas_form_and_bad_text_is_an_error() {
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct D(#[serde(with = "java::big_decimal")] Option<String>);
+    let decimal = |text: &str| {
+        to_bytes(&Value::object(
+            "java.math.BigDecimal",
+            vec![("value", Value::string(text))],
+        ))
+    };
+    for (wire, read) in [
+        (decimal("06.50"), "6.50"),
+        (decimal("1e3"), "1E+3"),
+        (decimal("-0.0000001"), "-1E-7"),
+        (to_bytes(&Value::string("+12")), "12"),
+        (to_bytes(&Value::Long(5)), "5"),
+    ] {
+        let d: D = from_slice(&wire).unwrap();
+        assert_eq!(d.0.as_deref(), Some(read));
+        let again = to_vec(&d).unwrap();
+        assert_eq!(from_slice::<D>(&again).unwrap(), d, "round trip of {read}");
+    }
+    assert_eq!(from_slice::<D>(&to_bytes(&Value::Null)).unwrap(), D(None));
+    for bad in [
+        decimal("12x"),
+        decimal(""),
+        to_bytes(&Value::string("abc")),
+        to_bytes(&Value::Double(f64::NAN)),
+    ] {
+        let e = from_slice::<D>(&bad).unwrap_err();
+        assert!(e.what().contains("not a java.math.BigDecimal"), "{e}");
+        assert!(e.offset().is_some_and(|at| at <= bad.len()), "{e}");
+    }
+}
+
 #[test]
 fn unknown_fields_are_skipped_and_missing_ones_take_defaults() {
     #[derive(Debug, PartialEq, Deserialize)]

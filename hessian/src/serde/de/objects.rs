@@ -1,0 +1,267 @@
+//! What the stream shares and objects: class definitions and type names, an object read as a
+//! map of its fields (or, in the JSON form, as `{"class", fields}`, a `BigDecimal`'s or an
+//! enum's one value, a `BigInteger`'s decimal text, a Throwable's `message` and `cause`).
+
+use ::serde::de::{self, Deserialize, DeserializeSeed, IntoDeserializer, Visitor};
+
+use super::{Class, Deserializer, Mode};
+use crate::bignum;
+use crate::serde::error::{Error, Result};
+use crate::tag::*;
+
+impl<'de> Deserializer<'de> {
+    // ----- what the stream shares ---------------------------------------------------------
+
+    pub(super) fn class_def(&mut self, at: usize) -> Result<()> {
+        if self.replaying == 0 && self.classes.len() >= self.limits.max_classes {
+            return Err(Error::at(
+                format!(
+                    "more than {} class definitions (max_classes)",
+                    self.limits.max_classes
+                ),
+                at,
+            ));
+        }
+        let name = self.name()?;
+        let len = self.read_len()?;
+        let mut fields = Vec::with_capacity(len.min(256));
+        for _ in 0..len {
+            fields.push(self.name()?);
+        }
+        if self.replaying == 0 {
+            self.classes.push(Class { name, fields });
+        }
+        Ok(())
+    }
+
+    /// A list's or map's type: a name (counted) or a reference to one seen before.
+    pub(super) fn skip_type(&mut self) -> Result<()> {
+        let at = self.pos;
+        let tag = self.byte()?;
+        match tag {
+            0x00..=0x1f | 0x30..=0x33 | BC_STRING_CHUNK | BC_STRING => {
+                self.string_after(tag, at)?;
+                if self.replaying == 0 {
+                    if self.types >= self.limits.max_classes {
+                        return Err(Error::at(
+                            format!(
+                                "more than {} type names (max_classes)",
+                                self.limits.max_classes
+                            ),
+                            at,
+                        ));
+                    }
+                    self.types += 1;
+                }
+                Ok(())
+            }
+            0x80..=0xd7 | BC_INT => {
+                let i = self.int_after(tag, at)?;
+                if usize::try_from(i).is_ok_and(|i| i < self.types) {
+                    Ok(())
+                } else {
+                    Err(Error::at(
+                        format!("type reference {i} out of range ({} types)", self.types),
+                        at,
+                    ))
+                }
+            }
+            other => Err(Error::at(
+                format!("expected a type name, found tag 0x{other:02x}"),
+                at,
+            )),
+        }
+    }
+
+    pub(super) fn object<V: Visitor<'de>>(
+        &mut self,
+        class: usize,
+        at: usize,
+        visitor: V,
+        mode: Mode,
+    ) -> Result<V::Value> {
+        let Some(def) = self.classes.get(class) else {
+            return Err(Error::at(
+                format!(
+                    "class reference {class} out of range ({} definitions)",
+                    self.classes.len()
+                ),
+                at,
+            ));
+        };
+        let len = def.fields.len();
+        let kind = if mode == Mode::Json {
+            Kind::of(def)
+        } else {
+            Kind::Plain
+        };
+        if mode == Mode::Json {
+            let names = def.name.len() + def.fields.iter().map(String::len).sum::<usize>();
+            self.charge(0, names, at)?;
+        }
+        self.open(at)?;
+        self.check_len(len, self.remaining(), at)?;
+        let v = match kind {
+            Kind::OneValue => {
+                // BigDecimal, UUID, File, an enum: the one field is the value.
+                let v = de::Deserializer::deserialize_any(&mut *self, visitor)?;
+                self.close(at);
+                return Ok(v);
+            }
+            Kind::BigInteger => {
+                let text = self.big_integer(class, at)?;
+                self.close(at);
+                return visitor.visit_string(text);
+            }
+            Kind::Plain | Kind::Throwable => {
+                let mut access = ObjectAccess {
+                    de: self,
+                    class,
+                    next: 0,
+                    len,
+                    at,
+                    class_key: mode == Mode::Json,
+                    json: mode == Mode::Json,
+                    throwable: kind == Kind::Throwable,
+                };
+                let v = visitor.visit_map(&mut access)?;
+                let next = access.next;
+                for _ in next..len {
+                    de::IgnoredAny::deserialize(&mut *self)?;
+                }
+                v
+            }
+        };
+        self.close(at);
+        Ok(v)
+    }
+
+    /// A `java.math.BigInteger`'s decimal text from its fields `signum` and `mag`.
+    pub(super) fn big_integer(&mut self, class: usize, at: usize) -> Result<String> {
+        let mut signum = 0i64;
+        let mut mag: Vec<i64> = Vec::new();
+        for i in 0..self.classes[class].fields.len() {
+            match self.classes[class].fields[i].as_str() {
+                "signum" => signum = i64::deserialize(&mut *self)?,
+                "mag" => mag = Vec::deserialize(&mut *self)?,
+                _ => {
+                    de::IgnoredAny::deserialize(&mut *self)?;
+                }
+            }
+        }
+        let cost = (mag.len() as u64).pow(2);
+        if mag.len() > bignum::MAX_WORDS || cost > self.bignum_work {
+            return Err(Error::at(
+                "a java.math.BigInteger too long to render as decimal",
+                at,
+            ));
+        }
+        self.bignum_work -= cost;
+        let words: Vec<u32> = mag.iter().map(|&w| w as u32).collect();
+        let digits = bignum::to_decimal(&words);
+        Ok(if signum < 0 && digits != "0" {
+            format!("-{digits}")
+        } else {
+            digits
+        })
+    }
+}
+
+/// How `deserialize_any` shows an object (this crate's JSON mapping).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Plain,
+    /// `java.math.BigDecimal`, `java.util.UUID`, `java.io.File` (`value`), an enum (`name`).
+    OneValue,
+    BigInteger,
+    Throwable,
+}
+
+impl Kind {
+    fn of(def: &Class) -> Kind {
+        let has = |f: &str| def.fields.iter().any(|x| x == f);
+        match (def.name.as_str(), def.fields.as_slice()) {
+            ("java.math.BigDecimal" | "java.util.UUID" | "java.io.File", [f]) if f == "value" => {
+                Kind::OneValue
+            }
+            ("java.math.BigInteger", _) if has("signum") && has("mag") => Kind::BigInteger,
+            _ if has("detailMessage") || (has("stackTrace") && has("cause")) => Kind::Throwable,
+            (_, [f]) if f == "name" => Kind::OneValue,
+            _ => Kind::Plain,
+        }
+    }
+}
+
+/// The fields of a Throwable left out of its JSON form.
+const THROWABLE_SKIPPED: [&str; 2] = ["stackTrace", "suppressedExceptions"];
+
+pub(super) struct ObjectAccess<'a, 'de> {
+    de: &'a mut Deserializer<'de>,
+    class: usize,
+    next: usize,
+    len: usize,
+    at: usize,
+    /// A `"class"` member to give first (JSON form).
+    class_key: bool,
+    /// The JSON form.
+    json: bool,
+    /// The JSON form of a Throwable: `message`, `cause`, no stack trace.
+    throwable: bool,
+}
+
+impl<'de> de::MapAccess<'de> for ObjectAccess<'_, 'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        if self.class_key {
+            return seed.deserialize("class".into_deserializer()).map(Some);
+        }
+        loop {
+            if self.next >= self.len {
+                return Ok(None);
+            }
+            let name = self.de.classes[self.class].fields[self.next].as_str();
+            if self.throwable {
+                if THROWABLE_SKIPPED.contains(&name) {
+                    self.next += 1;
+                    de::IgnoredAny::deserialize(&mut *self.de)?;
+                    continue;
+                }
+                if name == "detailMessage" {
+                    return seed.deserialize("message".into_deserializer()).map(Some);
+                }
+            }
+            // A Java field named `class` would clash with the JSON form's member.
+            if self.json && name == "class" {
+                self.next += 1;
+                de::IgnoredAny::deserialize(&mut *self.de)?;
+                continue;
+            }
+            let key: de::value::StrDeserializer<'_, Error> = name.into_deserializer();
+            return seed.deserialize(key).map(Some);
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
+        if self.class_key {
+            self.class_key = false;
+            let name: de::value::StrDeserializer<'_, Error> = self.de.classes[self.class]
+                .name
+                .as_str()
+                .into_deserializer();
+            return seed.deserialize(name);
+        }
+        let is_cause = self
+            .de
+            .classes
+            .get(self.class)
+            .and_then(|c| c.fields.get(self.next))
+            .is_some_and(|f| f == "cause");
+        self.next += 1;
+        if is_cause && self.de.self_ref(self.at)? {
+            // A Throwable without a cause refers to itself.
+            return seed.deserialize(().into_deserializer());
+        }
+        seed.deserialize(&mut *self.de)
+    }
+}
