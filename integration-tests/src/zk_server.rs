@@ -46,6 +46,17 @@ pub async fn put_node(client: &zookeeper_client::Client, path: &str, data: &[u8]
     }
 }
 
+/// The 127.0.0.1 ports of one ensemble member ([`ZkServer::allocate_ensemble`]).
+#[derive(Debug, Clone, Copy)]
+pub struct MemberPorts {
+    /// The client port.
+    pub client: u16,
+    /// The port followers connect to when this member leads.
+    pub quorum: u16,
+    /// The leader-election port.
+    pub election: u16,
+}
+
 /// One server process of a [`ZkServer`].
 #[derive(Debug)]
 struct Node {
@@ -119,6 +130,12 @@ impl ZkServer {
         Self::start(1)
     }
 
+    /// Starts a standalone server with `extra` lines in its `zoo.cfg` (`maxClientCnxns=0` for
+    /// more than 60 sessions from 127.0.0.1) and waits until it serves.
+    pub fn standalone_with(extra: &str) -> ZkServer {
+        Self::start_with(1, extra)
+    }
+
     /// Starts an ensemble of `n` servers (quorum and election ports on 127.0.0.1) and waits
     /// until every member serves.
     pub fn ensemble(n: usize) -> ZkServer {
@@ -166,13 +183,48 @@ impl ZkServer {
 
     /// [`ZkServer::start`] with `extra` lines in every member's `zoo.cfg`.
     fn start_with(n: usize, extra: &str) -> ZkServer {
+        let ports = Self::allocate_ensemble(n);
+        Self::start_members(
+            &ports,
+            &|_, to| (ports[to].quorum, ports[to].election),
+            extra,
+        )
+    }
+
+    /// Fresh 127.0.0.1 ports for an ensemble of `n` members (nothing started yet), for
+    /// [`ZkServer::ensemble_linked`].
+    pub fn allocate_ensemble(n: usize) -> Vec<MemberPorts> {
+        (0..n)
+            .map(|_| MemberPorts {
+                client: allocate(),
+                quorum: allocate(),
+                election: allocate(),
+            })
+            .collect()
+    }
+
+    /// Starts an ensemble on `ports` in which member `from` reaches member `to`'s quorum and
+    /// election ports at the 127.0.0.1 ports `peer(from, to)` returns (proxies the test
+    /// controls, so it can cut the links between two members), and waits until every member
+    /// serves. Each member binds its own ports from `ports`.
+    pub fn ensemble_linked(
+        ports: &[MemberPorts],
+        peer: &dyn Fn(usize, usize) -> (u16, u16),
+    ) -> ZkServer {
+        Self::start_members(ports, peer, "")
+    }
+
+    fn start_members(
+        ports: &[MemberPorts],
+        peer: &dyn Fn(usize, usize) -> (u16, u16),
+        extra: &str,
+    ) -> ZkServer {
+        let n = ports.len();
         let dir = std::env::temp_dir().join(crate::unique("switchman-zk"));
         std::fs::create_dir_all(&dir).expect("create the server directory");
-        let ports: Vec<(u16, u16, u16)> = (0..n)
-            .map(|_| (allocate(), allocate(), allocate()))
-            .collect();
         let mut nodes = Vec::new();
-        for (i, (client, quorum, election)) in ports.iter().enumerate() {
+        for (i, own) in ports.iter().enumerate() {
+            let client = own.client;
             let data = dir.join(format!("data{}", i + 1));
             std::fs::create_dir_all(&data).expect("create a data directory");
             let mut cfg = format!(
@@ -183,16 +235,20 @@ impl ZkServer {
             );
             if n > 1 {
                 std::fs::write(data.join("myid"), format!("{}\n", i + 1)).expect("write myid");
-                for (j, (_, q, e)) in ports.iter().enumerate() {
+                for j in 0..n {
+                    let (q, e) = if j == i {
+                        (own.quorum, own.election)
+                    } else {
+                        peer(i, j)
+                    };
                     cfg.push_str(&format!("server.{}=127.0.0.1:{q}:{e}\n", j + 1));
                 }
             }
-            let _ = (quorum, election);
             cfg.push_str(extra);
             let config = dir.join(format!("zoo{}.cfg", i + 1));
             std::fs::write(&config, cfg).expect("write zoo.cfg");
             nodes.push(Node {
-                client_port: *client,
+                client_port: client,
                 config,
                 log: dir.join(format!("zk{}.log", i + 1)),
                 child: None,
@@ -288,6 +344,23 @@ impl ZkServer {
         } else {
             format!("zookeeper://{first}?{}", params.join("&"))
         }
+    }
+
+    /// How many members the ensemble has.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the ensemble has no member (never: it is started with at least one).
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Whether member `i` serves clients now (it answers `srvr` with a mode: it leads,
+    /// follows or is standalone; a member without quorum answers that it is not serving).
+    pub fn serving(&self, i: usize) -> bool {
+        self.nodes[i].child.is_some()
+            && four_letter(self.nodes[i].client_port, "srvr").contains("Mode:")
     }
 
     /// Member `i`'s client port.

@@ -27,6 +27,11 @@
 //!   9. and 10. n/a (hostile providers and registry writes: the figures are the consumer's, this
 //!      process's, peak RSS against 2 × its idle RSS + the largest legal payload, and its CPU
 //!      time; the calls of the good providers, and the last good rules, unaffected).
+//!   11. to 14. (a real ZooKeeper ensemble failing, issue 30) a provider change made after the
+//!       failure (11: the leader killed; 13: the last member restarted) or during it (12: the
+//!       consumer's member cut off into the minority, from the cut; 14: a flapping link, the
+//!       longest change-to-list time) visible in the consumer's snapshot; 15. the cut of 100
+//!       providers' registry link to their nodes gone from the consumer's snapshot.
 //! * `max-gap` is the longest time callers went without a successful call (load start and stop
 //!   included).
 //!
@@ -35,8 +40,8 @@
 //! as all of them in scenario order.
 //!
 //! The scenarios run one at a time (a lock taken at the start of each test) so they do not
-//! skew each other's figures. They need ZooKeeper and rnacos: scenarios 2, 3, 4 and 6 start
-//! PRIVATE servers they kill and restart (`SWITCHMAN_ZK_CLASSPATH`, `RNACOS_BIN`), scenarios 5
+//! skew each other's figures. They need ZooKeeper and rnacos: scenarios 2, 3, 4, 6 and 11-15
+//! start PRIVATE servers they kill and restart (`SWITCHMAN_ZK_CLASSPATH`, `RNACOS_BIN`), scenarios 5
 //! and 10 use the shared ZooKeeper (`SWITCHMAN_ZK`) with unique interface names. Run:
 //!
 //! ```text
@@ -67,7 +72,7 @@ use switchman_integration_tests::chaos::{
     usage,
 };
 use switchman_integration_tests::nacos_server::NacosServer;
-use switchman_integration_tests::zk_server::{ZkServer, put_node, raw_client};
+use switchman_integration_tests::zk_server::{MemberPorts, ZkServer, put_node, raw_client};
 use switchman_integration_tests::{unique, zookeeper};
 use zookeeper_client as zk;
 
@@ -1442,4 +1447,905 @@ async fn chaos_10_hostile_registry_writes_under_load() {
     assert_within_rss_bound(&idle, &after);
     let _ = raw.delete(&rule_path, None).await;
     let _ = raw.delete(&conf_path, None).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 11-14: a real ZooKeeper ensemble failing (issue 30)
+// ---------------------------------------------------------------------------------------------
+
+/// The consumer's and registrars' parameters in the ensemble scenarios: a session longer
+/// than an election of the private ensemble (500 ms ticks: 1-3 s), so a member's loss moves
+/// the session to another member instead of expiring it; each call or connect attempt 1 s.
+const ENSEMBLE_PARAMS: &str = "session=10000&timeout=1000";
+
+/// A proxy the test controls in front of each member's client port: the consumer's links.
+async fn client_proxies(zk: &ZkServer) -> Vec<TcpProxy> {
+    let mut out = Vec::new();
+    for i in 0..zk.len() {
+        let upstream = format!("127.0.0.1:{}", zk.port(i))
+            .parse()
+            .expect("member address");
+        out.push(TcpProxy::start(upstream).await.expect("the proxy binds"));
+    }
+    out
+}
+
+/// `zookeeper://` with `servers` (the first one, the others as `backup`) and `params`.
+fn zk_url(servers: &[String], params: &str) -> String {
+    let backup = if servers.len() > 1 {
+        format!("backup={}&", servers[1..].join(","))
+    } else {
+        String::new()
+    };
+    format!("zookeeper://{}?{backup}{params}", servers[0])
+}
+
+/// A registry URL over the proxies.
+fn proxied_url(proxies: &[TcpProxy]) -> String {
+    let servers: Vec<String> = proxies.iter().map(|p| p.addr().to_string()).collect();
+    zk_url(&servers, ENSEMBLE_PARAMS)
+}
+
+/// A registry URL straight to `members` of `zk`.
+fn direct_url(zk: &ZkServer, members: &[usize]) -> String {
+    let servers: Vec<String> = members
+        .iter()
+        .map(|&i| format!("127.0.0.1:{}", zk.port(i)))
+        .collect();
+    zk_url(&servers, ENSEMBLE_PARAMS)
+}
+
+/// The members whose proxy forwards a connection of the consumer now.
+fn forwarding(proxies: &[TcpProxy]) -> Vec<usize> {
+    (0..proxies.len())
+        .filter(|&i| proxies[i].forwarding() > 0)
+        .collect()
+}
+
+/// [`under_load`] with the consumer's first session steered onto member `on`: the other
+/// members' proxies refuse connections until the load runs, then forward again (the
+/// consumer's client picks its server at random otherwise).
+async fn steered_under_load(
+    proxies: &[TcpProxy],
+    on: usize,
+    consumer: &dyn Registry,
+    config: DirectoryConfig,
+    listed: usize,
+) -> (Arc<RegistryDirectory>, Arc<CountingInvoker>, Load) {
+    for (i, p) in proxies.iter().enumerate() {
+        if i != on {
+            p.refuse();
+        }
+    }
+    let out = under_load(consumer, config, listed, 200, "before the failure").await;
+    for (i, p) in proxies.iter().enumerate() {
+        if i != on {
+            p.restore();
+        }
+    }
+    assert_eq!(
+        forwarding(proxies),
+        vec![on],
+        "the consumer's session is on member {on} (and only there)"
+    );
+    out
+}
+
+/// Waits until the consumer's connection is held by a member other than `off` (forwarded
+/// at two polls 50 ms apart: a member without quorum closes a new connection at once) and
+/// returns when (the first of the two polls).
+async fn moved_off(proxies: &[TcpProxy], off: usize, within: Duration) -> Instant {
+    let start = Instant::now();
+    let mut last = Vec::new();
+    loop {
+        let now: Vec<usize> = forwarding(proxies)
+            .into_iter()
+            .filter(|&i| i != off)
+            .collect();
+        if !now.is_empty() && now == last {
+            return Instant::now() - Duration::from_millis(50);
+        }
+        assert!(
+            start.elapsed() < within,
+            "the consumer's session is not on another member than {off} within {within:?}"
+        );
+        last = now;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Registers a marker provider node (another interface, never called) through `consumer`'s
+/// session, so the test can tell by its owner whether that session survived.
+async fn session_marker(consumer: &ZookeeperRegistry, key: &ServiceKey, port: u16) -> Instance {
+    let marker = http_instance(&ServiceKey::new(format!("{}.marker", key.interface)), port);
+    register_within(consumer, &marker, WAIT).await;
+    marker
+}
+
+/// The session owning the marker node, waiting (at most [`WAIT`]) while the test's own
+/// client reconnects or the node is re-created.
+async fn marker_owner(raw: &zk::Client, marker: &Instance) -> i64 {
+    let start = Instant::now();
+    loop {
+        if let Some(owner) = node_owner(raw, marker).await {
+            return owner;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "the marker node is gone for {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Lists a directory published, each with when it was first seen.
+type Seen = Vec<(Instant, Vec<String>)>;
+
+/// Every distinct address list the directory published, in order, with when: a task that
+/// reads the snapshot after each epoch change (a list that lasted less than the task's wake-up
+/// may be missed, not reordered).
+struct Views {
+    seen: Arc<std::sync::Mutex<Seen>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Views {
+    fn record(dir: Arc<RegistryDirectory>) -> Views {
+        let seen: Arc<std::sync::Mutex<Seen>> = Arc::default();
+        let out = seen.clone();
+        let mut epochs = dir.epochs();
+        let task = tokio::spawn(async move {
+            loop {
+                let now = addresses(&dir);
+                {
+                    let mut seen = out.lock().unwrap_or_else(|p| p.into_inner());
+                    if seen.last().is_none_or(|(_, last)| *last != now) {
+                        seen.push((Instant::now(), now));
+                    }
+                }
+                if epochs.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        Views { seen, task }
+    }
+
+    /// Stops recording; the lists seen.
+    fn stop(self) -> Seen {
+        self.task.abort();
+        std::mem::take(&mut *self.seen.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// Checks the lists a directory published against changes made in order: `changes[n]` is
+/// `(address, present)` (the address was added, or removed). Once a list reflects a change,
+/// every later list reflects it too (no list goes back to an older view of the registry).
+/// Returns how many lists went back (0 is the target) and prints them.
+fn stale_views(views: &[(Instant, Vec<String>)], changes: &[(&str, bool)]) -> usize {
+    let mut stale = 0;
+    for &(address, present) in changes {
+        let reflects = |v: &Vec<String>| v.iter().any(|a| a == address) == present;
+        if let Some(first) = views.iter().position(|(_, v)| reflects(v)) {
+            for (_, v) in &views[first..] {
+                if !reflects(v) {
+                    eprintln!(
+                        "stale view: {v:?} after a list with {address} {}",
+                        if present { "added" } else { "removed" }
+                    );
+                    stale += 1;
+                }
+            }
+        }
+    }
+    stale
+}
+
+/// Unregisters, retrying while the registrar's session moves, for at most `within`.
+async fn unregister_within(reg: &dyn Registrar, inst: &Instance, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        match reg.unregister(inst).await {
+            Ok(()) => return,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("unregister {} not yet: {e}", inst.address());
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => panic!("unregister {} failed for {within:?}: {e}", inst.address()),
+        }
+    }
+}
+
+/// Starts an ensemble of three (blocking until every member serves).
+fn ensemble_of_three() -> ZkServer {
+    tokio::task::block_in_place(|| ZkServer::ensemble(3))
+}
+
+/// Whether member `i` serves (a blocking four-letter command, off the runtime's workers).
+fn serving(zk: &ZkServer, i: usize) -> bool {
+    tokio::task::block_in_place(|| zk.serving(i))
+}
+
+// -----------------------------------------------------------------------------------------
+// 11. The leader of a 3-node ensemble killed under load, the consumer's session on it
+// -----------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_11_zookeeper_leader_killed_under_load() {
+    let _serial = serial().await;
+    let began = Instant::now();
+    let mut zk = ensemble_of_three();
+    let proxies = client_proxies(&zk).await;
+    let leader = tokio::task::block_in_place(|| zk.leader()).expect("the ensemble has a leader");
+    let survivors: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let key = ServiceKey::new(interface("ZkLeader"));
+    let (providers, instances) = three_providers(&key).await;
+    let producer = zk_registry(&direct_url(&zk, &[0, 1, 2]));
+    for i in &instances[..2] {
+        register_within(&producer, i, WAIT).await;
+    }
+    let consumer = zk_registry(&proxied_url(&proxies));
+    let (dir, counter, load) = steered_under_load(
+        &proxies,
+        leader,
+        &consumer,
+        directory_config(key.clone()),
+        2,
+    )
+    .await;
+    let views = Views::record(dir.clone());
+    let marker = session_marker(&consumer, &key, providers[0].addr().port()).await;
+    let raw = raw_client(&zk.connect_string(), WAIT).await;
+    let session = node_owner(&raw, &marker)
+        .await
+        .expect("the consumer's marker node exists");
+
+    let killed_at = Instant::now();
+    tokio::task::block_in_place(|| zk.kill(leader));
+    // A change made after the kill, by a registrar of another process (a fresh session on
+    // the surviving members): it commits once they elected a new leader.
+    let late = zk_registry(&direct_url(&zk, &survivors));
+    let (moved, ()) = tokio::join!(
+        moved_off(&proxies, leader, RESTORED),
+        register_within(&late, &instances[2], RESTORED)
+    );
+    let registered = killed_at.elapsed();
+    let elected = tokio::task::block_in_place(|| zk.leader());
+    let p3 = instances[2].address().to_string();
+    dir.wait_until(RESTORED, |s| s.index_of(&p3).is_some())
+        .await
+        .expect("p3, registered after the kill, is seen");
+    let visible = killed_at.elapsed();
+    // The consumer's session moved to a surviving member (it read p3 through it).
+    let moved_to = forwarding(&proxies);
+    poll_until(WAIT, "p3 receives calls", || async {
+        providers[2].hits() > 0
+    })
+    .await;
+    load.wait_for_ok(300, WAIT, "after the kill").await;
+    let session_kept = marker_owner(&raw, &marker).await == session;
+    let calls = load.stop().await;
+    let views = views.stop();
+    let stale = stale_views(&views, &[(&p3, true)]);
+
+    let f = Figures::new(
+        "11",
+        "ZooKeeper leader killed under load",
+        &calls,
+        counter.attempts(),
+    )
+    .recovery(Some(visible))
+    .with("moved", ms(moved.saturating_duration_since(killed_at)))
+    .with("registered", ms(registered))
+    .with(
+        "moved-to",
+        moved_to
+            .iter()
+            .map(|m| format!("member{}", m + 1))
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+    .with("session-kept", session_kept)
+    .with("views", views.len())
+    .with("stale-views", stale)
+    .with("took", ms(began.elapsed()))
+    .note(
+        "recovery = SIGKILL of the leader to a provider registered after the kill (a new \
+         session on the survivors) visible in the consumer's snapshot; 3-member private \
+         ensemble, the consumer's session (10 s) steered onto the leader through per-member \
+         proxies; moved = kill to the consumer's connection held by a surviving member, \
+         registered = kill to that registration committed (after the new election)",
+    );
+    emit(&f);
+    assert_eq!(
+        calls.failed(),
+        0,
+        "no call fails when the leader dies: {:?}",
+        calls.failures_by_kind()
+    );
+    assert!(
+        elected.is_some_and(|l| l != leader),
+        "a surviving member leads ({elected:?}, killed member {leader})"
+    );
+    assert!(
+        moved_to.len() == 1 && moved_to[0] != leader,
+        "the consumer's session is on one surviving member: {moved_to:?} (killed {leader})"
+    );
+    assert!(
+        session_kept,
+        "the consumer's session moved to the majority, not expired"
+    );
+    assert_eq!(
+        stale, 0,
+        "no published list goes back to before p3: {views:?}"
+    );
+    assert_eq!(addresses(&dir).len(), 3, "p1, p2 and p3 listed at the end");
+    drop((late, producer, consumer));
+}
+
+// -----------------------------------------------------------------------------------------
+// 12. The consumer's member cut off into the minority
+// -----------------------------------------------------------------------------------------
+
+/// The quorum and election links of an ensemble of three, each direction of each pair through
+/// proxies of its own (member `from` reaches member `to` through `links[(from, to)]`).
+struct QuorumLinks {
+    links: Vec<((usize, usize), TcpProxy, TcpProxy)>,
+}
+
+impl QuorumLinks {
+    async fn start(ports: &[MemberPorts]) -> QuorumLinks {
+        let mut links = Vec::new();
+        for from in 0..ports.len() {
+            for to in (0..ports.len()).filter(|&t| t != from) {
+                let at = |p: u16| format!("127.0.0.1:{p}").parse().expect("member address");
+                let quorum = TcpProxy::start(at(ports[to].quorum))
+                    .await
+                    .expect("the quorum proxy binds");
+                let election = TcpProxy::start(at(ports[to].election))
+                    .await
+                    .expect("the election proxy binds");
+                links.push(((from, to), quorum, election));
+            }
+        }
+        QuorumLinks { links }
+    }
+
+    /// The ports member `from` reaches member `to` at.
+    fn peer(&self, from: usize, to: usize) -> (u16, u16) {
+        self.links
+            .iter()
+            .find(|(k, _, _)| *k == (from, to))
+            .map(|(_, q, e)| (q.addr().port(), e.addr().port()))
+            .expect("a link between two members")
+    }
+
+    /// Cuts (or restores) every link to and from member `k`.
+    fn isolate(&self, k: usize, cut: bool) {
+        for ((from, to), q, e) in &self.links {
+            if *from == k || *to == k {
+                for p in [q, e] {
+                    if cut {
+                        p.cut();
+                    } else {
+                        p.restore();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// How long scenario 12 keeps the consumer's member cut off at least.
+const MIN_CUT_12: Duration = Duration::from_secs(5);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_12_zookeeper_consumer_member_cut_off_into_the_minority() {
+    let _serial = serial().await;
+    let began = Instant::now();
+    let ports = ZkServer::allocate_ensemble(3);
+    let links = QuorumLinks::start(&ports).await;
+    let zk = tokio::task::block_in_place(|| {
+        ZkServer::ensemble_linked(&ports, &|from, to| links.peer(from, to))
+    });
+    let proxies = client_proxies(&zk).await;
+    let leader = tokio::task::block_in_place(|| zk.leader()).expect("the ensemble has a leader");
+    // The consumer's member: a follower, cut off from the leader and the other follower.
+    let minority = (0..3).find(|&i| i != leader).expect("a follower");
+    let majority: Vec<usize> = (0..3).filter(|&i| i != minority).collect();
+    let key = ServiceKey::new(interface("ZkMinority"));
+    let (providers, instances) = three_providers(&key).await;
+    // The registrar of the other processes: on the majority side.
+    let producer = zk_registry(&direct_url(&zk, &majority));
+    for i in &instances[..2] {
+        register_within(&producer, i, WAIT).await;
+    }
+    let consumer = zk_registry(&proxied_url(&proxies));
+    let (dir, counter, load) = steered_under_load(
+        &proxies,
+        minority,
+        &consumer,
+        directory_config(key.clone()),
+        2,
+    )
+    .await;
+    let views = Views::record(dir.clone());
+    let marker = session_marker(&consumer, &key, providers[0].addr().port()).await;
+    let raw = raw_client(&zk.connect_string(), WAIT).await;
+    let session = node_owner(&raw, &marker)
+        .await
+        .expect("the consumer's marker node exists");
+    let accepted_before: u64 = proxies.iter().map(TcpProxy::accepted).sum();
+
+    let cut_at = Instant::now();
+    links.isolate(minority, true);
+    // The cut-off member stops serving (no quorum): it closes its clients' connections.
+    poll_until(WAIT, "the cut-off member stops serving", || {
+        let lost = !serving(&zk, minority);
+        async move { lost }
+    })
+    .await;
+    let lost_quorum = cut_at.elapsed();
+    // Meanwhile, on the majority side: p1 is unregistered (it keeps serving: calls that still
+    // go to it succeed, only the lists tell) and p3 registered.
+    let (moved, ()) = tokio::join!(moved_off(&proxies, minority, RESTORED), async {
+        unregister_within(&producer, &instances[0], RESTORED).await;
+        register_within(&producer, &instances[2], RESTORED).await;
+    });
+    let (p1, p3) = (
+        instances[0].address().to_string(),
+        instances[2].address().to_string(),
+    );
+    let want = sorted([instances[1].address(), instances[2].address()]);
+    dir.wait_until(RESTORED, |s| {
+        s.index_of(&p3).is_some() && s.index_of(&p1).is_none()
+    })
+    .await
+    .expect("the majority's change (p1 out, p3 in) is seen");
+    let visible = cut_at.elapsed();
+    let settled = Instant::now();
+    assert!(
+        !serving(&zk, minority),
+        "the cut-off member is still without quorum when the change is seen"
+    );
+    let reconnects = proxies.iter().map(TcpProxy::accepted).sum::<u64>() - accepted_before;
+    load.wait_for_ok(300, WAIT, "while the member is cut off")
+        .await;
+    // Cut for a while in any case: the consumer keeps serving, the member stays out.
+    tokio::time::sleep(MIN_CUT_12.saturating_sub(cut_at.elapsed())).await;
+    assert!(
+        !serving(&zk, minority),
+        "the cut-off member is still without quorum at the heal"
+    );
+    let healed_at = Instant::now();
+    links.isolate(minority, false);
+    poll_until(RESTORED, "the cut-off member serves again", || {
+        let back = serving(&zk, minority);
+        async move { back }
+    })
+    .await;
+    let rejoined = healed_at.elapsed();
+    let cut = healed_at - cut_at;
+    poll_until(WAIT, "p3 receives calls", || async {
+        providers[2].hits() > 0
+    })
+    .await;
+    load.wait_for_ok(200, WAIT, "after the heal").await;
+    let session_kept = marker_owner(&raw, &marker).await == session;
+    let calls = load.stop().await;
+    let views = views.stop();
+    let stale = stale_views(&views, &[(&p1, false), (&p3, true)]);
+
+    let f = Figures::new(
+        "12",
+        "ZooKeeper consumer's member cut off into the minority",
+        &calls,
+        counter.attempts(),
+    )
+    .recovery(Some(visible))
+    .with("lost-quorum", ms(lost_quorum))
+    .with("moved", ms(moved.saturating_duration_since(cut_at)))
+    .with("reconnects", reconnects)
+    .with("cut", ms(cut))
+    .with("rejoined", ms(rejoined))
+    .with("session-kept", session_kept)
+    .with("views", views.len())
+    .with("stale-views", stale)
+    .with("took", ms(began.elapsed()))
+    .note(
+        "recovery = cut to the majority's change (p1 unregistered, p3 registered during the \
+         cut) in the consumer's snapshot; 3-member private ensemble with every quorum and \
+         election link through proxies, the consumer's follower cut off from both others; \
+         lost-quorum = cut to that member refusing to serve, moved = cut to the consumer's \
+         connection held by a majority member (same session), reconnects = connections the \
+         consumer opened meanwhile, cut at least 5 s, rejoined = heal to the member serving \
+         again",
+    );
+    emit(&f);
+    assert_eq!(
+        calls.failed(),
+        0,
+        "no call fails while the consumer's member is cut off: {:?}",
+        calls.failures_by_kind()
+    );
+    assert!(
+        session_kept,
+        "the consumer's session moved to the majority, not expired"
+    );
+    assert_eq!(
+        stale, 0,
+        "no published list goes back to an older view: {views:?}"
+    );
+    assert_eq!(addresses(&dir), want, "the majority's view at the end");
+    assert!(
+        counter.last_attempt_to(&p1).is_none_or(|t| t < settled),
+        "no attempt goes to the unregistered p1 once the change is seen"
+    );
+    drop((producer, consumer));
+}
+
+// -----------------------------------------------------------------------------------------
+// 13. Rolling restart of the three members under load
+// -----------------------------------------------------------------------------------------
+
+/// When the first list of `views` reflecting `(address, present)` was published.
+fn first_reflecting(
+    views: &[(Instant, Vec<String>)],
+    address: &str,
+    present: bool,
+) -> Option<Instant> {
+    views
+        .iter()
+        .find(|(_, v)| v.iter().any(|a| a == address) == present)
+        .map(|(t, _)| *t)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_13_zookeeper_rolling_restart_of_all_three_members() {
+    let _serial = serial().await;
+    let began = Instant::now();
+    let mut zk = ensemble_of_three();
+    let proxies = client_proxies(&zk).await;
+    let leader = tokio::task::block_in_place(|| zk.leader()).expect("the ensemble has a leader");
+    // Followers first, the leader last: how a rolling restart is done.
+    let order: Vec<usize> = (0..3)
+        .filter(|&i| i != leader)
+        .chain(std::iter::once(leader))
+        .collect();
+    let key = ServiceKey::new(interface("ZkRolling"));
+    let (providers, instances) = three_providers(&key).await;
+    let producer = zk_registry(&direct_url(&zk, &[0, 1, 2]));
+    for i in &instances[..2] {
+        register_within(&producer, i, WAIT).await;
+    }
+    let consumer = zk_registry(&proxied_url(&proxies));
+    // The consumer on the first member restarted: it moves at least once.
+    let (dir, counter, load) = steered_under_load(
+        &proxies,
+        order[0],
+        &consumer,
+        directory_config(key.clone()),
+        2,
+    )
+    .await;
+    let views = Views::record(dir.clone());
+    let marker = session_marker(&consumer, &key, providers[0].addr().port()).await;
+    let raw = raw_client(&zk.connect_string(), WAIT).await;
+    let session = node_owner(&raw, &marker)
+        .await
+        .expect("the consumer's marker node exists");
+    let accepted_before: u64 = proxies.iter().map(TcpProxy::accepted).sum();
+
+    let mut each = Vec::new();
+    for &i in &order {
+        let t = Instant::now();
+        tokio::task::block_in_place(|| {
+            zk.kill(i);
+            zk.restart(i);
+            // Back in a quorum with a leader before the next member goes.
+            let deadline = Instant::now() + RESTORED;
+            while zk.leader().is_none() {
+                assert!(
+                    Instant::now() < deadline,
+                    "no leader {RESTORED:?} after restarting member {i}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        each.push(t.elapsed());
+        load.wait_for_ok(100, WAIT, &format!("after restarting member {}", i + 1))
+            .await;
+    }
+    let restarted_at = Instant::now();
+    let late = zk_registry(&direct_url(&zk, &[0, 1, 2]));
+    register_within(&late, &instances[2], RESTORED).await;
+    let p3 = instances[2].address().to_string();
+    dir.wait_until(RESTORED, |s| s.index_of(&p3).is_some())
+        .await
+        .expect("p3, registered after the last restart, is seen");
+    let visible = restarted_at.elapsed();
+    poll_until(WAIT, "p3 receives calls", || async {
+        providers[2].hits() > 0
+    })
+    .await;
+    let reconnects = proxies.iter().map(TcpProxy::accepted).sum::<u64>() - accepted_before;
+    let session_kept = marker_owner(&raw, &marker).await == session;
+    let calls = load.stop().await;
+    let views = views.stop();
+    let (p1, p2) = (instances[0].address(), instances[1].address());
+    let stale = stale_views(&views, &[(p1, true), (p2, true), (&p3, true)]);
+
+    let f = Figures::new(
+        "13",
+        "ZooKeeper rolling restart of all three members",
+        &calls,
+        counter.attempts(),
+    )
+    .recovery(Some(visible))
+    .with(
+        "restarts",
+        each.iter().map(|d| ms(*d)).collect::<Vec<_>>().join("+"),
+    )
+    .with("reconnects", reconnects)
+    .with("session-kept", session_kept)
+    .with("views", views.len())
+    .with("stale-views", stale)
+    .with("took", ms(began.elapsed()))
+    .note(
+        "recovery = last member back to a provider registered after it visible in the \
+         consumer's snapshot; 3-member private ensemble, each member SIGKILLed and started \
+         again in turn (followers first, the leader last), the next one once the ensemble has \
+         a leader again; restarts = kill to quorum again per member; the consumer's session \
+         (10 s) starts on the first member restarted",
+    );
+    emit(&f);
+    assert_eq!(
+        calls.failed(),
+        0,
+        "no call fails across the rolling restart: {:?}",
+        calls.failures_by_kind()
+    );
+    assert!(
+        session_kept,
+        "the consumer's session moved from member to member, not expired"
+    );
+    assert_eq!(
+        stale, 0,
+        "p1 and p2 stay listed throughout, p3 once seen: {views:?}"
+    );
+    assert_eq!(addresses(&dir).len(), 3, "p1, p2 and p3 listed at the end");
+    drop((late, producer, consumer));
+}
+
+// -----------------------------------------------------------------------------------------
+// 14. The consumer's registry link flapping every second for 30 s
+// -----------------------------------------------------------------------------------------
+
+/// Scenario 14's flaps: the link down for [`FLAP`], up for [`FLAP`], this many times (30 s).
+const FLAPS: usize = 15;
+/// Half a flap.
+const FLAP: Duration = Duration::from_secs(1);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_14_zookeeper_link_flapping_every_second_for_30_s() {
+    let _serial = serial().await;
+    let began = Instant::now();
+    let zk = start_zk().await;
+    let proxies = client_proxies(&zk).await;
+    let proxy = &proxies[0];
+    let key = ServiceKey::new(interface("ZkFlap"));
+    let (providers, instances) = three_providers(&key).await;
+    let producer = zk_registry(&direct_url(&zk, &[0]));
+    for i in &instances[..2] {
+        register_within(&producer, i, WAIT).await;
+    }
+    let consumer = zk_registry(&proxied_url(&proxies));
+    let (dir, counter, load) = under_load(
+        &consumer,
+        directory_config(key.clone()),
+        2,
+        200,
+        "before the flapping",
+    )
+    .await;
+    let views = Views::record(dir.clone());
+    let marker = session_marker(&consumer, &key, providers[0].addr().port()).await;
+    let raw = raw_client(&zk.connect_string(), WAIT).await;
+    let session = node_owner(&raw, &marker)
+        .await
+        .expect("the consumer's marker node exists");
+    let accepted_before = proxy.accepted();
+
+    // Changes made while the link is down: p3 joins in the 5th flap, p1 leaves (still
+    // serving) in the 10th.
+    let (p1, p3) = (instances[0].address(), instances[2].address());
+    let mut changed = Vec::new();
+    let flapping_from = Instant::now();
+    for flap in 1..=FLAPS {
+        let down = Instant::now();
+        proxy.cut();
+        if flap == 5 {
+            register_within(&producer, &instances[2], WAIT).await;
+            changed.push((p3, true, Instant::now()));
+        }
+        if flap == 10 {
+            unregister_within(&producer, &instances[0], WAIT).await;
+            changed.push((p1, false, Instant::now()));
+        }
+        tokio::time::sleep(FLAP.saturating_sub(down.elapsed())).await;
+        let up = Instant::now();
+        proxy.restore();
+        tokio::time::sleep(FLAP.saturating_sub(up.elapsed())).await;
+    }
+    let flapping = flapping_from.elapsed();
+    let want = sorted([instances[1].address(), instances[2].address()]);
+    dir.wait_until(RESTORED, |s| {
+        s.index_of(p3).is_some() && s.index_of(p1).is_none()
+    })
+    .await
+    .expect("the final view: p2 and p3");
+    let settled = Instant::now();
+    let reconnects = proxy.accepted() - accepted_before;
+    load.wait_for_ok(200, WAIT, "after the flapping").await;
+    let session_kept = marker_owner(&raw, &marker).await == session;
+    let calls = load.stop().await;
+    let views = views.stop();
+    let stale = stale_views(&views, &[(p3, true), (p1, false)]);
+    // Each change's lag: made (link down) to the first list reflecting it.
+    let lags: Vec<Duration> = changed
+        .iter()
+        .map(|&(a, present, at)| {
+            first_reflecting(&views, a, present)
+                .map_or(Duration::MAX, |t| t.saturating_duration_since(at))
+        })
+        .collect();
+
+    let f = Figures::new(
+        "14",
+        "ZooKeeper link flapping every second",
+        &calls,
+        counter.attempts(),
+    )
+    .recovery(lags.iter().max().copied())
+    .with("flapping", ms(flapping))
+    .with("reconnects", reconnects)
+    .with(
+        "lags",
+        lags.iter().map(|d| ms(*d)).collect::<Vec<_>>().join("+"),
+    )
+    .with("session-kept", session_kept)
+    .with("views", views.len())
+    .with("stale-views", stale)
+    .with("took", ms(began.elapsed()))
+    .note(format!(
+        "recovery = the longest time from a change (made while the link is down) to the first \
+         list reflecting it; private ZooKeeper, the consumer's link through a proxy cut for 1 s \
+         and restored for 1 s, {FLAPS} times; p3 registered in the 5th cut, p1 unregistered \
+         (still serving) in the 10th; reconnects = connections the consumer opened; session 10 s"
+    ));
+    emit(&f);
+    assert_eq!(
+        calls.failed(),
+        0,
+        "no call fails while the link flaps: {:?}",
+        calls.failures_by_kind()
+    );
+    assert_eq!(addresses(&dir), want, "the final view: p2 and p3");
+    assert!(
+        reconnects >= FLAPS as u64,
+        "the consumer reconnected after every cut ({reconnects} connections)"
+    );
+    assert!(session_kept, "the consumer's session survived the 1 s cuts");
+    assert_eq!(
+        stale, 0,
+        "no published list goes back to an older view: {views:?}"
+    );
+    assert!(
+        counter.last_attempt_to(p1).is_none_or(|t| t < settled),
+        "no attempt goes to the unregistered p1 once the final view is in"
+    );
+    drop((producer, consumer));
+}
+
+// -----------------------------------------------------------------------------------------
+// 15. 100 providers' sessions expiring at once
+// -----------------------------------------------------------------------------------------
+
+/// Providers whose sessions expire together in scenario 15.
+const GROUP: usize = 100;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_15_zookeeper_100_provider_sessions_expiring_at_once() {
+    let _serial = serial().await;
+    let began = Instant::now();
+    let zk = tokio::task::block_in_place(|| ZkServer::standalone_with("maxClientCnxns=0\n"));
+    let proxies = client_proxies(&zk).await;
+    let key = ServiceKey::new(interface("ZkGroupExpiry"));
+    let (_staying, instances) = three_providers(&key).await;
+    let producer = zk_registry(&direct_url(&zk, &[0]));
+    for i in &instances {
+        register_within(&producer, i, WAIT).await;
+    }
+    // 100 provider processes' registrations, each its own 2 s session, all through one proxy;
+    // they keep serving when their sessions expire (cut off from ZooKeeper only).
+    let mut group = Vec::new();
+    let mut registrars = Vec::new();
+    for _ in 0..GROUP {
+        let p = serve_ok("g").await;
+        let registrar = zk_registry(&format!(
+            "zookeeper://{}?session=2000&timeout=1000",
+            proxies[0].addr()
+        ));
+        register_within(&registrar, &http_instance(&key, p.addr().port()), WAIT).await;
+        group.push(p);
+        registrars.push(registrar);
+    }
+    let consumer = zk_registry(&direct_url(&zk, &[0]));
+    let (dir, counter, load) = under_load(
+        &consumer,
+        directory_config(key.clone()),
+        3 + GROUP,
+        300,
+        "before the expiry",
+    )
+    .await;
+    let raw = raw_client(&zk.connect_string(), WAIT).await;
+
+    let cut_at = Instant::now();
+    proxies[0].cut();
+    let staying: Vec<String> = {
+        let mut a: Vec<String> = instances.iter().map(|i| i.address().to_string()).collect();
+        a.sort();
+        a
+    };
+    // The server expires the sessions on its tick, from their last heartbeat: 2 s + a tick.
+    let bound = Duration::from_secs(2) + Duration::from_secs(3);
+    dir.wait_until(bound + WAIT, |s| s.instances().len() == 3)
+        .await
+        .expect("the 100 expired providers leave the list");
+    let dropped = cut_at.elapsed();
+    assert_eq!(
+        addresses(&dir),
+        staying,
+        "the three staying providers remain"
+    );
+    let group_dir = format!("/dubbo/{}/providers", key.interface);
+    let left = raw.list_children(&group_dir).await.map(|c| c.len());
+    load.wait_for_ok(300, WAIT, "after the expiry").await;
+    let calls = load.stop().await;
+    let to_staying: u64 = staying.iter().map(|a| counter.attempts_to(a)).sum();
+
+    let f = Figures::new(
+        "15",
+        "100 ZooKeeper provider sessions expiring at once",
+        &calls,
+        counter.attempts(),
+    )
+    .recovery(Some(dropped))
+    .with("bound", ms(bound))
+    .with(
+        "nodes-left",
+        left.map_or_else(|e| e.to_string(), |n| n.to_string()),
+    )
+    .with("attempts-to-staying", to_staying)
+    .with("took", ms(began.elapsed()))
+    .note(
+        "recovery = cut to the consumer's list without the 100 (their 2 s sessions expired on \
+         the server); private ZooKeeper, 103 providers, 100 of them registered each by its own \
+         registry (its own session) through one proxy, cut (they keep serving); bound = \
+         session + 3 s",
+    );
+    emit(&f);
+    assert_eq!(
+        calls.failed(),
+        0,
+        "no call fails while 100 providers leave: {:?}",
+        calls.failures_by_kind()
+    );
+    assert!(
+        dropped <= bound,
+        "the expired providers leave within the session + 3 s ({})",
+        ms(dropped)
+    );
+    drop((registrars, producer, consumer, group));
 }

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
@@ -18,6 +19,9 @@ use tokio::task::{AbortHandle, JoinHandle};
 pub(super) enum Line {
     Open,
     Cut,
+    /// New connections are closed at once (a port nothing answers on): a client moves on to
+    /// its next server without waiting for a timeout.
+    Refuse,
 }
 
 /// Forwards 127.0.0.1:`addr()` to an upstream address; [`TcpProxy::cut`] closes every
@@ -28,6 +32,7 @@ pub struct TcpProxy {
     addr: SocketAddr,
     line: Arc<watch::Sender<Line>>,
     conns: Arc<Mutex<Vec<AbortHandle>>>,
+    accepted: Arc<AtomicU64>,
     accept: JoinHandle<()>,
 }
 
@@ -39,11 +44,19 @@ impl TcpProxy {
         let (line, _) = watch::channel(Line::Open);
         let line = Arc::new(line);
         let conns: Arc<Mutex<Vec<AbortHandle>>> = Arc::new(Mutex::new(Vec::new()));
-        let accept = tokio::spawn(accept_loop(listener, upstream, line.clone(), conns.clone()));
+        let accepted = Arc::new(AtomicU64::new(0));
+        let accept = tokio::spawn(accept_loop(
+            listener,
+            upstream,
+            line.clone(),
+            conns.clone(),
+            accepted.clone(),
+        ));
         Ok(TcpProxy {
             addr,
             line,
             conns,
+            accepted,
             accept,
         })
     }
@@ -70,6 +83,30 @@ impl TcpProxy {
     pub fn restore(&self) {
         self.switch(Line::Open);
     }
+
+    /// Refuses: open connections are closed, new ones are closed as soon as they are accepted
+    /// (what a client sees from a port nothing listens on), until [`TcpProxy::restore`].
+    pub fn refuse(&self) {
+        self.switch(Line::Refuse);
+    }
+
+    /// Connections forwarded now (open on both sides; none while cut or refusing).
+    pub fn forwarding(&self) -> usize {
+        if *self.line.borrow() != Line::Open {
+            return 0;
+        }
+        self.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|c| !c.is_finished())
+            .count()
+    }
+
+    /// Connections accepted so far (forwarded, black-holed or refused).
+    pub fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for TcpProxy {
@@ -91,6 +128,7 @@ pub(super) async fn accept_loop(
     upstream: SocketAddr,
     line: Arc<watch::Sender<Line>>,
     conns: Arc<Mutex<Vec<AbortHandle>>>,
+    accepted: Arc<AtomicU64>,
 ) {
     loop {
         let client = match listener.accept().await {
@@ -100,11 +138,17 @@ pub(super) async fn accept_loop(
                 continue;
             }
         };
+        accepted.fetch_add(1, Ordering::Relaxed);
         let _ = client.set_nodelay(true);
         // Decided and registered under the lock `switch` takes: a connection accepted while
         // the line changes is either aborted by the switch or sees the new state.
         let mut open = conns.lock().unwrap_or_else(|p| p.into_inner());
-        let task = if *line.borrow() == Line::Open {
+        let state = *line.borrow();
+        if state == Line::Refuse {
+            drop(client);
+            continue;
+        }
+        let task = if state == Line::Open {
             tokio::spawn(async move {
                 let mut client = client;
                 if let Ok(mut server) = TcpStream::connect(upstream).await {
