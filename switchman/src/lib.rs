@@ -49,6 +49,10 @@ pub use prometheus::{install_metrics_recorder, serve_metrics};
 pub use reference::{DEFAULT_WAIT, Reference, ReferenceBuilder};
 pub use typed::{JavaArgs, JavaType};
 
+/// A typed client from a Rust trait (the README's "Typed calls").
+pub use switchman_macros::interface;
+pub use typed::CallContext;
+
 /// The random number generator in the [`loadbalance::Picker`] signature.
 pub use fastrand;
 pub use switchman_cluster as cluster;

@@ -299,6 +299,79 @@ impl Reference {
         types: impl IntoIterator<Item = impl Into<String>>,
         args: A,
     ) -> Result<R> {
+        self.call_as_with(method, types, args, &CallContext::new())
+            .await
+    }
+}
+
+/// Per-call settings of a typed call ([`Reference::call_as_with`]): attachments (Dubbo's
+/// implicit parameters), among them the per-call `timeout` and `retries` overrides.
+///
+/// An `#[switchman::interface]` method takes one as its last parameter
+/// (`ctx: &switchman::CallContext`); its attachments go over the method's
+/// `#[java(timeout = .., retries = ..)]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallContext {
+    attachments: Vec<(String, String)>,
+}
+
+impl CallContext {
+    /// No attachments: the reference's settings apply.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) an attachment.
+    pub fn attachment(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.set_attachment(key, value);
+        self
+    }
+
+    /// Adds (or replaces) an attachment.
+    pub fn set_attachment(&mut self, key: impl Into<String>, value: impl Into<String>) {
+        let (key, value) = (key.into(), value.into());
+        match self.attachments.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.attachments.push((key, value)),
+        }
+    }
+
+    /// This call's timeout (the `timeout` attachment, in whole milliseconds; zero leaves the
+    /// reference's timeout).
+    pub fn timeout(self, timeout: std::time::Duration) -> Self {
+        self.attachment("timeout", timeout.as_millis().to_string())
+    }
+
+    /// This call's retries (the `retries` attachment), for failover.
+    pub fn retries(self, retries: u32) -> Self {
+        self.attachment("retries", retries.to_string())
+    }
+
+    /// The attachments, in the order they were first set.
+    pub fn attachments(&self) -> &[(String, String)] {
+        &self.attachments
+    }
+
+    /// These attachments with `other`'s over them.
+    pub fn merged(mut self, other: &CallContext) -> Self {
+        for (k, v) in &other.attachments {
+            self.set_attachment(k.clone(), v.clone());
+        }
+        self
+    }
+}
+
+impl Reference {
+    /// [`Reference::call_as_with_types`] with per-call attachments ([`CallContext`]: `timeout`,
+    /// `retries`, implicit parameters). `JavaArgs::java_types()` of the tuple gives the types
+    /// from the Rust types.
+    pub async fn call_as_with<A: JavaArgs, R: DeserializeOwned + Send + 'static>(
+        &self,
+        method: &str,
+        types: impl IntoIterator<Item = impl Into<String>>,
+        args: A,
+        context: &CallContext,
+    ) -> Result<R> {
         let types: Vec<String> = types.into_iter().map(Into::into).collect();
         if types.len() != A::LEN {
             return Err(Error::bad_config(format!(
@@ -321,10 +394,13 @@ impl Reference {
             args,
             results: Mutex::new(Vec::new()),
         });
-        let inv = Invocation::new(method)
+        let mut inv = Invocation::new(method)
             .with_args(json)
             .with_types(types)
             .with_typed(call.clone());
+        for (k, v) in &context.attachments {
+            inv.set_attachment(k.clone(), v.clone());
+        }
         let answer = self.invoke(&inv).await?;
         call.take(answer)
     }

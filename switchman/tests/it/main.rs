@@ -3,6 +3,7 @@
 //! load balancers. Only `admin` installs the process's metrics recorder.
 
 mod admin;
+mod interface_macro;
 mod reference_app_level;
 mod reference_loadbalance;
 mod reference_static;

@@ -1,0 +1,6 @@
+#[switchman_macros::interface("org.example.Demo")]
+trait Demo {
+    fn add(&self, a: i32, b: i32) -> Result<i32, String>;
+}
+
+fn main() {}

@@ -1,0 +1,7 @@
+#[switchman_macros::interface("org.example.Demo")]
+trait Demo {
+    #[java(types = ["int"])]
+    async fn add(&self, a: i32, b: i32) -> Result<i32, String>;
+}
+
+fn main() {}
