@@ -223,3 +223,252 @@ impl Drop for NacosServer {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// A 3-node rnacos cluster (raft mode)
+// ---------------------------------------------------------------------------------------------
+
+/// rnacos's raft state as `GET /nacos/v1/raft/metrics` (on the HTTP port) reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaftState {
+    /// This node's raft id.
+    pub id: u64,
+    /// `Leader`, `Follower`, `Candidate` or `NonVoter`.
+    pub state: String,
+    /// The raft term.
+    pub term: u64,
+    /// The leader this node knows of.
+    pub leader: Option<u64>,
+    /// The voting members.
+    pub members: Vec<u64>,
+}
+
+/// A node's raft state, `None` when it does not answer.
+pub fn raft_state(http_port: u16) -> Option<RaftState> {
+    let body = crate::nacos_api::request(
+        &format!("127.0.0.1:{http_port}"),
+        "GET",
+        "/nacos/v1/raft/metrics",
+        &[],
+    )
+    .ok()?;
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let mut members: Vec<u64> = v["membership_config"]["members"]
+        .as_array()?
+        .iter()
+        .filter_map(serde_json::Value::as_u64)
+        .collect();
+    members.sort_unstable();
+    Some(RaftState {
+        id: v["id"].as_u64()?,
+        state: v["state"].as_str()?.to_string(),
+        term: v["current_term"].as_u64()?,
+        leader: v["current_leader"].as_u64(),
+        members,
+    })
+}
+
+impl NacosServer {
+    /// A server set up on fresh ports, not started.
+    fn stopped(env: Vec<(String, String)>) -> NacosServer {
+        let dir = std::env::temp_dir().join(crate::unique("switchman-rnacos"));
+        std::fs::create_dir_all(dir.join("data")).expect("rnacos temp dir");
+        std::fs::write(dir.join("empty.env"), b"").expect("empty env file");
+        NacosServer {
+            dir,
+            http_port: crate::ports::allocate_with(&[1000, 2000]),
+            env,
+            child: None,
+        }
+    }
+
+    /// Starts a node with an empty data directory. When rnacos hits its start-up panic (see
+    /// [`NacosServer::spawn`]) the node's raft state is half-written (a node that panicked
+    /// while initialising the cluster comes back as a non-voter without members), so the data
+    /// directory is emptied before the next try.
+    fn spawn_fresh(&mut self) {
+        for attempt in 1..=3 {
+            self.spawn_once();
+            // The panic, when it happens, comes within milliseconds of the raft set-up, which
+            // may follow the first answers: look again a moment later.
+            std::thread::sleep(Duration::from_millis(300));
+            if !self.log().contains("panicked at") {
+                return;
+            }
+            eprintln!("rnacos node start {attempt} hit its start-up panic; wiping and retrying");
+            self.kill();
+            let _ = std::fs::remove_dir_all(self.dir.join("data"));
+            std::fs::create_dir_all(self.dir.join("data")).expect("rnacos data dir");
+            let _ = std::fs::rename(
+                self.dir.join("rnacos.log"),
+                self.dir.join(format!("rnacos.panic{attempt}.log")),
+            );
+        }
+        panic!(
+            "rnacos on 127.0.0.1:{} kept panicking at start; log: {}",
+            self.http_port,
+            self.log_tail()
+        );
+    }
+
+    /// `kill -9` (no shutdown of any kind); waits for the process to end.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// The HTTP (open API) port.
+    pub fn http_port(&self) -> u16 {
+        self.http_port
+    }
+
+    /// The gRPC (SDK) port: HTTP + 1000, as nacos-sdk derives it.
+    pub fn grpc_port(&self) -> u16 {
+        self.http_port + 1000
+    }
+
+    /// This node's raft state (`None` when it does not answer or is not running).
+    pub fn raft(&self) -> Option<RaftState> {
+        self.child.as_ref()?;
+        raft_state(self.http_port)
+    }
+}
+
+/// A 3-node rnacos cluster in raft mode on 127.0.0.1, each node a [`NacosServer`] (HTTP `p`,
+/// gRPC `p + 1000`, which is also its raft address, console `p + 2000`). Node 1
+/// (`RNACOS_RAFT_NODE_ID=1`) initialises the cluster (`RNACOS_RAFT_AUTO_INIT=true`), nodes 2
+/// and 3 join it through node 1's gRPC port (`RNACOS_RAFT_JOIN_ADDR`); a node restarted with
+/// its data directory rejoins as the member it was.
+///
+/// What rnacos replicates (0.8.8): config through raft; naming (ephemeral and persistent
+/// instances) through its Distro-like cluster sync, each service owned by one node (a hash of
+/// the service key over the valid nodes), writes to another node routed to the owner, every
+/// node holding and serving the whole view.
+#[derive(Debug)]
+pub struct NacosCluster {
+    nodes: Vec<NacosServer>,
+}
+
+impl NacosCluster {
+    /// Starts the three nodes and waits (at most 30 s) until all of them are voting members
+    /// agreeing on one leader.
+    ///
+    /// # Panics
+    /// When a node does not start or the cluster does not form.
+    pub fn start() -> NacosCluster {
+        let mut nodes: Vec<NacosServer> = Vec::new();
+        for id in 1..=3u64 {
+            let mut env = vec![
+                ("RNACOS_RAFT_NODE_ID".to_string(), id.to_string()),
+                ("RNACOS_RAFT_AUTO_INIT".to_string(), (id == 1).to_string()),
+            ];
+            if let Some(first) = nodes.first() {
+                env.push((
+                    "RNACOS_RAFT_JOIN_ADDR".to_string(),
+                    format!("127.0.0.1:{}", first.grpc_port()),
+                ));
+            }
+            let mut node = NacosServer::stopped(env);
+            node.spawn_fresh();
+            if id == 1 {
+                // The others join through it: it must lead its one-member cluster first.
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while node.raft().is_none_or(|r| r.state != "Leader") {
+                    assert!(
+                        Instant::now() < deadline,
+                        "rnacos node 1 does not lead within 10 s: {:?}; log: {}",
+                        node.raft(),
+                        node.log_tail()
+                    );
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            nodes.push(node);
+        }
+        let mut cluster = NacosCluster { nodes };
+        cluster.wait_formed(Duration::from_secs(30));
+        cluster
+    }
+
+    /// Waits until every running node is a voting member of the full cluster and all agree
+    /// on a leader; a node that did not join within 5 s of starting (rnacos sends its join
+    /// request once) is wiped and started again.
+    fn wait_formed(&mut self, within: Duration) {
+        let start = Instant::now();
+        let mut rejoin_at = Instant::now() + Duration::from_secs(5);
+        loop {
+            if self.leader().is_some()
+                && self.nodes.iter().all(|n| {
+                    n.raft()
+                        .is_some_and(|r| r.members == [1, 2, 3] && r.state != "NonVoter")
+                })
+            {
+                return;
+            }
+            assert!(
+                start.elapsed() < within,
+                "the rnacos cluster does not form within {within:?}: {:?}",
+                self.nodes.iter().map(NacosServer::raft).collect::<Vec<_>>()
+            );
+            if Instant::now() > rejoin_at {
+                for i in 1..self.nodes.len() {
+                    if self.nodes[i].raft().is_some_and(|r| r.members.is_empty()) {
+                        eprintln!("rnacos node {} did not join; starting it again", i + 1);
+                        let node = &mut self.nodes[i];
+                        node.kill();
+                        let _ = std::fs::remove_dir_all(node.dir.join("data"));
+                        std::fs::create_dir_all(node.dir.join("data")).expect("rnacos data dir");
+                        node.spawn_fresh();
+                    }
+                }
+                rejoin_at = Instant::now() + Duration::from_secs(5);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The nodes (index 0 is raft node 1).
+    pub fn nodes(&self) -> &[NacosServer] {
+        &self.nodes
+    }
+
+    /// Node `i`.
+    pub fn node(&self, i: usize) -> &NacosServer {
+        &self.nodes[i]
+    }
+
+    /// The index of the node leading now: one that says it is the leader and that every
+    /// other running node names as its leader.
+    pub fn leader(&self) -> Option<usize> {
+        let states: Vec<Option<RaftState>> = self.nodes.iter().map(NacosServer::raft).collect();
+        let i = states
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.state == "Leader"))?;
+        let id = states[i].as_ref()?.id;
+        let agreed = self
+            .nodes
+            .iter()
+            .zip(&states)
+            .filter(|(n, _)| n.is_running())
+            .all(|(_, s)| s.as_ref().is_some_and(|s| s.leader == Some(id)));
+        agreed.then_some(i)
+    }
+
+    /// `kill -9` of node `i`.
+    pub fn kill(&mut self, i: usize) {
+        self.nodes[i].kill();
+    }
+
+    /// Starts node `i` again with its data directory (it rejoins as the member it was) and
+    /// waits until it serves.
+    pub fn restart(&mut self, i: usize) {
+        self.nodes[i].restart();
+    }
+
+    /// `127.0.0.1:<http port>` of `nodes`.
+    pub fn addrs(&self, nodes: &[usize]) -> Vec<String> {
+        nodes.iter().map(|&i| self.nodes[i].addr()).collect()
+    }
+}

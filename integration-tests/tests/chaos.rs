@@ -32,6 +32,9 @@
 //!       consumer's member cut off into the minority, from the cut; 14: a flapping link, the
 //!       longest change-to-list time) visible in the consumer's snapshot; 15. the cut of 100
 //!       providers' registry link to their nodes gone from the consumer's snapshot.
+//!   16. to 18. (a real 3-node rnacos cluster failing, issue 30) the kill of a node (16: the
+//!       consumer's; 17: the raft leader) or the last node's restart (18: a rolling restart) to
+//!       a provider registered after it visible in the consumer's snapshot.
 //! * `max-gap` is the longest time callers went without a successful call (load start and stop
 //!   included).
 //!
@@ -40,7 +43,7 @@
 //! as all of them in scenario order.
 //!
 //! The scenarios run one at a time (a lock taken at the start of each test) so they do not
-//! skew each other's figures. They need ZooKeeper and rnacos: scenarios 2, 3, 4, 6 and 11-15
+//! skew each other's figures. They need ZooKeeper and rnacos: scenarios 2, 3, 4, 6 and 11-18
 //! start PRIVATE servers they kill and restart (`SWITCHMAN_ZK_CLASSPATH`, `RNACOS_BIN`), scenarios 5
 //! and 10 use the shared ZooKeeper (`SWITCHMAN_ZK`) with unique interface names. Run:
 //!
@@ -2348,4 +2351,549 @@ async fn chaos_15_zookeeper_100_provider_sessions_expiring_at_once() {
         ms(dropped)
     );
     drop((registrars, producer, consumer, group));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 16-17: a real rnacos cluster (raft mode) failing (issue 30)
+// ---------------------------------------------------------------------------------------------
+
+use switchman_integration_tests::nacos_api::OpenApiInstance;
+use switchman_integration_tests::nacos_server::{NacosCluster, raft_state};
+
+/// A pair of proxies the test controls in front of each rnacos node: HTTP on a port `p`, gRPC
+/// on `p + 1000` (nacos-sdk derives a server's gRPC port as its HTTP port + 1000), so the
+/// consumer's registry URL lists the proxies and the test sees which node its connection is on.
+/// The bound on a write accepted after a node died in scenarios 16 and 17. rnacos routes an
+/// instance write to the node owning the service (a hash over the valid nodes); the others
+/// count a node out 15 s after its last ping (pings and checks every 3 s), so a write for a
+/// service the dead node owned fails for up to ~18 s: 15 s + two 3 s rounds + 6 s of slack.
+const OWNER_OUT: Duration = Duration::from_secs(27);
+
+struct NodeLinks {
+    http: Vec<TcpProxy>,
+    grpc: Vec<TcpProxy>,
+}
+
+impl NodeLinks {
+    async fn start(cluster: &NacosCluster) -> NodeLinks {
+        let (mut http, mut grpc) = (Vec::new(), Vec::new());
+        for node in cluster.nodes() {
+            let p = switchman_integration_tests::ports::allocate_with(&[1000]);
+            let at = |port: u16| format!("127.0.0.1:{port}").parse().expect("node address");
+            http.push(
+                TcpProxy::start_at(p, at(node.http_port()))
+                    .await
+                    .expect("the HTTP proxy binds"),
+            );
+            grpc.push(
+                TcpProxy::start_at(p + 1000, at(node.grpc_port()))
+                    .await
+                    .expect("the gRPC proxy binds"),
+            );
+        }
+        NodeLinks { http, grpc }
+    }
+
+    /// `nacos://` over the three proxies (plain naming, no rules), nacos-sdk's cache in
+    /// `scratch`/`name`.
+    fn registry(&self, scratch: &ScratchDir, name: &str) -> NacosRegistry {
+        let servers: Vec<String> = self.http.iter().map(|p| p.addr().to_string()).collect();
+        let url = format!(
+            "nacos://{}?naming=plain&rules=false&cache_dir={}",
+            servers.join(","),
+            scratch.path().join(name).display()
+        );
+        NacosRegistry::from_url(&Url::parse_registry(&url).expect("Nacos URL parses"))
+            .expect("valid Nacos URL")
+    }
+
+    /// Node `i`'s proxies refuse new connections (or forward again).
+    fn refuse(&self, i: usize, refuse: bool) {
+        for p in [&self.http[i], &self.grpc[i]] {
+            if refuse {
+                p.refuse();
+            } else {
+                p.restore();
+            }
+        }
+    }
+
+    /// Connections the consumer opened to any node's gRPC port so far.
+    fn accepted(&self) -> u64 {
+        self.grpc.iter().map(TcpProxy::accepted).sum()
+    }
+}
+
+/// `instance` as a persistent open-API instance of the plain Nacos service `key.interface`.
+fn open_instance(key: &ServiceKey, instance: &Instance) -> OpenApiInstance {
+    let mut o = OpenApiInstance::new(&key.interface, "127.0.0.1", instance.port());
+    o.metadata_json = r#"{"protocol":"http","warmup":"0"}"#.into();
+    o
+}
+
+/// Registers `o` through the open API of `nodes` (`127.0.0.1:<http port>`), each in turn,
+/// retrying for at most `within` (a write is routed to the node owning the service, which may
+/// be a dead one until the others count it out); returns how many requests failed first.
+async fn open_register_within(nodes: Vec<String>, o: OpenApiInstance, within: Duration) -> u32 {
+    tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + within;
+        let mut failed = 0;
+        for node in nodes.iter().cycle() {
+            match o.register(node) {
+                Ok(_) => {
+                    if failed > 0 {
+                        eprintln!(
+                            "open-API register {}:{}: {failed} failed first",
+                            o.ip, o.port
+                        );
+                    }
+                    return failed;
+                }
+                Err(e) if Instant::now() < deadline => {
+                    if failed == 0 {
+                        eprintln!(
+                            "open-API register {}:{} via {node} not yet: {e}",
+                            o.ip, o.port
+                        );
+                    }
+                    failed += 1;
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+                Err(e) => panic!("open-API register failed for {within:?}: {e}"),
+            }
+        }
+        unreachable!("the node list is not empty")
+    })
+    .await
+    .expect("the registering thread")
+}
+
+/// The raft id every node of `http_ports` names as its leader, when it is one of them and says
+/// so itself.
+fn agreed_leader(http_ports: &[u16]) -> Option<u64> {
+    let states: Vec<_> = http_ports.iter().map(|&p| raft_state(p)).collect();
+    let leader = states.first()?.as_ref()?.leader?;
+    let all_agree = states
+        .iter()
+        .all(|s| s.as_ref().is_some_and(|s| s.leader == Some(leader)));
+    let leads = states
+        .iter()
+        .flatten()
+        .any(|s| s.id == leader && s.state == "Leader");
+    (all_agree && leads).then_some(leader)
+}
+
+/// Waits (off the runtime's workers, at most `within`) until the nodes of `http_ports` agree
+/// on a leader among them; the leader's raft id and when it was first seen.
+async fn survivors_lead(http_ports: Vec<u16>, within: Duration) -> (u64, Instant) {
+    tokio::task::spawn_blocking(move || {
+        let start = Instant::now();
+        loop {
+            if let Some(l) = agreed_leader(&http_ports) {
+                return (l, Instant::now());
+            }
+            assert!(
+                start.elapsed() < within,
+                "the surviving rnacos nodes agree on no leader within {within:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+    .await
+    .expect("the polling thread")
+}
+
+/// Which node scenarios 16 and 17 kill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NacosVictim {
+    /// The node the consumer's gRPC connection is on (a follower).
+    ConsumersServer,
+    /// The raft leader (the consumer is on a follower).
+    Leader,
+}
+
+/// Scenarios 16 and 17: a 3-node rnacos cluster, the consumer listing the three nodes (through
+/// proxies) and steered off the leader, p1 and p2 registered (persistent, open API); `victim`
+/// is `kill -9`ed under load, then p3 is registered through a surviving node.
+async fn nacos_cluster_node_killed(id: &str, title: &str, victim: NacosVictim) {
+    let _serial = serial().await;
+    let began = Instant::now();
+    let mut cluster = tokio::task::block_in_place(NacosCluster::start);
+    let formed = began.elapsed();
+    let leader =
+        tokio::task::block_in_place(|| cluster.leader()).expect("the cluster has a leader");
+    let links = NodeLinks::start(&cluster).await;
+    let scratch = ScratchDir::new("switchman-chaos-nacos-cluster");
+    let key = ServiceKey::new(interface("NacosCluster"));
+    let (providers, instances) = three_providers(&key).await;
+    let open: Vec<OpenApiInstance> = instances.iter().map(|i| open_instance(&key, i)).collect();
+    for o in &open[..2] {
+        open_register_within(cluster.addrs(&[0, 1, 2]), o.clone(), WAIT).await;
+    }
+    // The consumer on a follower: the leader's proxies refuse until its connection is up.
+    links.refuse(leader, true);
+    let consumer = links.registry(&scratch, "consumer");
+    let (dir, counter, load) = under_load(
+        &consumer,
+        directory_config(key.clone()),
+        2,
+        200,
+        "before the kill",
+    )
+    .await;
+    links.refuse(leader, false);
+    let on_nodes = forwarding(&links.grpc);
+    assert!(
+        on_nodes.len() == 1 && on_nodes[0] != leader,
+        "the consumer's connection is on one follower: {on_nodes:?} (leader {leader})"
+    );
+    let on = on_nodes[0];
+    let killed = match victim {
+        NacosVictim::ConsumersServer => on,
+        NacosVictim::Leader => leader,
+    };
+    let survivors: Vec<usize> = (0..3).filter(|&i| i != killed).collect();
+    let survivor_ports: Vec<u16> = survivors
+        .iter()
+        .map(|&i| cluster.node(i).http_port())
+        .collect();
+    let views = Views::record(dir.clone());
+    let accepted_before = links.accepted();
+
+    let killed_at = Instant::now();
+    tokio::task::block_in_place(|| cluster.kill(killed));
+    // A change made after the kill, through the surviving nodes' open API; meanwhile the
+    // consumer's connection moves (when its node died) and the survivors agree on a leader.
+    let (moved, failed_writes, (led, led_at)) = tokio::join!(
+        async {
+            if killed == on {
+                Some(moved_off(&links.grpc, on, RESTORED).await)
+            } else {
+                None
+            }
+        },
+        async {
+            let failed =
+                open_register_within(cluster.addrs(&survivors), open[2].clone(), OWNER_OUT).await;
+            (failed, killed_at.elapsed())
+        },
+        survivors_lead(survivor_ports, RESTORED),
+    );
+    let (failed_writes, registered) = failed_writes;
+    let p3 = instances[2].address().to_string();
+    dir.wait_until(RESTORED, |s| s.index_of(&p3).is_some())
+        .await
+        .expect("p3, registered after the kill, is seen");
+    poll_until(WAIT, "p3 receives calls", || async {
+        providers[2].hits() > 0
+    })
+    .await;
+    load.wait_for_ok(300, WAIT, "after the kill").await;
+    let moved_to = forwarding(&links.grpc);
+    let reconnects = links.accepted() - accepted_before;
+    let calls = load.stop().await;
+    let views = views.stop();
+    // When the first list with p3 was published (the waits above ran one after the other).
+    let visible = first_reflecting(&views, &p3, true)
+        .expect("a published list has p3")
+        .saturating_duration_since(killed_at);
+    let (p1, p2) = (instances[0].address(), instances[1].address());
+    let stale = stale_views(&views, &[(p1, true), (p2, true), (&p3, true)]);
+    let node_names = |nodes: &[usize]| {
+        nodes
+            .iter()
+            .map(|m| format!("node{}", m + 1))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+
+    let mut f = Figures::new(id, title, &calls, counter.attempts())
+        .recovery(Some(visible))
+        .with("formed", ms(formed))
+        .with("consumer-on", node_names(&[on]))
+        .with("killed", node_names(&[killed]));
+    if let Some(moved) = moved {
+        f = f.with(
+            "reconnected",
+            ms(moved.saturating_duration_since(killed_at)),
+        );
+    }
+    let f = f
+        .with("moved-to", node_names(&moved_to))
+        .with("reconnects", reconnects)
+        .with(
+            "leader-agreed",
+            ms(led_at.saturating_duration_since(killed_at)),
+        )
+        .with("registered", ms(registered))
+        .with("failed-writes", failed_writes)
+        .with("views", views.len())
+        .with("stale-views", stale)
+        .with("took", ms(began.elapsed()))
+        .note(match victim {
+            NacosVictim::ConsumersServer => {
+                "recovery = SIGKILL of the consumer's node to a provider registered after the \
+                 kill (open API, through a surviving node) visible in the consumer's snapshot; \
+                 private 3-node rnacos 0.8.8 cluster (raft), the consumer listing the three \
+                 through per-node proxies, its connection on a follower; reconnected = kill to \
+                 its connection held by a surviving node; registered = kill to the write \
+                 accepted (failed-writes before: routed to the dead node owning the service); \
+                 leader-agreed = kill to the survivors naming one leader"
+            }
+            NacosVictim::Leader => {
+                "recovery = SIGKILL of the raft leader to a provider registered after the kill \
+                 (open API, through a surviving node) visible in the consumer's snapshot; \
+                 private 3-node rnacos 0.8.8 cluster (raft), the consumer listing the three \
+                 through per-node proxies, its connection on a follower (kept); \
+                 leader-agreed = kill to the survivors naming a new leader; registered = kill \
+                 to the write accepted (failed-writes before: routed to the dead node owning \
+                 the service)"
+            }
+        });
+    emit(&f);
+    assert_eq!(
+        calls.failed(),
+        0,
+        "no call fails when rnacos node {} dies: {:?}",
+        killed + 1,
+        calls.failures_by_kind()
+    );
+    assert!(
+        moved_to.len() == 1 && moved_to[0] != killed,
+        "the consumer's connection is on one surviving node: {moved_to:?} (killed {killed})"
+    );
+    match victim {
+        NacosVictim::ConsumersServer => assert_eq!(
+            led,
+            leader as u64 + 1,
+            "the leader (node {}) still leads after a follower died",
+            leader + 1
+        ),
+        NacosVictim::Leader => {
+            assert_ne!(led, leader as u64 + 1, "a surviving node leads");
+            assert_eq!(
+                moved_to,
+                vec![on],
+                "the consumer's connection stays on its surviving node"
+            );
+        }
+    }
+    assert_eq!(
+        stale, 0,
+        "p1 and p2 stay listed throughout, p3 once seen: {views:?}"
+    );
+    assert_eq!(addresses(&dir).len(), 3, "p1, p2 and p3 listed at the end");
+    drop((consumer, links, cluster));
+}
+
+// -----------------------------------------------------------------------------------------
+// 16. The consumer's rnacos node killed under load
+// -----------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_16_nacos_cluster_consumers_server_killed() {
+    nacos_cluster_node_killed(
+        "16",
+        "rnacos cluster: the consumer's node killed",
+        NacosVictim::ConsumersServer,
+    )
+    .await;
+}
+
+// -----------------------------------------------------------------------------------------
+// 17. The rnacos raft leader killed under load
+// -----------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_17_nacos_cluster_leader_killed() {
+    nacos_cluster_node_killed(
+        "17",
+        "rnacos cluster: the raft leader killed",
+        NacosVictim::Leader,
+    )
+    .await;
+}
+
+// -----------------------------------------------------------------------------------------
+// 18. Rolling restart of the three rnacos nodes under load
+// -----------------------------------------------------------------------------------------
+
+/// The ports of the instances node `http` (`127.0.0.1:<http port>`) lists for the plain
+/// service `service`, sorted; `None` when it does not answer.
+fn node_lists(http: &str, service: &str) -> Option<Vec<u16>> {
+    let body = switchman_integration_tests::nacos_api::request(
+        http,
+        "GET",
+        "/nacos/v1/ns/instance/list",
+        &[("serviceName", service.to_string())],
+    )
+    .ok()?;
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let mut ports: Vec<u16> = v["hosts"]
+        .as_array()?
+        .iter()
+        .filter_map(|h| h["port"].as_u64())
+        .filter_map(|p| u16::try_from(p).ok())
+        .collect();
+    ports.sort_unstable();
+    Some(ports)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_18_nacos_cluster_rolling_restart_of_all_three_nodes() {
+    let _serial = serial().await;
+    let began = Instant::now();
+    let mut cluster = tokio::task::block_in_place(NacosCluster::start);
+    let leader =
+        tokio::task::block_in_place(|| cluster.leader()).expect("the cluster has a leader");
+    let links = NodeLinks::start(&cluster).await;
+    let scratch = ScratchDir::new("switchman-chaos-nacos-rolling");
+    let key = ServiceKey::new(interface("NacosRolling"));
+    let (providers, instances) = three_providers(&key).await;
+    let open: Vec<OpenApiInstance> = instances.iter().map(|i| open_instance(&key, i)).collect();
+    for o in &open[..2] {
+        open_register_within(cluster.addrs(&[0, 1, 2]), o.clone(), WAIT).await;
+    }
+    links.refuse(leader, true);
+    let consumer = links.registry(&scratch, "consumer");
+    let (dir, counter, load) = under_load(
+        &consumer,
+        directory_config(key.clone()),
+        2,
+        200,
+        "before the restarts",
+    )
+    .await;
+    links.refuse(leader, false);
+    let on_nodes = forwarding(&links.grpc);
+    assert!(
+        on_nodes.len() == 1 && on_nodes[0] != leader,
+        "the consumer's connection is on one follower: {on_nodes:?} (leader {leader})"
+    );
+    // Followers first (the consumer's first: it moves at least once), the leader last.
+    let other = (0..3)
+        .find(|&i| i != leader && i != on_nodes[0])
+        .expect("two followers");
+    let order = [on_nodes[0], other, leader];
+    let mut want: Vec<u16> = instances[..2].iter().map(Instance::port).collect();
+    want.sort_unstable();
+    let views = Views::record(dir.clone());
+    let accepted_before = links.accepted();
+
+    let (mut each, mut synced, mut moves) = (Vec::new(), Vec::new(), Vec::new());
+    for &i in &order {
+        let t = Instant::now();
+        let was_on = forwarding(&links.grpc) == [i];
+        tokio::task::block_in_place(|| cluster.kill(i));
+        // A consumer on the stopped node moves to another before it comes back (a restart
+        // faster than nacos-sdk's reconnect would otherwise go unnoticed).
+        if was_on {
+            moves.push(
+                moved_off(&links.grpc, i, RESTORED)
+                    .await
+                    .saturating_duration_since(t),
+            );
+        }
+        tokio::task::block_in_place(|| {
+            cluster.restart(i);
+            // Back in the cluster, all three agreeing on a leader, before the next one goes.
+            let deadline = Instant::now() + RESTORED;
+            while cluster.leader().is_none() {
+                assert!(
+                    Instant::now() < deadline,
+                    "no agreed leader {RESTORED:?} after restarting node {}",
+                    i + 1
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        each.push(t.elapsed());
+        // The restarted node serves at once, but its naming view comes back by the cluster
+        // sync: the operator's readiness check before the next restart is that it lists p1
+        // and p2 again.
+        let addr = cluster.node(i).addr();
+        let back = poll_until(
+            RESTORED,
+            &format!("restarted node {} lists p1 and p2", i + 1),
+            || async {
+                tokio::task::block_in_place(|| node_lists(&addr, &key.interface))
+                    .is_some_and(|l| want.iter().all(|p| l.contains(p)))
+            },
+        )
+        .await;
+        synced.push(back);
+        load.wait_for_ok(100, WAIT, &format!("after restarting node {}", i + 1))
+            .await;
+    }
+    let restarted_at = Instant::now();
+    open_register_within(cluster.addrs(&[0, 1, 2]), open[2].clone(), OWNER_OUT).await;
+    let registered = restarted_at.elapsed();
+    let p3 = instances[2].address().to_string();
+    dir.wait_until(RESTORED, |s| s.index_of(&p3).is_some())
+        .await
+        .expect("p3, registered after the last restart, is seen");
+    poll_until(WAIT, "p3 receives calls", || async {
+        providers[2].hits() > 0
+    })
+    .await;
+    let reconnects = links.accepted() - accepted_before;
+    let moved_to = forwarding(&links.grpc);
+    let calls = load.stop().await;
+    let views = views.stop();
+    let visible = first_reflecting(&views, &p3, true)
+        .expect("a published list has p3")
+        .saturating_duration_since(restarted_at);
+    let (p1, p2) = (instances[0].address(), instances[1].address());
+    let stale = stale_views(&views, &[(p1, true), (p2, true), (&p3, true)]);
+    let joined = |d: &[Duration]| d.iter().map(|d| ms(*d)).collect::<Vec<_>>().join("+");
+
+    let f = Figures::new(
+        "18",
+        "rnacos cluster: rolling restart of all three nodes",
+        &calls,
+        counter.attempts(),
+    )
+    .recovery(Some(visible))
+    .with("restarts", joined(&each))
+    .with("synced", joined(&synced))
+    .with("registered", ms(registered))
+    .with("moves", joined(&moves))
+    .with("reconnects", reconnects)
+    .with(
+        "order",
+        order
+            .iter()
+            .map(|m| format!("node{}", m + 1))
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+    .with("views", views.len())
+    .with("stale-views", stale)
+    .with("took", ms(began.elapsed()))
+    .note(
+        "recovery = last node back to a provider registered after it (open API) visible in \
+         the consumer's snapshot; private 3-node rnacos 0.8.8 cluster (raft), each node \
+         SIGKILLed and started again with its data in turn (the consumer's follower first, \
+         the leader last), once the consumer's connection moved off it (moves = kill to \
+         that, per move); restarts = kill to all three agreeing on a leader again; synced = \
+         then to the restarted node listing p1 and p2 itself, the next restart after that",
+    );
+    emit(&f);
+    assert_eq!(
+        calls.failed(),
+        0,
+        "no call fails across the rolling restart: {:?}",
+        calls.failures_by_kind()
+    );
+    assert!(
+        moved_to.len() == 1 && !moves.is_empty(),
+        "the consumer moved at least once ({} times) and holds one connection: {moved_to:?}",
+        moves.len()
+    );
+    assert_eq!(
+        stale, 0,
+        "p1 and p2 stay listed throughout, p3 once seen: {views:?}"
+    );
+    assert_eq!(addresses(&dir).len(), 3, "p1, p2 and p3 listed at the end");
+    drop((consumer, links, cluster));
 }

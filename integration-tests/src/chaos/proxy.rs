@@ -39,7 +39,13 @@ pub struct TcpProxy {
 impl TcpProxy {
     /// Listens on a fresh 127.0.0.1 port and forwards to `upstream`.
     pub async fn start(upstream: SocketAddr) -> std::io::Result<TcpProxy> {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        Self::start_at(0, upstream).await
+    }
+
+    /// Like [`TcpProxy::start`] on 127.0.0.1:`port` (for a client that derives one port from
+    /// another, as nacos-sdk derives the gRPC port as the HTTP port + 1000).
+    pub async fn start_at(port: u16, upstream: SocketAddr) -> std::io::Result<TcpProxy> {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
         let addr = listener.local_addr()?;
         let (line, _) = watch::channel(Line::Open);
         let line = Arc::new(line);
