@@ -22,10 +22,23 @@ async fn main() -> Result<(), switchman::Error> {
     let user: User = greeter.call_as("getUser", (7_i64,)).await?;
     let saved: User = greeter.call_as("save", (user,)).await?;
     println!("{saved:?}");
+    // README, "Calling Java Dubbo services": the trait, from outside the workspace.
+    let users = UserServiceClient::connect(
+        UserServiceClient::builder().registry("zookeeper://127.0.0.1:2181"),
+    )
+    .await?;
+    let user = users.get_user(7).await?;
+    println!("{user:?} saved: {}", users.save(&user).await?);
     Ok(())
 }
 
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[switchman::interface("org.example.UserService", version = "1.0.0")]
+trait UserService {
+    async fn get_user(&self, id: i64) -> switchman::Result<User>;
+    async fn save(&self, user: &User) -> switchman::Result<bool>;
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(rename = "org.example.User")]
 struct User {
     id: i64,
