@@ -19,6 +19,6 @@ pub use options::ProviderOptions;
 pub use peers::{DEMO_SERVICE, DEMO_SERVICE_V2_JAR, peers_dir, skipped};
 pub use programs::{
     BENCH_TIMEOUT, JavaConsumer, RUN_TIMEOUT, force_application_adds, run_bench, run_consumer,
-    vectors_decode, vectors_encode,
+    vectors_bench, vectors_decode, vectors_encode,
 };
 pub use provider::{JavaProvider, PROVIDER_STDOUT_THREAD, START_TIMEOUT, TERMINATE_TIMEOUT};

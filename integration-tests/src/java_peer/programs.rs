@@ -91,6 +91,29 @@ pub fn vectors_decode(input: &Value) -> Value {
     vectors("decode", Some(input.to_string()))
 }
 
+/// `vectors bench SECONDS` under [`super::BENCH_JVM_FLAGS`] (C2): hessian-lite's nanoseconds
+/// per encode and per decode of `User.sample(7)` and of a list of 100 users, as Dubbo's
+/// "hessian2" serialization does them per call: one JSON value per case
+/// (`{"case": "user/encode", "ns", "bytes"}`).
+pub fn vectors_bench(seconds: f64) -> Vec<Value> {
+    let out = super::jvm::java_with("vectors", super::BENCH_JVM_FLAGS)
+        .args(["bench", &seconds.to_string()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("java starts (the Java vectors bench): {e}"));
+    assert!(
+        out.status.success(),
+        "java vectors bench exited {}; stderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.trim_start().starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
 fn vectors(mode: &str, stdin: Option<String>) -> Value {
     let (status, stdout, stderr) = run("vectors", &[mode], stdin);
     assert!(

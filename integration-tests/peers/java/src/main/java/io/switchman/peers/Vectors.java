@@ -51,8 +51,10 @@ final class Vectors {
             case "decode":
                 Main.STDOUT.println(decodeAll(readAll(System.in)));
                 return 0;
+            case "bench":
+                return CodecBench.run(argv);
             default:
-                throw new IllegalArgumentException("vectors needs encode or decode");
+                throw new IllegalArgumentException("vectors needs encode, decode or bench");
         }
     }
 
