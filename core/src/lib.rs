@@ -12,6 +12,8 @@
 //! - [`yaml`]: the one bounded YAML reader every registry, config-centre and file parser uses.
 //! - [`java_text`]: an argument as Java text (`String.valueOf` of the object its declared Java
 //!   type makes of it), what consistent hashing and `arguments[i]` rules read.
+//! - [`java_types`]: Java type names made full (`String` → `java.lang.String`), the one table
+//!   of short names both transports accept.
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -25,6 +27,7 @@ mod instance;
 mod invocation;
 mod invoker;
 pub mod java_text;
+pub mod java_types;
 pub mod percent;
 mod service_key;
 pub mod url;

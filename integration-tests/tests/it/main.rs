@@ -18,6 +18,7 @@ mod java_dubbo;
 mod java_groups;
 mod java_loadbalance;
 mod java_peers;
+mod java_signatures;
 mod java_tls;
 mod java_triple;
 mod migration;

@@ -16,11 +16,13 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use serde_json::Value as Json;
+use switchman_core::java_types::full_name;
 use switchman_core::{Error, ErrorKind, Instance, Invocation, Result, Typed};
 use switchman_hessian::{
     Decoder, Encoder, List, Map, Value, from_json, generic_from_json, java_exception, to_json,
 };
 
+use super::params::MethodNames;
 use super::token::{TOKEN_KEY, Token};
 use super::{Response, status};
 
@@ -52,14 +54,16 @@ pub(crate) fn erase_generics(java_type: &str) -> Result<Cow<'_, str>> {
 /// `java.lang.String` → `Ljava/lang/String;`, `int[]` → `[I`, `com.foo.User[][]` →
 /// `[[Lcom/foo/User;`, `java.util.List<java.lang.Long>` → `Ljava/util/List;` (generic
 /// arguments are erased, as in the JVM). JVM names (`[I`, `[Ljava.lang.String;`) are accepted
-/// too.
+/// too, and the short names of [`switchman_core::java_types`] (`String` →
+/// `Ljava/lang/String;`); another name without a package (`User`) is an error.
 pub fn descriptor(java_type: &str) -> Result<String> {
     let bad = |why: &str| {
         Error::bad_config(format!(
             "parameter type {java_type:?} is not a Java type name: {why}"
         ))
     };
-    let erased = erase_generics(java_type)?;
+    let full = full_name(java_type)?;
+    let erased = erase_generics(&full)?;
     let t: &str = &erased;
     if t.is_empty() {
         return Err(bad("it is empty"));
@@ -179,8 +183,10 @@ pub(crate) fn encode_request(
                 )));
             }
             let mut desc = String::new();
+            let mut full = Vec::with_capacity(inv.parameter_types.len());
             for t in &inv.parameter_types {
                 desc.push_str(&descriptor(t)?);
+                full.push(full_name(t)?);
             }
             e.write_str(&inv.method);
             e.write_str(&desc);
@@ -203,7 +209,7 @@ pub(crate) fn encode_request(
                 out.extend_from_slice(rest.as_bytes());
                 return Ok(out);
             }
-            for (i, (arg, ty)) in inv.arguments.iter().zip(&inv.parameter_types).enumerate() {
+            for (i, (arg, ty)) in inv.arguments.iter().zip(&full).enumerate() {
                 let v = from_json(arg, Some(ty)).map_err(|err| {
                     Error::bad_config(format!("{} argument {} as {ty}: {err}", inv.method, i + 1))
                 })?;
@@ -211,8 +217,10 @@ pub(crate) fn encode_request(
             }
         }
         Form::Generic => {
+            let mut full = Vec::with_capacity(inv.parameter_types.len());
             for t in &inv.parameter_types {
                 descriptor(t)?;
+                full.push(Value::String(full_name(t)?.into_owned()));
             }
             e.write_str("$invoke");
             e.write_str(GENERIC_DESC);
@@ -222,11 +230,7 @@ pub(crate) fn encode_request(
             } else {
                 e.write(&Value::List(List {
                     class: Some("[string".into()),
-                    items: inv
-                        .parameter_types
-                        .iter()
-                        .map(|t| Value::String(t.trim().to_string()))
-                        .collect(),
+                    items: full,
                 }));
             }
             let mut items = Vec::with_capacity(inv.arguments.len());
@@ -321,14 +325,75 @@ pub fn decode_reply(addr: &str, code: u8, body: &[u8]) -> Result<Reply> {
     decode_typed_reply(addr, code, body, None)
 }
 
+/// [`decode_response`] for the call `inv` sent in `form`: a provider's status 40 to a typed
+/// call (it could not decode the request: a Java provider answers so when it has no method
+/// with the descriptor sent) becomes a signature mismatch naming the signature sent
+/// (`add(long,long)`) and the provider's methods (`names`: its registered `methods`, when it
+/// has them).
+pub(crate) fn decode_call(
+    target: &Instance,
+    resp: &Response,
+    inv: &Invocation,
+    form: Form,
+    names: Option<&MethodNames>,
+) -> Result<Reply> {
+    if resp.status == status::BAD_REQUEST && form == Form::Typed {
+        let message = status_message(&mut Decoder::new(&resp.body));
+        if message.contains("Fail to decode request") {
+            return Err(signature_mismatch(target.address(), inv, names, &message));
+        }
+    }
+    decode_response(target, resp, inv.typed.as_ref())
+}
+
+/// The signature `inv` was sent with, as Java writes one: `add(long,long)`,
+/// `sayHello(java.lang.String)` (short names expanded, generic arguments erased).
+pub(crate) fn signature(inv: &Invocation) -> String {
+    let types: Vec<String> = inv
+        .parameter_types
+        .iter()
+        .map(|t| match full_name(t) {
+            Ok(full) => erase_generics(&full).map_or_else(|_| full.to_string(), Cow::into_owned),
+            Err(_) => t.trim().to_string(),
+        })
+        .collect();
+    format!("{}({})", inv.method, types.join(","))
+}
+
+/// The error of a status 40 to a typed call: the provider found no method with the signature
+/// sent. Not retryable (every provider of the same release answers the same).
+fn signature_mismatch(
+    addr: &str,
+    inv: &Invocation,
+    names: Option<&MethodNames>,
+    message: &str,
+) -> Error {
+    let sent = signature(inv);
+    let has = match names {
+        Some(names) => format!("its methods are {}", names.listed()),
+        None => "it registered no `methods` to compare with".to_string(),
+    };
+    Error::bad_config(format!(
+        "signature mismatch: the provider {addr} has no {sent}; {has} (status 40, it could not \
+         decode the request: check the parameter types against the provider's interface): \
+         {message}"
+    ))
+    .with_retryable(false)
+}
+
+/// The message of a non-OK status: one string.
+fn status_message(d: &mut Decoder<'_>) -> String {
+    match d.read() {
+        Ok(Value::String(s)) => s,
+        Ok(Value::Null) | Err(_) => String::new(),
+        Ok(other) => to_json(&other).to_string(),
+    }
+}
+
 fn decode_typed_reply(addr: &str, code: u8, body: &[u8], typed: Option<&Typed>) -> Result<Reply> {
     let mut d = Decoder::new(body);
     if code != status::OK {
-        let message = match d.read() {
-            Ok(Value::String(s)) => s,
-            Ok(Value::Null) | Err(_) => String::new(),
-            Ok(other) => to_json(&other).to_string(),
-        };
+        let message = status_message(&mut d);
         return Err(status_error(addr, code, &message));
     }
     let malformed = |what: String| {
@@ -502,6 +567,135 @@ mod tests {
             assert_eq!(e.kind(), ErrorKind::BadConfig, "{bad:?}");
             assert!(e.message().contains("parameter type"), "{}", e.message());
         }
+    }
+
+    #[test]
+    fn short_type_names_are_expanded_and_unknown_ones_refused() {
+        let d = |t| descriptor(t).unwrap();
+        assert_eq!(d("String"), "Ljava/lang/String;");
+        assert_eq!(d("List<Long>"), "Ljava/util/List;");
+        assert_eq!(d("Date[]"), "[Ljava/util/Date;");
+        assert_eq!(d("BigDecimal"), "Ljava/math/BigDecimal;");
+        let e = descriptor("User").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadConfig);
+        assert!(
+            e.message().starts_with(
+                "parameter type `User` is not a full Java class name: write it with its package, e.g. org.example.User"
+            ),
+            "{}",
+            e.message()
+        );
+        // A typed call sends the full descriptor and converts the argument for the full type;
+        // a generic call sends the full names.
+        let inv = Invocation::new("count")
+            .with_args(vec![serde_json::json!(["a", "b"])])
+            .with_types(["List<String>"]);
+        let body = encode_request(
+            &target(),
+            &inv,
+            Duration::from_secs(1),
+            Form::Typed,
+            None,
+            None,
+        )
+        .unwrap();
+        let mut d = Decoder::new(&body);
+        assert_eq!(strings(&mut d, 5)[3..], ["count", "Ljava/util/List;"]);
+        assert!(matches!(d.read().unwrap(), Value::List(_)));
+        let body = encode_request(
+            &target(),
+            &inv,
+            Duration::from_secs(1),
+            Form::Generic,
+            None,
+            None,
+        )
+        .unwrap();
+        let mut d = Decoder::new(&body);
+        strings(&mut d, 6);
+        let Value::List(types) = d.read().unwrap() else {
+            panic!("the types are a list")
+        };
+        assert_eq!(
+            types.items,
+            [Value::String("java.util.List<java.lang.String>".into())]
+        );
+        for form in [Form::Typed, Form::Generic] {
+            let inv = Invocation::new("save")
+                .with_args(vec![serde_json::json!({})])
+                .with_types(["User"]);
+            let e = encode_request(&target(), &inv, Duration::from_secs(1), form, None, None)
+                .unwrap_err();
+            assert!(e.message().contains("`User` is not a full Java class name"));
+        }
+    }
+
+    #[test]
+    fn status_40_to_a_typed_call_is_a_signature_mismatch() {
+        let t = target();
+        let inv = Invocation::new("add")
+            .with_args(vec![1.into(), 2.into()])
+            .with_types(["long", "Long"]);
+        let why =
+            "Fail to decode request due to: RpcInvocation [methodName=add, parameterTypes=null]";
+        let names = MethodNames::parse("add,count,echo").unwrap();
+        let e = decode_call(
+            &t,
+            &response(40, &[Value::String(why.into())]),
+            &inv,
+            Form::Typed,
+            Some(&names),
+        )
+        .unwrap_err();
+        assert_eq!((e.kind(), e.is_retryable()), (ErrorKind::BadConfig, false));
+        assert!(
+            e.message().starts_with(
+                "signature mismatch: the provider 127.0.0.1:20880 has no add(long,java.lang.Long); its methods are add, count, echo"
+            ),
+            "{}",
+            e.message()
+        );
+        assert!(e.message().ends_with(why), "{}", e.message());
+        let e = decode_call(
+            &t,
+            &response(40, &[Value::String(why.into())]),
+            &inv,
+            Form::Typed,
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e.message()
+                .contains("has no add(long,java.lang.Long); it registered no `methods`"),
+            "{}",
+            e.message()
+        );
+        // Another status 40, or a generic call's, is the plain bad request.
+        let e = decode_call(
+            &t,
+            &response(40, &[Value::String("why".into())]),
+            &inv,
+            Form::Typed,
+            Some(&names),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.message(),
+            "127.0.0.1:20880 answered status 40 (bad request): why"
+        );
+        let e = decode_call(
+            &t,
+            &response(40, &[Value::String(why.into())]),
+            &inv,
+            Form::Generic,
+            Some(&names),
+        )
+        .unwrap_err();
+        assert!(e.message().contains("(bad request)"), "{}", e.message());
+        assert_eq!(
+            signature(&Invocation::new("count").with_types(["java.util.List<String>", "int[]"])),
+            "count(java.util.List,int[])"
+        );
     }
 
     fn target() -> Instance {

@@ -11,8 +11,10 @@ use switchman_core::{
 use tokio::time::Instant;
 use tracing::trace;
 
-use super::body::{Reply, check_serialization, decode_response, encode_request, form_of};
-use super::params::{Consumer, EndpointParams, ProviderParams};
+use super::body::{Reply, check_serialization, decode_call, encode_request, form_of};
+use super::params::{
+    Consumer, EndpointParams, MethodNames, ProviderParams, check_method, check_method_of,
+};
 use super::pool::Entry;
 use super::token::{EndpointToken, to_add};
 use super::{ExchangeConfig, HESSIAN2, Pool};
@@ -187,6 +189,19 @@ impl DubboInvoker {
         check_serialization(target)?;
         let tls = choose(self.tls.as_ref(), target, "dubbo")?;
         let form = form_of(inv, self.generic);
+        // The provider's registered method names: a method it does not have fails here, not
+        // on the wire (a generic call's real method name is `inv.method` too).
+        let (params, names) = match endpoint {
+            Some(e) => {
+                let current = e.params.current(target);
+                check_method(target.address(), current.methods.as_deref(), &inv.method)?;
+                (current.params, current.methods)
+            }
+            None => {
+                check_method_of(target, &inv.method)?;
+                (ProviderParams::for_call(target, &self.consumer()), None)
+            }
+        };
         let token = to_add(endpoint.map(|e| &e.token), target, &inv.attachments, false);
         let body = encode_request(
             target,
@@ -196,10 +211,6 @@ impl DubboInvoker {
             token.as_ref(),
             self.application.as_deref(),
         )?;
-        let params = match endpoint {
-            Some(e) => e.params.get(target),
-            None => ProviderParams::for_call(target, &self.consumer()),
-        };
         if let Some(limit) = params.payload.filter(|&limit| body.len() > limit) {
             return Err(Error::new(
                 ErrorKind::LimitExceeded,
@@ -255,7 +266,12 @@ impl DubboInvoker {
         }
         trace!(address = target.address(), method = %inv.method, ?form, "dubbo request");
         let resp = conn.request(HESSIAN2, Bytes::from(body), left).await?;
-        decode_response(target, &resp, inv.typed.as_ref())
+        if resp.status == super::status::BAD_REQUEST && names.is_none() && endpoint.is_none() {
+            // A direct call: the names only for the error's message.
+            let names = target.param("methods").and_then(MethodNames::parse);
+            return decode_call(target, &resp, inv, form, names.as_ref());
+        }
+        decode_call(target, &resp, inv, form, names.as_deref())
     }
 }
 
@@ -278,7 +294,7 @@ impl Invoker for DubboInvoker {
 /// owns the connections to its address (shared with the other endpoints there, such as
 /// another group on the same port), which close when the last endpoint at the address is
 /// dropped and its calls have ended. It reads the provider's `token`, `connections`,
-/// `heartbeat` and `payload` once.
+/// `heartbeat`, `payload` and `methods` once.
 pub struct DubboEndpoint {
     invoker: DubboInvoker,
     entry: Arc<Entry>,

@@ -12,6 +12,9 @@
 //! | `heartbeat` (ms) | [`MIN_HEARTBEAT`] to [`MAX_HEARTBEAT`] | 1 to 999: [`MIN_HEARTBEAT`]; above a day: [`MAX_HEARTBEAT`]; 0, negative or not a number: the consumer's interval (Java's `getPositiveParameter` does the same) |
 //! | `payload` (bytes) | [`MIN_PAYLOAD`] and up; above the consumer's limit, the consumer's applies (as before) | below [`MIN_PAYLOAD`] (Dubbo's 0 "no limit" included), negative or not a number: the consumer's limit |
 //!
+//! The provider's `methods` (the names of its methods) are read here too, into
+//! [`MethodNames`]: a call of a method it does not list is refused before it is sent.
+//!
 //! An endpoint's client reads them once (and again only when the directory hands it an
 //! instance whose values changed); a direct [`DubboInvoker::call`](super::DubboInvoker::call)
 //! reads them per call and logs out-of-range values at `debug`.
@@ -255,6 +258,121 @@ fn raw_of(target: &Instance) -> [Option<&str>; 3] {
     KEYS.map(|k| target.param(k))
 }
 
+/// The most method names an error message lists.
+const LISTED_NAMES: usize = 16;
+/// The most characters of method names an error message lists.
+const LISTED_CHARS: usize = 240;
+
+/// The method names a provider registered (Java's `methods=add,count,echo`, names only, what
+/// `Wrapper.getMethodNames()` lists), to refuse a call of a method it does not have before it
+/// is sent. Absent, empty or `*` (a generic provider: any method): nothing is checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MethodNames {
+    /// Sorted, without duplicates or empty names.
+    names: Box<[Box<str>]>,
+}
+
+impl MethodNames {
+    /// The names in a `methods` value; `None` when it checks nothing.
+    pub(crate) fn parse(raw: &str) -> Option<Self> {
+        let mut names: Vec<Box<str>> = raw
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(Into::into)
+            .collect();
+        if names.is_empty() || names.iter().any(|n| &**n == "*") {
+            return None;
+        }
+        names.sort_unstable();
+        names.dedup();
+        Some(MethodNames {
+            names: names.into_boxed_slice(),
+        })
+    }
+
+    /// Whether `method` is one of them.
+    pub(crate) fn has(&self, method: &str) -> bool {
+        self.names.binary_search_by(|n| (**n).cmp(method)).is_ok()
+    }
+
+    /// The names for a message: `add, count, echo`, cut after [`LISTED_NAMES`] names or
+    /// [`LISTED_CHARS`] characters with `... (N more)`.
+    pub(crate) fn listed(&self) -> String {
+        listed(self.names.iter().map(|n| &**n))
+    }
+}
+
+/// `names` joined for a message, cut as [`MethodNames::listed`] says.
+pub(crate) fn listed<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> String {
+    let total = names.len();
+    let mut out = String::new();
+    for (i, n) in names.enumerate() {
+        if i == LISTED_NAMES || (i > 0 && out.len() + n.len() > LISTED_CHARS) {
+            out.push_str(&format!(", ... ({} more)", total - i));
+            break;
+        }
+        if i > 0 {
+            out.push_str(", ");
+        }
+        // A name from the registry: at most 64 characters of it.
+        match n.char_indices().nth(64) {
+            Some((end, _)) => {
+                out.push_str(&n[..end]);
+                out.push_str("...");
+            }
+            None => out.push_str(n),
+        }
+    }
+    out
+}
+
+/// Refuses a call of `method` when `names` (the provider's `methods`) do not list it: a
+/// [`BadConfig`](switchman_core::ErrorKind::BadConfig) error naming the method and what the
+/// provider at `address` has, before anything is sent. Retryable without an outlier strike:
+/// another provider of the service (a newer release during a rolling upgrade) may have it.
+/// Dubbo's built-in methods (`$echo`, `$invoke`...) are not listed and not checked.
+pub(crate) fn check_method(
+    address: &str,
+    names: Option<&MethodNames>,
+    method: &str,
+) -> switchman_core::Result<()> {
+    match names {
+        Some(names) if !method.starts_with('$') && !names.has(method) => {
+            Err(no_method(address, method, &names.listed()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// [`check_method`] for a direct call, reading `target`'s `methods` without keeping them.
+pub(crate) fn check_method_of(target: &Instance, method: &str) -> switchman_core::Result<()> {
+    let Some(raw) = target.param("methods") else {
+        return Ok(());
+    };
+    let mut any = false;
+    for n in raw.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if n == method || n == "*" {
+            return Ok(());
+        }
+        any = true;
+    }
+    if !any || method.starts_with('$') {
+        return Ok(());
+    }
+    let names = MethodNames::parse(raw);
+    check_method(target.address(), names.as_ref(), method)
+}
+
+fn no_method(address: &str, method: &str, has: &str) -> switchman_core::Error {
+    switchman_core::Error::bad_config(format!(
+        "the provider {address} has no method {method}; it has {has} (not sent: its registered \
+         `methods` do not list it)"
+    ))
+    .with_retryable(true)
+    .with_outlier_strike(false)
+}
+
 /// What one endpoint's client read.
 struct Seen {
     /// The instance read, while the calls come with that one (held, so the address compared
@@ -263,6 +381,16 @@ struct Seen {
     /// The values read (in the order of [`KEYS`]).
     raw: [Option<Box<str>>; 3],
     params: ProviderParams,
+    /// The `methods` value read, and its names.
+    methods_raw: Option<Box<str>>,
+    methods: Option<Arc<MethodNames>>,
+}
+
+/// What an endpoint's call reads: the parameters and the method names.
+#[derive(Debug, Clone)]
+pub(crate) struct Current {
+    pub(crate) params: ProviderParams,
+    pub(crate) methods: Option<Arc<MethodNames>>,
 }
 
 /// An endpoint's provider parameters, read when the endpoint's client is made. A call with
@@ -286,37 +414,66 @@ impl EndpointParams {
     /// Reads `instance`'s parameters, for an invoker whose own settings are `consumer`.
     pub(crate) fn new(instance: &Arc<Instance>, consumer: Consumer) -> Self {
         let raw = raw_of(instance);
+        let methods_raw = instance.param("methods");
         EndpointParams {
             seen: ArcSwap::from_pointee(Seen {
                 instance: Some(instance.clone()),
                 raw: raw.map(|v| v.map(Into::into)),
                 params: ProviderParams::read(instance, &raw, &consumer, true),
+                methods_raw: methods_raw.map(Into::into),
+                methods: methods_raw.and_then(MethodNames::parse).map(Arc::new),
             }),
             consumer,
         }
     }
 
     /// The parameters of `target`, this endpoint's current instance.
+    #[cfg(test)]
     pub(crate) fn get(&self, target: &Instance) -> ProviderParams {
+        self.current(target).params
+    }
+
+    /// The parameters and method names of `target`, this endpoint's current instance.
+    pub(crate) fn current(&self, target: &Instance) -> Current {
         let seen = self.seen.load();
+        let current = |seen: &Seen| Current {
+            params: seen.params,
+            methods: seen.methods.clone(),
+        };
         if seen
             .instance
             .as_deref()
             .is_some_and(|i| std::ptr::eq(i, target))
         {
-            return seen.params;
+            return current(&seen);
         }
         let raw = raw_of(target);
-        if raw.iter().zip(&seen.raw).all(|(a, b)| *a == b.as_deref()) {
-            return seen.params;
+        let methods_raw = target.param("methods");
+        if raw.iter().zip(&seen.raw).all(|(a, b)| *a == b.as_deref())
+            && methods_raw == seen.methods_raw.as_deref()
+        {
+            return current(&seen);
         }
-        let params = ProviderParams::read(target, &raw, &self.consumer, true);
-        self.seen.store(Arc::new(Seen {
+        let params = if raw.iter().zip(&seen.raw).all(|(a, b)| *a == b.as_deref()) {
+            seen.params
+        } else {
+            ProviderParams::read(target, &raw, &self.consumer, true)
+        };
+        let methods = if methods_raw == seen.methods_raw.as_deref() {
+            seen.methods.clone()
+        } else {
+            methods_raw.and_then(MethodNames::parse).map(Arc::new)
+        };
+        let next = Seen {
             instance: None,
             raw: raw.map(|v| v.map(Into::into)),
             params,
-        }));
-        params
+            methods_raw: methods_raw.map(Into::into),
+            methods,
+        };
+        let out = current(&next);
+        self.seen.store(Arc::new(next));
+        out
     }
 }
 
@@ -340,6 +497,64 @@ mod tests {
 
     fn read(params: &[(&str, &str)], consumer: &Consumer) -> ProviderParams {
         ProviderParams::for_call(&with(params), consumer)
+    }
+
+    #[test]
+    fn registered_method_names_refuse_an_unknown_method_before_the_call() {
+        let names = MethodNames::parse(" sayHello,add,,count,add ").unwrap();
+        assert!(names.has("add") && names.has("sayHello") && !names.has("addd"));
+        assert_eq!(names.listed(), "add, count, sayHello");
+        for none in ["", " , ", "*", "add,*"] {
+            assert_eq!(MethodNames::parse(none), None, "{none:?}");
+        }
+        let e = check_method("127.0.0.1:20880", Some(&names), "addd").unwrap_err();
+        assert_eq!(e.kind(), switchman_core::ErrorKind::BadConfig);
+        assert!(e.is_retryable(), "another provider may have it");
+        assert!(
+            e.message().starts_with(
+                "the provider 127.0.0.1:20880 has no method addd; it has add, count, sayHello"
+            ),
+            "{}",
+            e.message()
+        );
+        assert!(check_method("a:1", Some(&names), "add").is_ok());
+        assert!(check_method("a:1", Some(&names), "$echo").is_ok());
+        assert!(check_method("a:1", None, "anything").is_ok());
+        // A direct call reads the same from the instance.
+        let t = with(&[("methods", "add,count")]);
+        assert!(check_method_of(&t, "count").is_ok());
+        let e = check_method_of(&t, "cnt").unwrap_err();
+        assert!(
+            e.message()
+                .starts_with("the provider 127.0.0.1:20880 has no method cnt; it has add, count"),
+            "{}",
+            e.message()
+        );
+        assert!(check_method_of(&with(&[]), "cnt").is_ok());
+        assert!(check_method_of(&with(&[("methods", "*")]), "cnt").is_ok());
+        // A long list is cut.
+        let many: Vec<String> = (0..100).map(|i| format!("method{i:03}")).collect();
+        let long = MethodNames::parse(&many.join(",")).unwrap().listed();
+        assert!(long.len() < 300, "{long}");
+        assert!(long.ends_with(", ... (84 more)"), "{long}");
+        let huge = MethodNames::parse(&"m".repeat(10_000)).unwrap().listed();
+        assert!(huge.len() < 100, "{huge}");
+    }
+
+    #[test]
+    fn an_endpoint_reads_its_method_names_once_and_again_when_they_change() {
+        let first = with(&[("methods", "add,count")]);
+        let e = EndpointParams::new(&first, CONSUMER);
+        let m1 = e.current(&first).methods.unwrap();
+        assert!(Arc::ptr_eq(&m1, &e.current(&first).methods.unwrap()));
+        let same = with(&[("methods", "add,count")]);
+        assert!(
+            Arc::ptr_eq(&m1, &e.current(&same).methods.unwrap()),
+            "same text: kept"
+        );
+        let changed = with(&[("methods", "add,count,greet")]);
+        assert!(e.current(&changed).methods.unwrap().has("greet"));
+        assert!(e.current(&with(&[])).methods.is_none());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `UNAVAILABLE` (14) | transport | yes |
 //! | `DEADLINE_EXCEEDED` (4) from the provider | timeout | no: the provider received the call and ran out of the deadline Switchman sent it |
-//! | everything else (`UNIMPLEMENTED`, `INVALID_ARGUMENT`, `UNKNOWN`, application codes...) | business, message kept | no |
+//! | everything else (`UNIMPLEMENTED`, `INVALID_ARGUMENT`, `UNKNOWN`, application codes...) | business, message kept (`UNIMPLEMENTED`, and the `UNKNOWN` a Java 3.3 provider answers for a method it does not have, add that the provider does not serve the method) | no |
 //!
 //! Why, and how a Java Triple consumer differs (it treats every status as a result): the
 //! README's "Differences from Dubbo".
@@ -190,6 +190,20 @@ impl Status {
                 self.code, self.message
             )
         };
+        // A method the provider does not have: `UNIMPLEMENTED` as gRPC says, or (Java Dubbo
+        // 3.3's Triple provider of a plain interface) `UNKNOWN` with the NullPointerException
+        // its method lookup throws.
+        let unserved = self.code == Code::Unimplemented
+            || (self.code == Code::Unknown
+                && self.message.contains("\"methodDescriptors\" is null"));
+        let text = if unserved {
+            format!(
+                "{text} (the provider does not serve {method}: it has no method of that name, \
+                 or none with these parameter types)"
+            )
+        } else {
+            text
+        };
         match self.code {
             Code::Unavailable => Error::transport(text),
             Code::DeadlineExceeded => Error::timeout(text).with_retryable(false),
@@ -265,8 +279,22 @@ mod tests {
             let e = Status::new(code, "no such method: hi").into_error("a:1", "hi");
             assert_eq!(e.kind(), ErrorKind::Business, "{code}");
             assert!(!e.is_retryable(), "{code}");
-            assert!(e.message().ends_with(": no such method: hi"), "{code}");
+            assert!(e.message().contains(": no such method: hi"), "{code}");
         }
+        let java =
+            "Cannot invoke \"java.util.List.iterator()\" because \"methodDescriptors\" is null";
+        let e = Status::new(Code::Unknown, java).into_error("a:1", "addd");
+        assert!(
+            e.message().ends_with("(the provider does not serve addd: it has no method of that name, or none with these parameter types)"),
+            "{}",
+            e.message()
+        );
+        let e = Status::new(Code::Unimplemented, "nope").into_error("a:1", "addd");
+        assert_eq!(
+            e.message(),
+            "a:1 answered addd with UNIMPLEMENTED (12): nope (the provider does not serve addd: \
+             it has no method of that name, or none with these parameter types)"
+        );
     }
 
     #[test]

@@ -291,10 +291,14 @@ pub fn is_hessian(serialize_type: &str) -> bool {
 
 /// The `Class.getName()` of a Java type written as in a method signature: `int` → `int`,
 /// `java.util.List<java.lang.Long>` → `java.util.List`, `int[]` → `[I`, `com.foo.User[]` →
-/// `[Lcom.foo.User;`. JVM array names (`[I`) are kept.
+/// `[Lcom.foo.User;`. JVM array names (`[I`) are kept; the short names of
+/// [`switchman_core::java_types`] are made full (`String` → `java.lang.String`), another name
+/// without a package (`User`) is an error.
 pub fn class_name(java_type: &str) -> Result<String> {
-    // Generic arguments do not exist at run time: `List<Long>[]` is `List[]`.
-    let erased = erase_generics(java_type)?;
+    // Short names made full (`String` → `java.lang.String`; `User` is refused), then generic
+    // arguments erased: they do not exist at run time (`List<Long>[]` is `List[]`).
+    let full = switchman_core::java_types::full_name(java_type)?;
+    let erased = erase_generics(&full)?;
     let d = descriptor(&erased)?;
     Ok(if d.starts_with('[') {
         d.replace('/', ".")
@@ -397,7 +401,8 @@ impl WrapperCodec {
         }
         for (i, (arg, ty)) in inv.arguments.iter().zip(&inv.parameter_types).enumerate() {
             w.arg_types.push(class_name(ty)?);
-            let v = from_json(arg, Some(ty)).map_err(|err| {
+            let full = switchman_core::java_types::full_name(ty)?;
+            let v = from_json(arg, Some(&full)).map_err(|err| {
                 Error::bad_config(format!("{} argument {} as {ty}: {err}", inv.method, i + 1))
             })?;
             w.args.push(Bytes::from(to_bytes(&v)));
@@ -412,7 +417,8 @@ impl WrapperCodec {
             let mut items = Vec::with_capacity(inv.parameter_types.len());
             for t in &inv.parameter_types {
                 descriptor(t)?;
-                items.push(Value::String(t.trim().to_string()));
+                let full = switchman_core::java_types::full_name(t)?;
+                items.push(Value::String(full.into_owned()));
             }
             Value::List(List {
                 class: Some("[string".into()),
@@ -757,6 +763,17 @@ mod tests {
         assert_eq!(
             c("java.util.Map<java.lang.String, java.lang.Long>[]"),
             "[Ljava.util.Map;"
+        );
+        // Short names are made full; one that is not Java's own is refused.
+        assert_eq!(c("String"), "java.lang.String");
+        assert_eq!(c("List<Long>"), "java.util.List");
+        assert_eq!(c("BigDecimal[]"), "[Ljava.math.BigDecimal;");
+        let e = class_name("User").unwrap_err();
+        assert!(
+            e.message()
+                .contains("`User` is not a full Java class name: write it with its package"),
+            "{}",
+            e.message()
         );
         assert!(class_name("java.util.List<").is_err());
         assert!(class_name("void").is_err());
