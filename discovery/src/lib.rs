@@ -36,6 +36,8 @@ mod registry;
 mod rules_file;
 mod snapshot;
 pub mod static_registry;
+#[cfg(any(feature = "zookeeper", feature = "nacos"))]
+mod tls_relay;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;
 

@@ -12,11 +12,15 @@
 //!   most [`MAX_LOGGED`] bytes of the answer, then `debug` while it keeps failing;
 //! - tries the servers in turn from a random one, each within [`LOGIN_TIMEOUT`], reads at most
 //!   [`MAX_ANSWER`] bytes of an answer, and never panics: a failed login keeps the last token;
-//! - refreshes the token when 90% of its `tokenTtl` has passed (Java's Nacos client refreshes
-//!   in the last tenth of the TTL), the TTL taken within 1 s..=1 day.
+//! - refreshes the token in the last tenth of its `tokenTtl` (as Java's Nacos client does), and
+//!   at least [`SDK_LOGIN_PERIOD`] + 5 s before it expires: the SDK asks every 30 s, so a token
+//!   of a TTL between 35 s and 350 s would otherwise expire before the next ask; the TTL taken
+//!   within 1 s..=1 day. A TTL under 35 s cannot be kept fresh at the SDK's pace (every ask then
+//!   logs in; Nacos's default TTL is 18000 s).
 //!
 //! The SDK calls [`AuthPlugin::login`] when a client is built and every 30 s after, and puts
-//! the token on every gRPC request as `accessToken`.
+//! the token on every gRPC request as `accessToken`. Over TLS (`secure=true`) the server list
+//! it hands over names the local TLS relays (`tls.rs`), so the login is encrypted too.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -36,6 +40,16 @@ pub(crate) const MAX_LOGGED: usize = 200;
 const TTL_RANGE: (u64, u64) = (1, 24 * 3600);
 /// The key under which the SDK sends the token (Nacos's `accessToken`).
 const ACCESS_TOKEN: &str = "accessToken";
+/// How often nacos-sdk 0.8.3 calls [`AuthPlugin::login`] after the first login.
+pub(crate) const SDK_LOGIN_PERIOD: Duration = Duration::from_secs(30);
+
+/// How long before its expiry a token of `ttl` is refreshed: the last tenth of the TTL, and at
+/// least one SDK period and 5 s (capped at the TTL: then every ask logs in).
+fn refresh_margin(ttl: Duration) -> Duration {
+    (ttl / 10)
+        .max(SDK_LOGIN_PERIOD + Duration::from_secs(5))
+        .min(ttl)
+}
 
 /// A Nacos login for one registry's clients (naming and config share one).
 pub(crate) struct NacosLogin {
@@ -93,7 +107,7 @@ impl NacosLogin {
                     info!(server, after_failures = s.failures, "nacos login succeeded");
                 }
                 s.token = Some(token);
-                s.refresh_at = Some(Instant::now() + ttl - ttl / 10);
+                s.refresh_at = Some(Instant::now() + ttl - refresh_margin(ttl));
                 s.failures = 0;
             }
             Outcome::Failed(why) => {
@@ -298,6 +312,19 @@ mod tests {
             }
         });
         (addr, rx)
+    }
+
+    #[test]
+    fn a_token_is_refreshed_before_it_expires_at_the_sdk_pace() {
+        let s = Duration::from_secs;
+        // The last tenth of a long TTL.
+        assert_eq!(refresh_margin(s(18_000)), s(1_800));
+        // At least one SDK period (30 s) and 5 s: asked at 0 s and 30 s, a 40 s token is
+        // renewed at 30 s, not at 60 s (20 s after it expired).
+        assert_eq!(refresh_margin(s(40)), s(35));
+        assert_eq!(refresh_margin(s(300)), s(35));
+        // Shorter than that: every ask logs in.
+        assert_eq!(refresh_margin(s(10)), s(10));
     }
 
     #[tokio::test]

@@ -47,6 +47,16 @@
 //! | `metadata-retry` | 10000 | the longest pause between retries of a `MetadataInfo` that could not be fetched (ms) |
 //! | `register-mode` | `interface` | provider side: `interface`, `instance` (the Dubbo 3 application instance `{app}`, mapping and metadata; `register_app.rs`) or `all` |
 //! | `metadata-type` | `local` | provider side, application level: `remote` also publishes the config `{app}` in group `{revision}` |
+//! | `secure` (`nacos.remote.client.rpc.tls.enable`) | `false` | TLS to every server, HTTP (the login) and gRPC, through in-process relays (`tls.rs`); not with `endpoint` |
+//! | `tls.ca` (`nacos.remote.client.rpc.tls.trustCollectionChainPath`) | | PEM file of the CA that signed the servers' certificates; required with `secure=true` |
+//! | `tls.cert` (`nacos.remote.client.rpc.tls.certChainFile`) | | PEM client certificate chain (mTLS; `...tls.mutualAuth=true` requires it); may hold the key too |
+//! | `tls.key` (`nacos.remote.client.rpc.tls.certPrivateKeyFile`) | the `tls.cert` file | PEM private key of the client certificate (unencrypted) |
+//! | `tls.hostname-verification` | `true` | `false`: the certificate chain is checked, not the name |
+//!
+//! The names in parentheses are the Nacos Java client's properties, which Dubbo passes from the
+//! registry URL to the client: they are aliases (two that disagree are an error).
+//! `...tls.certPrivateKeyPwd` and `...tls.trustAll=true` are refused, `...tls.provider`,
+//! `...tls.protocols` and `...tls.ciphers` accepted and not used.
 //!
 //! Plain naming has no Dubbo group or version: subscribing a key that has either is an error
 //! (the Nacos group is the registry's `group`).
@@ -81,6 +91,7 @@ mod register_app;
 mod rules;
 mod sdk;
 mod subscription;
+mod tls;
 mod watch;
 
 use std::collections::BTreeMap;
@@ -126,6 +137,8 @@ struct Inner {
     metadata_cache: std::sync::OnceLock<Arc<crate::metadata::MetadataCache>>,
     /// Application-level registrations (`register-mode`, `register_app.rs`).
     app: register_app::NacosAppRegistrar,
+    /// TLS to the servers (`secure=true`, `tls.rs`).
+    tls: Option<tls::NacosTls>,
 }
 
 /// A Nacos registry: subscribes (consumer side) and registers (provider side) through one pair
@@ -150,6 +163,10 @@ impl NacosRegistry {
     pub fn from_url(url: &Url) -> Result<Self> {
         let opts = NacosOptions::from_url(url)?;
         let app = register_app::NacosAppRegistrar::from_url(url)?;
+        let servers: Vec<&str> = opts.server_addr.split(',').collect();
+        let tls =
+            tls::NacosTls::from_url(url, &servers, opts.grpc_port, opts.endpoint.is_some())
+                .map_err(|why| Error::bad_config(format!("registry {}: {why}", url.redacted())))?;
         let (clients, _) = tokio_watch::channel(None);
         Ok(NacosRegistry {
             inner: Arc::new(Inner {
@@ -161,6 +178,7 @@ impl NacosRegistry {
                 subscribers: subscription::Subscribers::default(),
                 metadata_cache: std::sync::OnceLock::new(),
                 app,
+                tls,
             }),
         })
     }
@@ -221,8 +239,43 @@ async fn connect(inner: Weak<Inner>) {
     // says how long it took (once per event, never per retry).
     let started = std::time::Instant::now();
     let mut failures = 0u32;
+    // With TLS: the relays (started once), and the options nacos-sdk is built with, which
+    // name the relays instead of the servers (`tls.rs`).
+    let mut relay: Option<Arc<crate::tls_relay::Relay>> = None;
+    let mut relayed: Option<NacosOptions> = None;
     loop {
         let Some(me) = inner.upgrade() else { return };
+        if let Some(tls) = &me.tls
+            && relay.is_none()
+        {
+            match tls.relay().await {
+                Ok(r) => {
+                    let mut o = me.opts.clone();
+                    o.server_addr = r.connect_string().to_string();
+                    // The relay pairs' gRPC ports are their HTTP ports + 1000.
+                    o.grpc_port = None;
+                    relayed = Some(o);
+                    relay = Some(Arc::new(r));
+                }
+                Err(e) => {
+                    not_ready(&me, &mut failures, delay, "naming", &Error::transport(e));
+                    drop(me);
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(BUILD_BACKOFF_MAX);
+                    continue;
+                }
+            }
+        }
+        let opts = relayed.as_ref().unwrap_or(&me.opts);
+        // A failed build over TLS also says what the relays saw (the server, the CA file).
+        let why = |e: Error| match (&me.tls, &relay) {
+            (Some(tls), Some(r)) => {
+                let servers = tls.servers();
+                let seen = r.take_error().map(|t| format!(": {t}")).unwrap_or_default();
+                Error::transport(format!("{e} (over TLS to {servers}){seen}"))
+            }
+            _ => e,
+        };
         let wants_config =
             me.opts.rule_group.is_some() || me.opts.app_level || me.app.mode().instance();
         // With several servers both clients are first built at once: each build may pick a
@@ -230,29 +283,29 @@ async fn connect(inner: Weak<Inner>) {
         // the two pauses then overlap. With one server, one after the other, so that while it
         // is down only the naming build fails (every failed build leaves an SDK task behind).
         let together =
-            naming.is_none() && config.is_none() && wants_config && me.opts.several_servers();
+            naming.is_none() && config.is_none() && wants_config && opts.several_servers();
         let (built_naming, built_config) = if together {
-            let (n, c) = tokio::join!(build_naming(&me.opts), build_config(&me.opts));
+            let (n, c) = tokio::join!(build_naming(opts), build_config(opts));
             (Some(n), Some(c))
         } else if naming.is_none() {
-            (Some(build_naming(&me.opts).await), None)
+            (Some(build_naming(opts).await), None)
         } else {
             (None, None)
         };
         match built_naming {
             Some(Ok(n)) => naming = Some(n),
-            Some(Err(e)) => not_ready(&me, &mut failures, delay, "naming", &e),
+            Some(Err(e)) => not_ready(&me, &mut failures, delay, "naming", &why(e)),
             None => {}
         }
         let built_config = match built_config {
             None if naming.is_some() && config.is_none() && wants_config => {
-                Some(build_config(&me.opts).await)
+                Some(build_config(opts).await)
             }
             other => other,
         };
         match built_config {
             Some(Ok(c)) => config = Some(c),
-            Some(Err(e)) => not_ready(&me, &mut failures, delay, "config", &e),
+            Some(Err(e)) => not_ready(&me, &mut failures, delay, "config", &why(e)),
             None => {}
         }
         if let Some(n) = &naming
@@ -267,8 +320,9 @@ async fn connect(inner: Weak<Inner>) {
             me.clients.send_replace(Some(Clients {
                 naming: n.clone(),
                 config: config.take(),
+                _relay: relay.clone(),
             }));
-            tokio::spawn(watch_health(inner.clone(), n.clone()));
+            tokio::spawn(watch_health(inner.clone(), n.clone(), relay));
             return;
         }
         drop(me);
@@ -331,7 +385,11 @@ fn not_ready(me: &Inner, failures: &mut u32, delay: Duration, client: &str, e: &
 /// every `health_interval`; the first failure is a warning, the next success says how long the
 /// server was unreachable. Every check is one `debug` line (`nacos health check`, `ok`), so a
 /// reader can count checks instead of waiting. Ends when the registry is dropped.
-async fn watch_health(inner: Weak<Inner>, naming: NamingService) {
+async fn watch_health(
+    inner: Weak<Inner>,
+    naming: NamingService,
+    relay: Option<Arc<crate::tls_relay::Relay>>,
+) {
     let mut down_since: Option<std::time::Instant> = None;
     loop {
         let Some(every) = inner.upgrade().map(|me| me.opts.health_interval) else {
@@ -347,6 +405,13 @@ async fn watch_health(inner: Weak<Inner>, naming: NamingService) {
         let within = (every * 3 / 2).max(Duration::from_secs(1));
         let answer = tokio::time::timeout(within, naming.get_service_list(1, 1, Some(group))).await;
         debug!(registry = %redacted, ok = matches!(answer, Ok(Ok(_))), "nacos health check");
+        // Over TLS, what the relays saw since the last check (a failed handshake: the server
+        // and the CA file).
+        let tls = relay
+            .as_ref()
+            .and_then(|r| r.take_error())
+            .map(|t| format!(" ({t})"))
+            .unwrap_or_default();
         match (answer, down_since) {
             (Ok(Ok(_)), None) => {}
             (Ok(Ok(_)), Some(since)) => {
@@ -355,11 +420,11 @@ async fn watch_health(inner: Weak<Inner>, naming: NamingService) {
                 down_since = None;
             }
             (Ok(Err(e)), None) => {
-                warn!(registry = %redacted, "nacos unreachable: {e}");
+                warn!(registry = %redacted, "nacos unreachable: {e}{tls}");
                 down_since = Some(std::time::Instant::now());
             }
             (Err(_), None) => {
-                warn!(registry = %redacted, "nacos unreachable: no answer within {within:?}");
+                warn!(registry = %redacted, "nacos unreachable: no answer within {within:?}{tls}");
                 down_since = Some(std::time::Instant::now());
             }
             (_, Some(_)) => {}

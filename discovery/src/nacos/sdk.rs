@@ -20,6 +20,9 @@ use super::subscription::Watch;
 pub(crate) struct Clients {
     pub(crate) naming: NamingService,
     pub(crate) config: Option<ConfigService>,
+    /// The TLS relays the clients talk through (`secure=true`, `tls.rs`): they live as long as
+    /// the clients are held.
+    pub(crate) _relay: Option<Arc<crate::tls_relay::Relay>>,
 }
 
 /// How often watched config data ids are re-read (see the module docs of `watch.rs`).

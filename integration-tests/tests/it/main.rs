@@ -26,6 +26,7 @@ mod nacos_app_level;
 mod nacos_groups;
 mod nacos_registry;
 mod nacos_restart;
+mod nacos_tls;
 mod oracle;
 mod registry_zones;
 mod rust_provider_app_level;
