@@ -5,7 +5,6 @@
 //! what to set; with mTLS required, calls work with the client certificate and fail without.
 //! Every test uses its own service group and directory of certificates.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +16,8 @@ use switchman_core::{ErrorKind, Invocation, Result, ServiceKey};
 use switchman_discovery::{DirectoryConfig, RegistryDirectory, registry_from_url};
 use switchman_integration_tests::java_peer::{self, DEMO_SERVICE, JavaProvider, ProviderOptions};
 use switchman_integration_tests::{unique, zookeeper};
+
+use super::test_pki::{ca, leaf, write};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -42,33 +43,6 @@ impl Pki {
     fn path(p: &Path) -> &str {
         p.to_str().expect("a UTF-8 temp path")
     }
-}
-
-fn write(path: &Path, text: &str) {
-    std::fs::File::create(path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
-}
-
-fn ca(name: &str) -> (rcgen::Certificate, rcgen::Issuer<'static, rcgen::KeyPair>) {
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = params.self_signed(&key).unwrap();
-    (cert, rcgen::Issuer::new(params, key))
-}
-
-/// A leaf for 127.0.0.1 and localhost signed by `issuer`: (certificate PEM, PKCS#8 key PEM).
-fn leaf(issuer: &rcgen::Issuer<'static, rcgen::KeyPair>) -> (String, String) {
-    let params =
-        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-            .unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = params.signed_by(&key, issuer).unwrap();
-    (cert.pem(), key.serialize_pem())
 }
 
 fn pki() -> Pki {

@@ -32,6 +32,7 @@ mod registry_zones;
 mod rust_provider_app_level;
 mod scenario_oracle;
 mod servers_up;
+mod test_pki;
 mod traceparent;
 mod triple_python_peer;
 mod zookeeper_registry;

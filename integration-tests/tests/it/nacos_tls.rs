@@ -6,7 +6,7 @@
 //! CA fails clearly (not ready, a log line naming the server and the CA file).
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,8 @@ use switchman_core::{Instance, ServiceKey, Url};
 use switchman_discovery::nacos::NacosRegistry;
 use switchman_discovery::{DirectoryConfig, Registrar, RegistryDirectory};
 use switchman_integration_tests::nacos_api;
+
+use super::test_pki::{ca, leaf_pair, write};
 use switchman_integration_tests::nacos_server::{NacosServer, scratch_dir};
 use switchman_integration_tests::unique;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -40,33 +42,12 @@ impl Drop for Pki {
     }
 }
 
-fn ca(name: &str) -> (rcgen::Certificate, rcgen::Issuer<'static, rcgen::KeyPair>) {
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = params.self_signed(&key).unwrap();
-    (cert, rcgen::Issuer::new(params, key))
-}
-
-fn write(path: &Path, text: &str) {
-    std::fs::File::create(path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
-}
-
 fn pki() -> Pki {
     let dir = std::env::temp_dir().join(unique("switchman-nacos-tls"));
     std::fs::create_dir_all(&dir).unwrap();
     let (ca_cert, issuer) = ca("switchman nacos test CA");
     let (other_cert, _) = ca("another CA");
-    let params =
-        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-            .unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = params.signed_by(&key, &issuer).unwrap();
+    let (cert, key) = leaf_pair(&issuer);
     let server = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))

@@ -5,7 +5,7 @@
 //! why (server, reason, file).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,8 @@ use switchman_discovery::{DirectoryConfig, Registrar, RegistryDirectory};
 use switchman_integration_tests::unique;
 use switchman_integration_tests::zk_server::{ZkServer, ZkTlsFiles, raw_client};
 use zookeeper_client as zk;
+
+use super::test_pki::{ca, leaf, write};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -35,33 +37,6 @@ impl Drop for Pki {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn write(path: &Path, text: &str) {
-    std::fs::File::create(path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
-}
-
-fn ca(name: &str) -> (rcgen::Certificate, rcgen::Issuer<'static, rcgen::KeyPair>) {
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = params.self_signed(&key).unwrap();
-    (cert, rcgen::Issuer::new(params, key))
-}
-
-/// A leaf for 127.0.0.1 and localhost signed by `issuer`: (certificate PEM, key PEM).
-fn leaf(issuer: &rcgen::Issuer<'static, rcgen::KeyPair>) -> (String, String) {
-    let params =
-        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-            .unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = params.signed_by(&key, issuer).unwrap();
-    (cert.pem(), key.serialize_pem())
 }
 
 fn pki() -> Pki {
