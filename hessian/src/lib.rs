@@ -36,6 +36,7 @@ mod encode;
 mod json;
 pub mod serde;
 mod tag;
+mod utf16;
 mod value;
 
 pub use crate::serde::{

@@ -266,23 +266,8 @@ impl<'de> Deserializer<'de> {
             for _ in 0..len {
                 let unit_at = self.pos;
                 let unit = self.utf8_unit()?;
-                match (high.take(), unit) {
-                    (Some((h, _)), 0xdc00..=0xdfff) => {
-                        let c =
-                            0x10000 + ((u32::from(h) - 0xd800) << 10) + (u32::from(unit) - 0xdc00);
-                        s.push(char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER));
-                    }
-                    (Some((_, h_at)), _) => {
-                        return Err(Error::at("unpaired high surrogate", h_at));
-                    }
-                    (None, 0xd800..=0xdbff) => high = Some((unit, unit_at)),
-                    (None, 0xdc00..=0xdfff) => {
-                        return Err(Error::at("unpaired low surrogate", unit_at));
-                    }
-                    (None, u) => {
-                        s.push(char::from_u32(u32::from(u)).unwrap_or(char::REPLACEMENT_CHARACTER))
-                    }
-                }
+                crate::utf16::push_unit(&mut s, &mut high, unit, unit_at)
+                    .map_err(|(what, at)| Error::at(what, at))?;
             }
             if last {
                 break;
