@@ -3,6 +3,7 @@
 //! load balancers. Only `admin` installs the process's metrics recorder.
 
 mod admin;
+mod demo_user;
 mod interface_macro;
 mod reference_app_level;
 mod reference_loadbalance;

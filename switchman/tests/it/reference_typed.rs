@@ -5,45 +5,15 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use switchman::core::TypedBody;
 use switchman::hessian::JavaException;
 use switchman::{ClusterConfig, ErrorKind, Invocation, Reference, Strategy};
 use switchman_integration_tests::java_peer::{self, DEMO_SERVICE, JavaProvider, ProviderOptions};
 use switchman_integration_tests::{unique, zookeeper};
 
-/// `io.switchman.peers.User`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename = "io.switchman.peers.User")]
-struct User {
-    id: i64,
-    name: String,
-    age: i32,
-    score: f64,
-    active: bool,
-    #[serde(with = "switchman::hessian::serde::java::date")]
-    created: SystemTime,
-    tags: Vec<String>,
-    attributes: HashMap<String, i32>,
-}
-
-switchman::java_type!(User => "io.switchman.peers.User");
-
-/// What `User.sample(id)` makes on the Java side.
-fn sample(id: i64) -> User {
-    User {
-        id,
-        name: format!("u{id}"),
-        age: 20 + id as i32,
-        score: id as f64 * 1.5,
-        active: id % 2 == 0,
-        created: SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_000 + id as u64),
-        tags: vec![format!("t{id}")],
-        attributes: HashMap::from([("n".to_string(), id as i32)]),
-    }
-}
+use super::demo_user::{User, sample};
 
 async fn reference(group: &str, config: ClusterConfig) -> Reference {
     Reference::new(DEMO_SERVICE)
