@@ -2,8 +2,11 @@
 //! item 5), found and called by a real Java Dubbo 3.3 consumer in `FORCE_APPLICATION` and by a
 //! Switchman consumer, in real ZooKeeper and rnacos. The provider is `switchman provider
 //! --protocol tri`'s own code (`serve_echo`, `java_instance`, `registrar_from_url`), which
-//! answers Dubbo's `MetadataService` on its Triple port. Every test uses its own application
-//! and service group, so the tests run in parallel.
+//! answers Dubbo's `MetadataService` on its Triple port. Every test uses its own application,
+//! service group and interface, so the tests run in parallel: a Java consumer in
+//! `FORCE_APPLICATION` subscribes to every application its interface's mapping names, and a
+//! shared interface (the `DemoService` of the Java providers elsewhere) would make it wait on
+//! other tests' instances, whose `MetadataService` may be gone.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,13 +23,19 @@ use switchman_discovery::zookeeper::ZookeeperRegistry;
 use switchman_discovery::{
     DirectoryConfig, EmptyPolicy, Registrar, RegistryDirectory, registrar_from_url,
 };
-use switchman_integration_tests::java_peer::{self, DEMO_SERVICE, JavaProvider, ProviderOptions};
+use switchman_integration_tests::java_peer::{self, JavaProvider, ProviderOptions};
 use switchman_integration_tests::zk_server::raw_client;
 use switchman_integration_tests::{nacos, nacos_api, unique, zookeeper};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// A `switchman provider --protocol tri` of `DemoService` in `group`, application `app`.
+/// An interface of this test's own (the echo provider answers any interface): nothing else
+/// maps it to an application.
+fn own_interface(prefix: &str) -> String {
+    format!("io.switchman.rapp.{}", unique(prefix).replace('-', "_"))
+}
+
+/// A `switchman provider --protocol tri` of `iface` in `group`, application `app`.
 struct RustProvider {
     server: TripleServer,
     name: String,
@@ -34,7 +43,7 @@ struct RustProvider {
     registrar: Arc<dyn Registrar>,
 }
 
-async fn rust_provider(registry: &str, app: &str, group: &str) -> RustProvider {
+async fn rust_provider(registry: &str, iface: &str, app: &str, group: &str) -> RustProvider {
     let (server, name) = serve_echo(
         "127.0.0.1:0".parse().unwrap(),
         EchoOptions {
@@ -51,7 +60,7 @@ async fn rust_provider(registry: &str, app: &str, group: &str) -> RustProvider {
     let instance = java_instance(
         "127.0.0.1",
         server.addr().port(),
-        ServiceKey::with(DEMO_SERVICE, group, ""),
+        ServiceKey::with(iface, group, ""),
         &["add"],
     )
     .timestamp_ms(now_ms)
@@ -68,12 +77,41 @@ async fn rust_provider(registry: &str, app: &str, group: &str) -> RustProvider {
     }
 }
 
-/// The Java consumer in `FORCE_APPLICATION`: `add(2, 3)` three times over tri://.
-async fn java_calls(registry: &str, group: &str) -> Vec<Value> {
-    let (registry, group) = (registry.to_string(), group.to_string());
-    tokio::task::spawn_blocking(move || java_peer::force_application_adds(&registry, &group))
-        .await
-        .unwrap()
+/// The Java consumer in `FORCE_APPLICATION` (generic, so any interface name): `add(2, 3)`
+/// three times over tri://.
+async fn java_calls(registry: &str, iface: &str, group: &str) -> Vec<Value> {
+    let args: Vec<String> = [
+        "--registry",
+        registry,
+        "--interface",
+        iface,
+        "--group",
+        group,
+        "--protocol",
+        "tri",
+        "--migration",
+        "FORCE_APPLICATION",
+        "--method",
+        "add",
+        "--types",
+        "int,int",
+        "--args",
+        "[2,3]",
+        "--count",
+        "3",
+        "--timeout-ms",
+        "5000",
+    ]
+    .map(String::from)
+    .to_vec();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (status, lines) = java_peer::run_consumer(&args);
+        assert!(status.success(), "{lines:?}");
+        lines
+    })
+    .await
+    .unwrap()
 }
 
 fn want(name: &str) -> Value {
@@ -105,8 +143,9 @@ async fn the_java_consumer_calls_a_rust_instance_in_zookeeper_local_metadata() {
     }
     let started = Instant::now();
     let (app, group) = (unique("rapp-zk"), unique("rapp-zk"));
+    let iface = own_interface("rapp-zk");
     let registry = format!("zookeeper://{}?register-mode=instance", zookeeper());
-    let p = rust_provider(&registry, &app, &group).await;
+    let p = rust_provider(&registry, &iface, &app, &group).await;
     // Application level only: the instance and the mapping, no interface-level node.
     let id = format!("127.0.0.1:{}", p.server.addr().port());
     let node = zk_data(&format!("/services/{app}/{id}"))
@@ -114,12 +153,8 @@ async fn the_java_consumer_calls_a_rust_instance_in_zookeeper_local_metadata() {
         .expect("instance node");
     let revision = node_revision(&node);
     assert_eq!(revision.len(), 32, "an MD5 hex revision: {revision}");
-    let mapping = String::from_utf8(
-        zk_data(&format!("/dubbo/mapping/{DEMO_SERVICE}"))
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let mapping =
+        String::from_utf8(zk_data(&format!("/dubbo/mapping/{iface}")).await.unwrap()).unwrap();
     assert!(mapping.split(',').any(|a| a == app), "{mapping}");
     assert!(
         zk_data(&format!("/dubbo/metadata/{app}/{revision}"))
@@ -127,19 +162,15 @@ async fn the_java_consumer_calls_a_rust_instance_in_zookeeper_local_metadata() {
             .is_none(),
         "local metadata: no report"
     );
-    let lines = java_calls(&format!("zookeeper://{}", zookeeper()), &group).await;
+    let lines = java_calls(&format!("zookeeper://{}", zookeeper()), &iface, &group).await;
     assert_eq!(lines, vec![want(&p.name); 3]);
     // 3 calls plus at least one getMetadataInfo from the Java consumer.
     assert!(p.server.hits() >= 4, "hits {}", p.server.hits());
     // Unregistering removes the instance, not the mapping (as Dubbo).
     p.registrar.unregister(&p.instance).await.unwrap();
     assert!(zk_data(&format!("/services/{app}/{id}")).await.is_none());
-    let mapping = String::from_utf8(
-        zk_data(&format!("/dubbo/mapping/{DEMO_SERVICE}"))
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let mapping =
+        String::from_utf8(zk_data(&format!("/dubbo/mapping/{iface}")).await.unwrap()).unwrap();
     assert!(mapping.split(',').any(|a| a == app), "{mapping}");
     eprintln!("zookeeper local: {:?}", started.elapsed());
 }
@@ -150,11 +181,12 @@ async fn the_java_consumer_calls_a_rust_instance_in_zookeeper_remote_metadata() 
         return;
     }
     let (app, group) = (unique("rapp-zkr"), unique("rapp-zkr"));
+    let iface = own_interface("rapp-zkr");
     let registry = format!(
         "zookeeper://{}?register-mode=instance&metadata-type=remote",
         zookeeper()
     );
-    let p = rust_provider(&registry, &app, &group).await;
+    let p = rust_provider(&registry, &iface, &app, &group).await;
     let id = format!("127.0.0.1:{}", p.server.addr().port());
     let node = zk_data(&format!("/services/{app}/{id}")).await.unwrap();
     let revision = node_revision(&node);
@@ -167,7 +199,7 @@ async fn the_java_consumer_calls_a_rust_instance_in_zookeeper_remote_metadata() 
         (app.as_str(), revision.as_str())
     );
     assert_eq!(info.calc_revision(), revision);
-    let lines = java_calls(&format!("zookeeper://{}", zookeeper()), &group).await;
+    let lines = java_calls(&format!("zookeeper://{}", zookeeper()), &iface, &group).await;
     assert_eq!(lines, vec![want(&p.name); 3]);
     // Remote metadata: the Java consumer read the report, not the MetadataService.
     assert_eq!(p.server.hits(), 3);
@@ -180,16 +212,14 @@ async fn the_java_consumer_calls_a_rust_instance_in_nacos_local_metadata() {
         return;
     }
     let (app, group) = (unique("rapp-nacos"), unique("rapp-nacos"));
+    let iface = own_interface("rapp-nacos");
     let registry = format!("nacos://{}?register-mode=instance", nacos());
-    let p = rust_provider(&registry, &app, &group).await;
+    let p = rust_provider(&registry, &iface, &app, &group).await;
     let mapping = nacos_api::request(
         &nacos(),
         "GET",
         "/nacos/v1/cs/configs",
-        &[
-            ("dataId", DEMO_SERVICE.to_string()),
-            ("group", "mapping".to_string()),
-        ],
+        &[("dataId", iface.clone()), ("group", "mapping".to_string())],
     )
     .unwrap();
     assert!(mapping.split(',').any(|a| a.trim() == app), "{mapping}");
@@ -201,7 +231,7 @@ async fn the_java_consumer_calls_a_rust_instance_in_nacos_local_metadata() {
     )
     .unwrap();
     assert!(listed.contains("dubbo.metadata.revision"), "{listed}");
-    let lines = java_calls(&format!("nacos://{}", nacos()), &group).await;
+    let lines = java_calls(&format!("nacos://{}", nacos()), &iface, &group).await;
     assert_eq!(lines, vec![want(&p.name); 3]);
     assert!(p.server.hits() >= 4, "hits {}", p.server.hits());
     p.registrar.unregister(&p.instance).await.unwrap();
@@ -213,11 +243,12 @@ async fn the_java_consumer_calls_a_rust_instance_in_nacos_remote_metadata() {
         return;
     }
     let (app, group) = (unique("rapp-nacosr"), unique("rapp-nacosr"));
+    let iface = own_interface("rapp-nacosr");
     let registry = format!(
         "nacos://{}?register-mode=instance&metadata-type=remote",
         nacos()
     );
-    let p = rust_provider(&registry, &app, &group).await;
+    let p = rust_provider(&registry, &iface, &app, &group).await;
     let revision = switchman_discovery::metadata::MetadataInfo::of_services(
         &app,
         [switchman_discovery::metadata::ServiceInfo::from_instance(
@@ -238,7 +269,7 @@ async fn the_java_consumer_calls_a_rust_instance_in_nacos_remote_metadata() {
             .revision,
         revision
     );
-    let lines = java_calls(&format!("nacos://{}", nacos()), &group).await;
+    let lines = java_calls(&format!("nacos://{}", nacos()), &iface, &group).await;
     assert_eq!(lines, vec![want(&p.name); 3]);
     assert_eq!(p.server.hits(), 3, "the report, not the MetadataService");
     p.registrar.unregister(&p.instance).await.unwrap();
@@ -248,16 +279,16 @@ async fn the_java_consumer_calls_a_rust_instance_in_nacos_remote_metadata() {
 /// through the mapping and the MetadataService, and calls it.
 async fn switchman_round_trip(
     registry: &str,
+    iface: &str,
     consumer: Arc<dyn switchman_discovery::Registry>,
     app: &str,
     group: &str,
 ) {
-    let p = rust_provider(registry, app, group).await;
+    let p = rust_provider(registry, iface, app, group).await;
     let dir = RegistryDirectory::subscribe(
         consumer.as_ref(),
         // Publish: the unregistered instance must leave the list, not be kept as the last one.
-        DirectoryConfig::new(ServiceKey::with(DEMO_SERVICE, group, ""))
-            .empty_policy(EmptyPolicy::Publish),
+        DirectoryConfig::new(ServiceKey::with(iface, group, "")).empty_policy(EmptyPolicy::Publish),
     )
     .await
     .unwrap();
@@ -301,6 +332,7 @@ async fn a_switchman_consumer_finds_the_rust_instance_in_zookeeper() {
             .metadata_cache(cache.clone());
     switchman_round_trip(
         &format!("zookeeper://{}?register-mode=instance", zookeeper()),
+        &own_interface("rapp-rt"),
         Arc::new(consumer),
         &app,
         &group,
@@ -320,6 +352,7 @@ async fn a_switchman_consumer_finds_the_rust_instance_in_nacos() {
     .metadata_cache(cache.clone());
     switchman_round_trip(
         &format!("nacos://{}?register-mode=instance", nacos()),
+        &own_interface("rapp-rtn"),
         Arc::new(consumer),
         &app,
         &group,
@@ -332,12 +365,13 @@ async fn a_switchman_consumer_finds_the_rust_instance_in_nacos() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn register_mode_all_writes_both_levels_and_the_mapping_keeps_every_app() {
     let (a1, a2, group) = (unique("rapp-all1"), unique("rapp-all2"), unique("rapp-all"));
+    let iface = own_interface("rapp-all");
     let registry = format!("zookeeper://{}?register-mode=all", zookeeper());
-    let p1 = rust_provider(&registry, &a1, &group).await;
-    let p2 = rust_provider(&registry, &a2, &group).await;
+    let p1 = rust_provider(&registry, &iface, &a1, &group).await;
+    let p2 = rust_provider(&registry, &iface, &a2, &group).await;
     let zk = raw_client(&zookeeper(), WAIT).await;
     let providers = zk
-        .list_children(&format!("/dubbo/{DEMO_SERVICE}/providers"))
+        .list_children(&format!("/dubbo/{iface}/providers"))
         .await
         .unwrap();
     let port = p1.server.addr().port().to_string();
@@ -347,12 +381,8 @@ async fn register_mode_all_writes_both_levels_and_the_mapping_keeps_every_app() 
             .any(|c| c.contains(&port) && c.contains(&group)),
         "interface-level node of {port}"
     );
-    let mapping = String::from_utf8(
-        zk_data(&format!("/dubbo/mapping/{DEMO_SERVICE}"))
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let mapping =
+        String::from_utf8(zk_data(&format!("/dubbo/mapping/{iface}")).await.unwrap()).unwrap();
     let apps: Vec<&str> = mapping.split(',').collect();
     assert!(
         apps.contains(&a1.as_str()) && apps.contains(&a2.as_str()),
@@ -414,7 +444,8 @@ async fn session_expiry_recreates_the_application_instance() {
         .unwrap();
     let url = server.registry_url("session=2000&timeout=1000&register-mode=instance");
     let (app, group) = (unique("rapp-exp"), unique("rapp-exp"));
-    let p = rust_provider(&url, &app, &group).await;
+    let iface = own_interface("rapp-exp");
+    let p = rust_provider(&url, &iface, &app, &group).await;
     let path = format!("/services/{app}/127.0.0.1:{}", p.server.addr().port());
     let client = raw_client(&server.connect_string(), WAIT).await;
     let owner = |c: zookeeper_client::Client, path: String| async move {
@@ -448,7 +479,7 @@ async fn session_expiry_recreates_the_application_instance() {
     let (data_after, _) = client.get_data(&path).await.unwrap();
     assert_eq!(node_revision(&data_after), node_revision(&data_before));
     let (mapping, _) = client
-        .get_data(&format!("/dubbo/mapping/{DEMO_SERVICE}"))
+        .get_data(&format!("/dubbo/mapping/{iface}"))
         .await
         .unwrap();
     assert_eq!(String::from_utf8(mapping).unwrap(), app);
