@@ -253,6 +253,12 @@ impl AttemptBook {
         AttemptBook::default()
     }
 
+    /// Whether no attempt of the call has sent anything so far (each one ended before
+    /// sending: [`Error::is_unavailable`]), or none was made.
+    pub(crate) fn nothing_sent(&self) -> bool {
+        self.started.load(Ordering::Acquire) == 0
+    }
+
     /// Uses one granted retry, if any is left.
     fn take_grant(&self) -> bool {
         self.granted
@@ -494,6 +500,8 @@ pub struct Call<'c> {
     rng: fastrand::Rng,
     tried: Tried,
     failed: Vec<String>,
+    /// The call runs on the `APPLICATION_FIRST` fallback's plan: it re-lists there.
+    on_fallback: bool,
 }
 
 impl std::fmt::Debug for Call<'_> {
@@ -525,7 +533,23 @@ impl<'c> Call<'c> {
             rng: fastrand::Rng::new(),
             tried: Tried::new(),
             failed: Vec::new(),
+            on_fallback: false,
         }
+    }
+
+    /// This call on the `APPLICATION_FIRST` fallback's plan: it re-lists there, and keeps
+    /// `deadline` (the whole call's, when it moved there from the directory's plan).
+    pub(crate) fn on_fallback(mut self, deadline: Option<Option<Instant>>) -> Self {
+        self.on_fallback = true;
+        if let Some(d) = deadline {
+            self.deadline = d;
+        }
+        self
+    }
+
+    /// The whole call's deadline.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.deadline
     }
 
     pub(crate) fn shared(&self) -> &'c Shared {
@@ -552,6 +576,12 @@ impl<'c> Call<'c> {
     /// retry (failover does, as Dubbo's does): a retry sees instances that came or went
     /// meanwhile. Picks in it use its settings for the method, under this call's attachments.
     pub fn relist(&self) -> Plan {
+        if self.on_fallback {
+            return self
+                .shared
+                .fallback_plan()
+                .unwrap_or_else(|| self.plan.clone());
+        }
         self.shared.plan()
     }
 

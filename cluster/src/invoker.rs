@@ -11,7 +11,7 @@ use switchman_core::{BoxFuture, Error, Invocation, Invoker, Result};
 use switchman_discovery::Directory;
 use switchman_loadbalance::EjectionCount;
 use tracing::field::Empty;
-use tracing::{Instrument, info, info_span};
+use tracing::{Instrument, debug, info, info_span};
 
 use crate::budget::{BudgetConfig, RetryBudget};
 use crate::call::{AttemptBook, Call};
@@ -180,8 +180,9 @@ impl ClusterInvoker {
     pub async fn invoke(&self, invocation: &Invocation) -> Result<Value> {
         let shared = &*self.shared;
         let started = tokio::time::Instant::now();
-        // The one load of the call: everything below reads this plan.
-        let plan = shared.plan();
+        // The one load of the call: everything below reads this plan (or, under
+        // APPLICATION_FIRST, the interface-level fallback's when the call moves there).
+        let (plan, fallback) = shared.plan_for_call();
         let resolved = plan.settings(&invocation.method);
         let overridden = apply_attachments(resolved, invocation)?;
         let settings = overridden.as_ref().unwrap_or(resolved);
@@ -203,9 +204,25 @@ impl ClusterInvoker {
         let book = AttemptBook::new();
         let result = async {
             let mut call = Call::new(shared, &plan, invocation, settings, &telemetry, &book);
-            match &self.custom {
-                Some(custom) => custom.call(&mut call).await,
-                None => strategy::run(settings.strategy, &mut call).await,
+            let result = self.run(&mut call).await;
+            // APPLICATION_FIRST: nothing at the application level could take the call
+            // (none listed, or every candidate refused it before anything was sent): the
+            // interface level takes it, within the same deadline.
+            match (result, fallback) {
+                (Err(e), Some(snapshot)) if falls_back(&e) && book.nothing_sent() => {
+                    debug!(method = %invocation.method, error = %e,
+                        "application level unavailable for this call: falling back to the interface level");
+                    let plan = shared.planner.fallback(snapshot);
+                    let overridden = apply_attachments(plan.settings(&invocation.method), invocation)?;
+                    let settings = overridden
+                        .as_ref()
+                        .unwrap_or(plan.settings(&invocation.method));
+                    let deadline = call.deadline();
+                    let mut call = Call::new(shared, &plan, invocation, settings, &telemetry, &book)
+                        .on_fallback(Some(deadline));
+                    self.run(&mut call).await
+                }
+                (result, _) => result,
             }
         }
         .instrument(span.clone())
@@ -229,6 +246,23 @@ impl ClusterInvoker {
             _ => result,
         }
     }
+}
+
+impl ClusterInvoker {
+    /// The strategy (the user's, else the settings') on `call`.
+    async fn run(&self, call: &mut Call<'_>) -> Result<Value> {
+        match &self.custom {
+            Some(custom) => custom.call(call).await,
+            None => strategy::run(call.settings().strategy, call).await,
+        }
+    }
+}
+
+/// Whether a call that failed with `e` at the application level moves to the interface
+/// level (when nothing was sent): no endpoint was listed or routable there, or the last one
+/// tried was unavailable.
+fn falls_back(e: &Error) -> bool {
+    e.kind() == switchman_core::ErrorKind::NoProvider || e.is_unavailable()
 }
 
 struct Parts {

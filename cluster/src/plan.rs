@@ -119,6 +119,9 @@ impl Plan {
 pub(crate) struct Planner {
     config: ClusterConfig,
     current: ArcSwapOption<Resolved>,
+    /// The resolution of the `APPLICATION_FIRST` fallback's newest snapshot (a second slot,
+    /// so that calls alternating between both levels resolve neither again).
+    fallback: ArcSwapOption<Resolved>,
     /// Locked only while a plan is built.
     balancers: Mutex<Vec<(BalancerSpec, Arc<dyn LoadBalance>)>>,
 }
@@ -132,6 +135,7 @@ impl Planner {
         Planner {
             config,
             current: ArcSwapOption::empty(),
+            fallback: ArcSwapOption::empty(),
             balancers: Mutex::new(Vec::new()),
         }
     }
@@ -144,8 +148,19 @@ impl Planner {
     /// loads and a comparison), or built now by the first call to see the snapshot.
     #[inline]
     pub(crate) fn current(&self, directory: &dyn Directory) -> Plan {
-        let snapshot = directory.load();
-        let cached = self.current.load();
+        self.plan_in(&self.current, directory.load())
+    }
+
+    /// The plan of `snapshot`, the `APPLICATION_FIRST` fallback's (its own cache slot).
+    #[inline]
+    pub(crate) fn fallback(&self, snapshot: Arc<Snapshot>) -> Plan {
+        self.plan_in(&self.fallback, snapshot)
+    }
+
+    /// The plan of `snapshot` with the resolution cached in `slot`, or built now.
+    #[inline]
+    fn plan_in(&self, slot: &ArcSwapOption<Resolved>, snapshot: Arc<Snapshot>) -> Plan {
+        let cached = slot.load();
         if let Some(r) = cached.as_ref()
             && r.snapshot == snapshot.id()
         {
@@ -160,7 +175,7 @@ impl Planner {
             .as_ref()
             .is_none_or(|c| c.snapshot < resolved.snapshot)
         {
-            self.current.store(Some(resolved.clone()));
+            slot.store(Some(resolved.clone()));
         }
         Plan { snapshot, resolved }
     }

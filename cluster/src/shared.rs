@@ -91,6 +91,29 @@ impl Shared {
         self.planner.current(&*self.directory)
     }
 
+    /// The plan a call starts with, and the `APPLICATION_FIRST` fallback it may still move to
+    /// (see [`switchman_discovery::migration`]): with a fallback, `100 - proportion` percent
+    /// of calls (one draw each) and every call while the directory's snapshot has no endpoint
+    /// start on the fallback's plan; the others start on the directory's and may fall back.
+    #[inline]
+    pub(crate) fn plan_for_call(&self) -> (Plan, Option<Arc<Snapshot>>) {
+        let plan = self.plan();
+        let Some(f) = self.directory.fallback() else {
+            return (plan, None);
+        };
+        let draw = f.proportion < 100 && fastrand::u8(..100) >= f.proportion;
+        if draw || plan.snapshot().endpoints().is_empty() {
+            return (self.planner.fallback(f.snapshot), None);
+        }
+        (plan, Some(f.snapshot))
+    }
+
+    /// The plan of the fallback's current snapshot, if there still is a fallback.
+    pub(crate) fn fallback_plan(&self) -> Option<Plan> {
+        let f = self.directory.fallback()?;
+        Some(self.planner.fallback(f.snapshot))
+    }
+
     /// Whether a call can be placed within the service's `actives` caps: always, unless
     /// every endpoint has a cap and this invoker's attempts in flight fill their sum.
     pub(crate) fn has_room(&self) -> bool {

@@ -52,6 +52,24 @@ pub trait Directory: Send + Sync + fmt::Debug + 'static {
     fn lists(&self) -> Option<crate::migration::Lists> {
         None
     }
+
+    /// Dubbo's `APPLICATION_FIRST` per-call fallback ([`crate::migration`]): the
+    /// interface-level snapshot a call may use instead of [`Directory::snapshot`]'s, and the
+    /// percent of calls that stay on the latter. Asked once per call; must not lock. `None`
+    /// (the default): calls never fall back.
+    fn fallback(&self) -> Option<FallbackSnapshot> {
+        None
+    }
+}
+
+/// What [`Directory::fallback`] gives: the interface-level snapshot and the percent of calls
+/// that stay on the directory's own snapshot (0..=100).
+#[derive(Debug, Clone)]
+pub struct FallbackSnapshot {
+    /// The interface-level snapshot.
+    pub snapshot: Arc<Snapshot>,
+    /// Percent of calls that do not use it (Dubbo's `proportion`).
+    pub proportion: u8,
 }
 
 impl Directory for RegistryDirectory {
@@ -69,6 +87,10 @@ impl Directory for RegistryDirectory {
 
     fn lists(&self) -> Option<crate::migration::Lists> {
         RegistryDirectory::lists(self)
+    }
+
+    fn fallback(&self) -> Option<FallbackSnapshot> {
+        RegistryDirectory::fallback(self)
     }
 }
 

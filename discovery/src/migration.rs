@@ -34,14 +34,24 @@
 //!   removed or blank rule is Dubbo's initial rule (the URL's values and the defaults); a rule
 //!   that does not parse is logged and the last good rule stays.
 //!
+//! - **Per call under `APPLICATION_FIRST`** (Dubbo's `MigrationInvoker.invoke`): while the
+//!   application level is in use, the interface-level list stays at hand as the subscription's
+//!   [`Fallback`] ([`crate::Update::Fallback`]; the directory keeps a second snapshot of it).
+//!   `proportion` (percent, the rule's, else the URL's `migration.promotion`, else 100) is the
+//!   share of calls that go to the application level: each call draws, and `100 - proportion`
+//!   percent of them go to the interface level. A call whose application-level candidates are
+//!   all unavailable (none listed, or every attempt refused before anything was sent: a
+//!   provider shutting down, no connection) runs on the interface level instead.
+//!
 //! Differences from Dubbo, on purpose:
 //!
 //! - A `FORCE_*` step that fails its check stays *pending* and is checked again whenever either
 //!   list changes (Dubbo gives up until the rule is published again). Both lists are read in
 //!   every step (Dubbo unsubscribes the unused one), so a switch needs no new subscription.
-//! - `proportion` (Dubbo's per-call random share of `APPLICATION_FIRST` calls sent to the
-//!   interface level) is parsed and validated but not applied: a subscription publishes one
-//!   list. A rule with `proportion < 100` is logged once.
+//! - The per-call fallback is decided from what the call met (every application-level
+//!   candidate refused before anything was sent) rather than from the connections' state
+//!   before the call (Dubbo's `isAvailable`): Switchman connects on first use. A strategy that
+//!   answers failures itself (`failsafe`, `failback`) answers before a fallback is tried.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -127,6 +137,34 @@ pub struct Lists {
     pub using: Source,
 }
 
+/// The interface-level list calls fall back to under `APPLICATION_FIRST` while the
+/// application level is in use, and the share of calls that stay on the application level
+/// (see the module docs). Sent by the adapters as [`crate::Update::Fallback`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fallback {
+    /// The interface-level providers.
+    pub instances: Vec<std::sync::Arc<switchman_core::Instance>>,
+    /// Percent of calls that go to the application level (0..=100); the others go to
+    /// `instances`.
+    pub proportion: u8,
+}
+
+impl Fallback {
+    /// What a subscription in `state` falls back to after its decision `using`, with
+    /// `interface_level` the interface-level list: `None` unless under `APPLICATION_FIRST`
+    /// with the application level in use.
+    pub fn of(
+        state: &MigrationState,
+        using: Source,
+        interface_level: &[std::sync::Arc<switchman_core::Instance>],
+    ) -> Option<Fallback> {
+        state.fallback_proportion(using).map(|proportion| Fallback {
+            instances: interface_level.to_vec(),
+            proportion,
+        })
+    }
+}
+
 impl Source {
     /// `interface` or `application`.
     pub fn as_str(self) -> &'static str {
@@ -188,7 +226,8 @@ pub struct SubMigrationRule {
     pub step: Option<MigrationStep>,
     /// Threshold for this entry.
     pub threshold: Option<f32>,
-    /// Proportion (percent) for this entry (parsed, not applied).
+    /// Proportion (percent of `APPLICATION_FIRST` calls to the application level) for this
+    /// entry.
     pub proportion: Option<i32>,
     /// Delay (seconds) before a `FORCE_*` step is checked.
     pub delay: Option<i32>,
@@ -205,7 +244,7 @@ pub struct MigrationRule {
     pub step: Option<MigrationStep>,
     /// The rule's threshold.
     pub threshold: Option<f32>,
-    /// The rule's proportion (percent; parsed, not applied).
+    /// The rule's proportion (percent of `APPLICATION_FIRST` calls to the application level).
     pub proportion: Option<i32>,
     /// The rule's delay (seconds).
     pub delay: Option<i32>,
@@ -229,6 +268,8 @@ pub struct MigrationDefaults {
     pub force: bool,
     /// `migration.delay` in seconds, default 0.
     pub delay: u32,
+    /// `migration.promotion` (Dubbo's name for the default proportion), 0..=100, default 100.
+    pub proportion: u8,
 }
 
 impl Default for MigrationDefaults {
@@ -238,6 +279,7 @@ impl Default for MigrationDefaults {
             threshold: None,
             force: false,
             delay: 0,
+            proportion: 100,
         }
     }
 }
@@ -263,6 +305,13 @@ impl MigrationDefaults {
         if let Some(v) = get("migration.delay") {
             let secs = parse_int(v).map_err(|e| format!("migration.delay={v:?}: {e}"))?;
             d.delay = delay_secs(secs).map_err(|e| format!("migration.delay={v:?}: {e}"))?;
+        }
+        if let Some(v) = get("migration.promotion") {
+            let p = parse_int(v).map_err(|e| format!("migration.promotion={v:?}: {e}"))?;
+            d.proportion = u8::try_from(p)
+                .ok()
+                .filter(|p| *p <= 100)
+                .ok_or_else(|| format!("migration.promotion={v:?}: not a percent (0 to 100)"))?;
         }
         Ok(d)
     }
@@ -468,7 +517,7 @@ impl MigrationRule {
         let proportion = self
             .sub_value(display_key, apps, |s| s.proportion)
             .or(self.proportion)
-            .unwrap_or(100);
+            .unwrap_or(i32::from(defaults.proportion));
         let delay = self
             .sub_value(display_key, apps, |s| s.delay)
             .or(self.delay)
@@ -495,8 +544,8 @@ pub struct Resolved {
     pub step: MigrationStep,
     /// The threshold as configured (negative: unset, compared as `0.0`).
     pub threshold: f32,
-    /// Percent of `APPLICATION_FIRST` calls Dubbo would send to the application level (not
-    /// applied).
+    /// Percent of `APPLICATION_FIRST` calls sent to the application level (as Dubbo, any
+    /// integer: at most 0 sends every call to the interface level, 100 or more none).
     pub proportion: i32,
     /// How long a `FORCE_*` step waits before its check.
     pub delay: Duration,
@@ -526,7 +575,8 @@ pub struct MigrationState {
     /// Step and configured threshold in force; `None` before the first decision.
     current: Option<(MigrationStep, f32)>,
     pending: Option<Pending>,
-    proportion_logged: bool,
+    /// The proportion of the last decision, clamped to 0..=100.
+    proportion: u8,
 }
 
 impl MigrationState {
@@ -540,7 +590,7 @@ impl MigrationState {
             last_text: None,
             current: None,
             pending: None,
-            proportion_logged: false,
+            proportion: 100,
         }
     }
 
@@ -584,6 +634,14 @@ impl MigrationState {
         self.current.map(|c| c.0)
     }
 
+    /// Whether calls may fall back to the interface level when the last
+    /// [`MigrationState::choose`] gave `using`, and with which proportion: under
+    /// `APPLICATION_FIRST` with the application level in use (see the module docs).
+    pub fn fallback_proportion(&self, using: Source) -> Option<u8> {
+        (self.step() == Some(MigrationStep::ApplicationFirst) && using == Source::Application)
+            .then_some(self.proportion)
+    }
+
     /// Whether a subscription's first list should wait (bounded, see the adapters'
     /// `hold_first_list`) for application-level metadata still being fetched: the step in
     /// force, or the one the rule asks for before the first decision, would use the
@@ -613,9 +671,10 @@ impl MigrationState {
         now: Instant,
     ) -> Source {
         let r = self.rule.resolve(&self.service, apps, &self.defaults);
-        if r.proportion < 100 && !self.proportion_logged {
-            self.proportion_logged = true;
-            info!(service = %self.service, proportion = r.proportion, "migration proportion is not applied: every call uses the list of the step");
+        let proportion = r.proportion.clamp(0, 100) as u8;
+        if proportion != self.proportion {
+            info!(service = %self.service, proportion, "migration proportion: percent of APPLICATION_FIRST calls sent to the application level");
+            self.proportion = proportion;
         }
         let target = (r.step, r.threshold);
         match self.current {
@@ -891,6 +950,7 @@ applications:
             threshold: Some(0.7),
             force: true,
             delay: 5,
+            proportion: 100,
         };
         let v = empty.resolve("X", &apps(&[]), &url);
         assert_eq!(
@@ -918,6 +978,7 @@ applications:
             ("migration.threshold", "0.25"),
             ("migration.force", "true"),
             ("migration.delay", "7"),
+            ("migration.promotion", "40"),
         ]))
         .unwrap();
         assert_eq!(
@@ -926,7 +987,8 @@ applications:
                 step: ForceApplication,
                 threshold: Some(0.25),
                 force: true,
-                delay: 7
+                delay: 7,
+                proportion: 40,
             }
         );
         for (pairs, want) in [
@@ -940,11 +1002,57 @@ applications:
             ),
             (&[("migration.force", "2")][..], "migration.force=\"2\""),
             (&[("migration.delay", "-")][..], "migration.delay=\"-\""),
+            (
+                &[("migration.promotion", "101")][..],
+                "migration.promotion=\"101\": not a percent",
+            ),
         ] {
             let pairs: &'static [(&'static str, &'static str)] = pairs;
             let e = MigrationDefaults::from_params(params(pairs)).unwrap_err();
             assert!(e.contains(want), "{e}");
         }
+    }
+
+    /// Calls fall back only under APPLICATION_FIRST with the application level in use, with
+    /// the rule's proportion (clamped to 0..=100), else the URL's `migration.promotion`.
+    #[test]
+    fn the_fallback_and_its_proportion() {
+        use std::sync::Arc;
+        let now = Instant::now();
+        let none = apps(&[]);
+        let iface: Vec<Arc<switchman_core::Instance>> = vec![Arc::new(
+            switchman_core::Instance::builder("10.0.0.1", 1).build(),
+        )];
+        let mut s = state(MigrationDefaults {
+            proportion: 80,
+            ..MigrationDefaults::default()
+        });
+        let used = s.choose(&none, 1, 1, now);
+        assert_eq!(used, Source::Application);
+        let f = Fallback::of(&s, used, &iface).unwrap();
+        assert_eq!((f.proportion, f.instances.len()), (80, 1));
+        s.set_rule_text(Some("step: APPLICATION_FIRST\nproportion: 30\n"), "n");
+        let used = s.choose(&none, 1, 1, now);
+        assert_eq!(s.fallback_proportion(used), Some(30));
+        s.set_rule_text(Some("proportion: -5\n"), "n");
+        let used = s.choose(&none, 1, 1, now);
+        assert_eq!(s.fallback_proportion(used), Some(0));
+        s.set_rule_text(Some("proportion: 250\n"), "n");
+        let used = s.choose(&none, 1, 1, now);
+        assert_eq!(s.fallback_proportion(used), Some(100));
+        // The interface level in use (threshold not reached): nothing to fall back to.
+        s.set_rule_text(Some("threshold: 2.0\n"), "n");
+        let used = s.choose(&none, 1, 1, now);
+        assert_eq!(used, Source::Interface);
+        assert_eq!(Fallback::of(&s, used, &iface), None);
+        // FORCE_APPLICATION: never.
+        s.set_rule_text(Some("step: FORCE_APPLICATION\nforce: true\n"), "n");
+        let used = s.choose(&none, 1, 1, now);
+        assert_eq!(
+            (s.step(), used),
+            (Some(ForceApplication), Source::Application)
+        );
+        assert_eq!(s.fallback_proportion(used), None);
     }
 
     fn state(defaults: MigrationDefaults) -> MigrationState {

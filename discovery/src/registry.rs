@@ -47,6 +47,11 @@ pub enum Update {
     /// What an adapter with application-level discovery decided from (sent when it changes):
     /// kept by the directory for [`crate::RegistryDirectory::lists`], no snapshot of its own.
     Lists(crate::migration::Lists),
+    /// Under Dubbo's `APPLICATION_FIRST` with the application level in use: the
+    /// interface-level list that calls fall back to, and the share of calls that stay (see
+    /// [`crate::migration`]); `None` when calls do not fall back. The directory keeps a
+    /// second snapshot of it ([`crate::contracts::Directory::fallback`]).
+    Fallback(Option<crate::migration::Fallback>),
 }
 
 impl Update {

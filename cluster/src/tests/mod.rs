@@ -1,6 +1,7 @@
 //! Deterministic strategy tests over a fault-injecting invoker on tokio paused time.
 
 mod balancing;
+mod fallback;
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;

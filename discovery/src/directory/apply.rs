@@ -107,8 +107,22 @@ impl State {
                     }
                 }
             }
-            Update::Rule { key, text } => self.set_rule(key, text),
+            Update::Rule { key, text } => {
+                if let Some(f) = &self.fallback {
+                    f.apply(Update::Rule {
+                        key: key.clone(),
+                        text: text.clone(),
+                    });
+                }
+                self.set_rule(key, text)
+            }
             Update::Configurators { source, rules } => {
+                if let Some(f) = &self.fallback {
+                    f.apply(Update::Configurators {
+                        source: source.clone(),
+                        rules: rules.clone(),
+                    });
+                }
                 let (good, bad): (Vec<_>, Vec<_>) =
                     rules.into_iter().partition(|r| r.validate().is_ok());
                 for r in &bad {
@@ -140,6 +154,52 @@ impl State {
                 }
             }
             Update::Lists(lists) => self.decided = Some(lists),
+            Update::Fallback(fallback) => self.set_fallback(fallback),
+        }
+    }
+
+    /// Starts, feeds or stops the `APPLICATION_FIRST` fallback's directory: a directory of its
+    /// own (this one's settings, rules and overrides, no cache file) whose snapshot calls use
+    /// when they fall back to the interface level.
+    fn set_fallback(&mut self, fallback: Option<crate::migration::Fallback>) {
+        let service = &self.config.service;
+        let Some(fallback) = fallback else {
+            if self.fallback.take().is_some() {
+                info!(service = %service, "interface-level fallback stopped");
+                self.shared.fallback.store(None);
+            }
+            return;
+        };
+        let proportion = fallback.proportion.min(100);
+        let dir = match &self.fallback {
+            Some(dir) => dir,
+            None => {
+                let mut config = self.config.clone();
+                config.cache_file = None;
+                let dir = super::RegistryDirectory::spawn(config, None);
+                for (source, rules) in &self.configurators {
+                    dir.apply(Update::Configurators {
+                        source: source.clone(),
+                        rules: rules.clone(),
+                    });
+                }
+                info!(service = %service, interface_level = fallback.instances.len(), proportion,
+                    "interface-level fallback started (APPLICATION_FIRST)");
+                self.fallback.insert(dir)
+            }
+        };
+        dir.apply(Update::Reset(fallback.instances));
+        let current = self.shared.fallback.load();
+        let same = current
+            .as_ref()
+            .is_some_and(|f| f.proportion == proportion && Arc::ptr_eq(&f.shared, &dir.shared));
+        if !same {
+            self.shared
+                .fallback
+                .store(Some(Arc::new(super::FallbackRef {
+                    shared: dir.shared.clone(),
+                    proportion,
+                })));
         }
     }
 

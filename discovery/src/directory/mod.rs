@@ -167,6 +167,12 @@ impl DirectoryConfig {
     }
 }
 
+/// The fallback directory as readers see it.
+struct FallbackRef {
+    shared: Arc<Shared>,
+    proportion: u8,
+}
+
 enum Control {
     Update(Update),
     Router(RouterChain),
@@ -175,6 +181,9 @@ enum Control {
 
 struct Shared {
     current: ArcSwap<Snapshot>,
+    /// The `APPLICATION_FIRST` fallback: the interface-level directory's state and the share
+    /// of calls that stay on this one ([`Update::Fallback`]).
+    fallback: arc_swap::ArcSwapOption<FallbackRef>,
     /// Updates the owner task has applied (published or not).
     applied: std::sync::atomic::AtomicU64,
     /// The adapter's last [`Update::Lists`].
@@ -237,6 +246,7 @@ impl RegistryDirectory {
         let empty = Snapshot::empty(config.service.clone(), config.balancer.clone());
         let shared = Arc::new(Shared {
             current: ArcSwap::from_pointee(empty),
+            fallback: Default::default(),
             applied: std::sync::atomic::AtomicU64::new(0),
             lists: std::sync::Mutex::new(None),
         });
@@ -273,6 +283,7 @@ impl RegistryDirectory {
             consumer_overrides: Default::default(),
             spare: None,
             retired: Vec::new(),
+            fallback: None,
         };
         if let Some(list) = cached {
             info!(service = %state.config.service, instances = list.len(), "starting from the snapshot cache");
@@ -310,6 +321,19 @@ impl RegistryDirectory {
     /// list in use. `None` before its first decision and for other adapters.
     pub fn lists(&self) -> Option<crate::migration::Lists> {
         *self.shared.lists.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Under `APPLICATION_FIRST` with the application level in use: the interface-level
+    /// snapshot calls fall back to and the percent of calls that stay on this directory's
+    /// (see [`crate::migration`]). `None` otherwise, and until the fallback's first snapshot.
+    pub fn fallback(&self) -> Option<crate::contracts::FallbackSnapshot> {
+        let f = self.shared.fallback.load();
+        let f = f.as_ref()?;
+        let snapshot = f.shared.current.load_full();
+        (snapshot.epoch() > 0).then_some(crate::contracts::FallbackSnapshot {
+            snapshot,
+            proportion: f.proportion,
+        })
     }
 
     /// The current snapshot (one atomic load and a reference-count increment). Keep it as

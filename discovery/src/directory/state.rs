@@ -56,6 +56,9 @@ pub(super) struct State {
     /// task has yielded once, so that a reader on the same thread sees the snapshot first.
     /// Freeing 100k entries is a reference-count write (and often a free) each.
     pub(super) retired: Vec<Box<dyn Send>>,
+    /// The `APPLICATION_FIRST` fallback's directory (interface level), fed from this one:
+    /// its list from [`crate::Update::Fallback`], every rule and setting as this one's.
+    pub(super) fallback: Option<super::RegistryDirectory>,
 }
 
 /// The snapshot the current one was patched from (weights only: same instances in the same
@@ -175,6 +178,33 @@ pub(super) struct Published {
 }
 
 impl State {
+    /// Applies a control message (counted in `applied` when it is an update); returns whether
+    /// the next snapshot must be rebuilt. Router and balancer changes reach the fallback's
+    /// directory too.
+    fn control(&mut self, c: Control, applied: &mut u64) -> bool {
+        match c {
+            Control::Update(u) => {
+                self.apply(u);
+                *applied += 1;
+                false
+            }
+            Control::Router(r) => {
+                if let Some(f) = &self.fallback {
+                    f.set_router(r.clone());
+                }
+                self.config.router = r;
+                false
+            }
+            Control::Balancer(b) => {
+                if let Some(f) = &self.fallback {
+                    f.set_balancer(b.clone());
+                }
+                self.config.balancer = b;
+                true
+            }
+        }
+    }
+
     pub(super) async fn run(
         mut self,
         mut updates: Option<UpdateReceiver>,
@@ -204,9 +234,7 @@ impl State {
                     }
                 },
                 c = control.recv() => match c {
-                    Some(Control::Update(u)) => { self.apply(u); applied += 1; }
-                    Some(Control::Router(r)) => self.config.router = r,
-                    Some(Control::Balancer(b)) => { self.config.balancer = b; force = true; }
+                    Some(c) => force |= self.control(c, &mut applied),
                     None => return,
                 },
                 _ = refresh.as_mut(), if armed => { armed = false; force = true; }
@@ -229,17 +257,7 @@ impl State {
                 }
                 while let Ok(c) = control.try_recv() {
                     drained = true;
-                    match c {
-                        Control::Update(u) => {
-                            self.apply(u);
-                            applied += 1;
-                        }
-                        Control::Router(r) => self.config.router = r,
-                        Control::Balancer(b) => {
-                            self.config.balancer = b;
-                            force = true;
-                        }
-                    }
+                    force |= self.control(c, &mut applied);
                 }
             }
             let force = force || !self.config.router.is_same(&self.routed_with);

@@ -1185,3 +1185,95 @@ async fn an_adapters_decision_is_kept_without_a_new_snapshot() {
     assert_eq!(dir.lists(), Some(later));
     assert_eq!(dir.load().epoch(), epoch, "no snapshot for a decision");
 }
+
+/// Waits until the directory's fallback satisfies `ready`.
+async fn fallback_until(
+    dir: &RegistryDirectory,
+    mut ready: impl FnMut(Option<&crate::contracts::FallbackSnapshot>) -> bool,
+) {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while !ready(dir.fallback().as_ref()) {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+    .expect("the fallback directory follows");
+}
+
+/// `Update::Fallback` (APPLICATION_FIRST with the application level in use): a second
+/// snapshot of the interface-level list, under the same override rules (those set before
+/// and after it started) and routing rules, with its proportion; `None` stops it.
+#[tokio::test]
+async fn a_fallback_list_gets_a_snapshot_of_its_own_under_the_same_rules() {
+    use crate::migration::Fallback;
+    let dir = RegistryDirectory::spawn(cfg(), None);
+    dir.apply(Update::reset(vec![inst(1, 100)]));
+    dir.apply(Update::Configurators {
+        source: "zk".into(),
+        rules: vec![Configurator::for_address("10.0.0.1:2").param("weight", "7")],
+    });
+    settle(&dir, 1).await;
+    assert!(dir.fallback().is_none());
+    let fallback = |ports: &[u16], proportion| {
+        Update::Fallback(Some(Fallback {
+            instances: ports.iter().map(|&p| Arc::new(inst(p, 100))).collect(),
+            proportion,
+        }))
+    };
+    dir.apply(fallback(&[2, 3], 30));
+    fallback_until(&dir, |f| {
+        f.is_some_and(|f| f.snapshot.endpoints().len() == 2)
+    })
+    .await;
+    let f = dir.fallback().unwrap();
+    assert_eq!(f.proportion, 30);
+    assert_eq!(
+        f.snapshot.instances()[0].weight(),
+        7,
+        "the override set before"
+    );
+    assert_eq!(
+        dir.load().endpoints().len(),
+        1,
+        "the directory's own list is unchanged"
+    );
+    // An override set now reaches the fallback too; a new list and proportion replace the old.
+    dir.apply(Update::Configurators {
+        source: "zk".into(),
+        rules: vec![Configurator::for_address("10.0.0.1:3").param("disabled", "true")],
+    });
+    dir.apply(fallback(&[2, 3, 4], 100));
+    fallback_until(&dir, |f| {
+        f.is_some_and(|f| f.proportion == 100 && f.snapshot.instances().len() == 3)
+    })
+    .await;
+    let f = dir.fallback().unwrap();
+    let ports: Vec<u16> = f
+        .snapshot
+        .endpoints()
+        .iter()
+        .map(|e| e.instance.port())
+        .collect();
+    assert_eq!(ports, vec![2, 4], "3 disabled by the later override");
+    assert_eq!(
+        f.snapshot.instances()[0].weight(),
+        100,
+        "the earlier override replaced"
+    );
+    // A routing rule applies to both.
+    dir.apply(Update::Rule {
+        key: "com.foo.Bar::.condition-router".into(),
+        text: Some("method = m => port = 4".into()),
+    });
+    fallback_until(&dir, |f| {
+        f.is_some_and(|f| {
+            let mut rng = fastrand::Rng::with_seed(1);
+            f.snapshot
+                .select(&Invocation::new("m"), &[], &mut rng)
+                .is_ok_and(|i| f.snapshot.endpoints()[i].instance.port() == 4)
+        })
+    })
+    .await;
+    dir.apply(Update::Fallback(None));
+    fallback_until(&dir, |f| f.is_none()).await;
+}

@@ -99,6 +99,10 @@ pub(crate) struct AppSide {
     /// The last decision, and whether it is still to be reported (`Update::Lists`).
     lists: Option<migration::Lists>,
     lists_unsent: bool,
+    /// The last `APPLICATION_FIRST` fallback, and whether it is still to be sent
+    /// (`Update::Fallback`).
+    fallback: Option<migration::Fallback>,
+    fallback_unsent: bool,
 }
 
 impl AppSide {
@@ -150,6 +154,8 @@ impl AppSide {
             decide: false,
             lists: None,
             lists_unsent: false,
+            fallback: None,
+            fallback_unsent: false,
         })
     }
 
@@ -267,10 +273,21 @@ impl AppSide {
             self.lists = Some(lists);
             self.lists_unsent = true;
         }
+        let fallback = migration::Fallback::of(&self.migration, using, &interface_level);
+        if self.fallback != fallback {
+            self.fallback = fallback;
+            self.fallback_unsent = true;
+        }
         match using {
             Source::Interface => interface_level,
             Source::Application => self.list.clone(),
         }
+    }
+
+    /// The `APPLICATION_FIRST` fallback of the last [`AppSide::choose`] when it changed since
+    /// it was last taken (`Some(None)`: calls no longer fall back).
+    pub(crate) fn take_fallback(&mut self) -> Option<Option<migration::Fallback>> {
+        std::mem::take(&mut self.fallback_unsent).then(|| self.fallback.clone())
     }
 
     /// The decision of the last [`AppSide::choose`] when it changed since it was last taken.

@@ -246,6 +246,11 @@ pub(crate) async fn run<R: Send + Sync + 'static>(
             {
                 break 'events;
             }
+            if let Some(fallback) = app_side.as_mut().and_then(AppSide::take_fallback)
+                && tx.send(Update::Fallback(fallback)).await.is_err()
+            {
+                break 'events;
+            }
             free_after_yield((retired, replaced)).await;
         }
 

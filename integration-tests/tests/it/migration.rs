@@ -141,6 +141,39 @@ async fn wait_for_app_level(c: &Consumer, app: &str) -> Lists {
     }
 }
 
+/// Waits until the consumer falls back to A (the interface level) with `proportion`
+/// (`RegistryDirectory::fallback`, APPLICATION_FIRST with B in use).
+async fn wait_for_fallback(c: &Consumer, pair: &Pair, proportion: u8) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let f = c.dir.fallback();
+        if let Some(f) = &f
+            && f.proportion == proportion
+            && ports(&f.snapshot) == vec![pair.a.port()]
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no fallback to A at {proportion}%: {:?}",
+            f.map(|f| (f.proportion, ports(&f.snapshot)))
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// How many of `n` calls A answered (each answered by A or B).
+async fn on_a(c: &Consumer, n: usize) -> usize {
+    let mut a = 0;
+    for _ in 0..n {
+        match c.calls.invoke(&Invocation::new("whoami")).await.unwrap() {
+            v if v == "A" => a += 1,
+            v => assert_eq!(v, "B"),
+        }
+    }
+    a
+}
+
 /// One call of the load: when it started and who answered (or the error).
 struct Call {
     started: Instant,
@@ -363,7 +396,9 @@ async fn force_interface_to_force_application(c: &Consumer, pair: &Pair, rules: 
 
 /// APPLICATION_FIRST (no rule): B (the application level covers the interface level, threshold
 /// 0.0); a threshold of 2.0 (1 instance for 1 provider does not reach it): A; the threshold
-/// removed and B stopped (an empty application level never covers): A.
+/// removed: B, with A at hand per call: `proportion` sends `100 - proportion` percent of the
+/// calls to A (Dubbo's `MigrationInvoker.invoke`); B stopped (an empty application level
+/// never covers): A.
 async fn application_first(c: &Consumer, pair: &mut Pair, rules: &Rules) {
     wait_for(c, "B alone (APPLICATION_FIRST, no rule)", |s| {
         ports(s) == vec![pair.b.port()]
@@ -389,6 +424,25 @@ async fn application_first(c: &Consumer, pair: &mut Pair, rules: &Rules) {
         ports(s) == vec![pair.b.port()]
     })
     .await;
+    wait_for_fallback(c, pair, 100).await;
+    assert_eq!(on_a(c, 50).await, 0, "proportion 100: every call on B");
+    rules
+        .write("step: APPLICATION_FIRST\nproportion: 0\n")
+        .await;
+    wait_for_fallback(c, pair, 0).await;
+    assert_eq!(on_a(c, 50).await, 50, "proportion 0: every call on A");
+    rules
+        .write("step: APPLICATION_FIRST\nproportion: 40\n")
+        .await;
+    wait_for_fallback(c, pair, 40).await;
+    // 60% of 400 calls on A: 240, within 8 standard deviations (about 10 calls).
+    let a = on_a(c, 400).await;
+    assert!(
+        (160..=320).contains(&a),
+        "{a} of 400 calls on A at proportion 40"
+    );
+    rules.write("step: APPLICATION_FIRST\n").await;
+    wait_for_fallback(c, pair, 100).await;
     pair.b.terminate();
     wait_for(c, "A once the application level is empty", |s| {
         ports(s) == vec![pair.a.port()]

@@ -149,6 +149,14 @@ pub(super) async fn relist(
                 sent.lists = Some(lists);
                 send(tx, Update::Lists(lists)).await?;
             }
+            let fallback = sent
+                .migration
+                .as_ref()
+                .and_then(|m| crate::migration::Fallback::of(m, source, &sent.interface_level));
+            if sent.fallback != fallback {
+                sent.fallback = fallback.clone();
+                send(tx, Update::Fallback(fallback)).await?;
+            }
         }
         free_after_yield(retired).await;
     }

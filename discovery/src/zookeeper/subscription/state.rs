@@ -71,6 +71,8 @@ pub(super) struct Sent {
     pub(super) app_level: Vec<Arc<Instance>>,
     /// The decision last reported (`Update::Lists`), with application-level discovery.
     pub(super) lists: Option<crate::migration::Lists>,
+    /// The `APPLICATION_FIRST` fallback last sent (`Update::Fallback`).
+    pub(super) fallback: Option<crate::migration::Fallback>,
     /// Application instances, their revisions and metadata read so far.
     pub(super) app: app::AppLevel,
     /// Provider nodes parsed so far.
