@@ -73,6 +73,8 @@ pub struct ZkServer {
     nodes: Vec<Node>,
     /// The TLS client port of a server started by [`ZkServer::standalone_tls`].
     secure_port: Option<u16>,
+    /// Extra JVM options of every member (the JAAS file of [`ZkServer::standalone_sasl`]).
+    jvm_options: Vec<String>,
 }
 
 /// The PEM files of a TLS ZooKeeper ([`ZkServer::standalone_tls`]).
@@ -84,6 +86,17 @@ pub struct ZkTlsFiles {
     pub trust_store: PathBuf,
     /// `ssl.clientAuth`: `need`, `want` or `none`.
     pub client_auth: &'static str,
+}
+
+/// The SASL settings of a ZooKeeper started by [`ZkServer::standalone_sasl`]: DIGEST-MD5 users
+/// in the JAAS `Server` section (`DigestLoginModule`, `user_NAME="PASSWORD"`).
+#[derive(Debug, Clone)]
+pub struct ZkSasl {
+    /// `(user, password)` pairs the server accepts.
+    pub users: Vec<(String, String)>,
+    /// `enforce.auth.enabled=true` with `enforce.auth.schemes=sasl` (ZooKeeper 3.7+): the
+    /// server closes the session of a client that did not authenticate with SASL.
+    pub enforce: bool,
 }
 
 fn classpath() -> String {
@@ -145,28 +158,68 @@ impl ZkServer {
     /// Starts a standalone server with a TLS client port (Netty's connection factory, PEM key
     /// and trust stores) besides its plain one, and waits until both listen.
     pub fn standalone_tls(tls: &ZkTlsFiles) -> ZkServer {
-        let port = allocate();
-        let extra = format!(
-            "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
-             secureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n\
-             ssl.keyStore.location={}\nssl.keyStore.type=PEM\n\
-             ssl.trustStore.location={}\nssl.trustStore.type=PEM\nssl.clientAuth={}\n",
-            tls.key_store.display(),
-            tls.trust_store.display(),
-            tls.client_auth
-        );
-        let mut server = Self::start_with(1, &extra);
-        server.secure_port = Some(port);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = format!("127.0.0.1:{port}")
-            .parse()
-            .expect("literal address");
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "ZooKeeper's TLS port {port} not listening after 30s"
+        Self::standalone_secure(Some(tls), None)
+    }
+
+    /// Starts a standalone server that authenticates clients with SASL DIGEST-MD5 (a JAAS
+    /// `Server` section with `sasl`'s users, `SASLAuthenticationProvider`, and, with
+    /// `sasl.enforce`, no session for a client that does not authenticate), with a TLS client
+    /// port too when `tls` is given, and waits until it serves.
+    pub fn standalone_sasl(sasl: &ZkSasl, tls: Option<&ZkTlsFiles>) -> ZkServer {
+        Self::standalone_secure(tls, Some(sasl))
+    }
+
+    fn standalone_secure(tls: Option<&ZkTlsFiles>, sasl: Option<&ZkSasl>) -> ZkServer {
+        let port = tls.map(|_| allocate());
+        let mut extra = String::new();
+        if let (Some(tls), Some(port)) = (tls, port) {
+            extra.push_str(&format!(
+                "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+                 secureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n\
+                 ssl.keyStore.location={}\nssl.keyStore.type=PEM\n\
+                 ssl.trustStore.location={}\nssl.trustStore.type=PEM\nssl.clientAuth={}\n",
+                tls.key_store.display(),
+                tls.trust_store.display(),
+                tls.client_auth
+            ));
+        }
+        let mut jaas = None;
+        if let Some(sasl) = sasl {
+            extra.push_str(
+                "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n",
             );
-            std::thread::sleep(Duration::from_millis(100));
+            if sasl.enforce {
+                extra.push_str("enforce.auth.enabled=true\nenforce.auth.schemes=sasl\n");
+            }
+            let users: String = sasl
+                .users
+                .iter()
+                .map(|(u, p)| format!("\n    user_{u}=\"{p}\""))
+                .collect();
+            jaas = Some(format!(
+                "Server {{\n    org.apache.zookeeper.server.auth.DigestLoginModule required{users};\n}};\n"
+            ));
+        }
+        let ports = Self::allocate_ensemble(1);
+        let mut server = Self::start_members_with(
+            &ports,
+            &|_, to| (ports[to].quorum, ports[to].election),
+            &extra,
+            jaas.as_deref(),
+        );
+        server.secure_port = port;
+        if let Some(port) = port {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let addr = format!("127.0.0.1:{port}")
+                .parse()
+                .expect("literal address");
+            while TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err() {
+                assert!(
+                    Instant::now() < deadline,
+                    "ZooKeeper's TLS port {port} not listening after 30s"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
         server
     }
@@ -219,9 +272,29 @@ impl ZkServer {
         peer: &dyn Fn(usize, usize) -> (u16, u16),
         extra: &str,
     ) -> ZkServer {
+        Self::start_members_with(ports, peer, extra, None)
+    }
+
+    /// [`ZkServer::start_members`] with a JAAS file of this text, if any, for every member
+    /// (`-Djava.security.auth.login.config`).
+    fn start_members_with(
+        ports: &[MemberPorts],
+        peer: &dyn Fn(usize, usize) -> (u16, u16),
+        extra: &str,
+        jaas: Option<&str>,
+    ) -> ZkServer {
         let n = ports.len();
         let dir = std::env::temp_dir().join(crate::unique("switchman-zk"));
         std::fs::create_dir_all(&dir).expect("create the server directory");
+        let mut jvm_options = Vec::new();
+        if let Some(text) = jaas {
+            let file = dir.join("jaas.conf");
+            std::fs::write(&file, text).expect("write the JAAS file");
+            jvm_options.push(format!(
+                "-Djava.security.auth.login.config={}",
+                file.display()
+            ));
+        }
         let mut nodes = Vec::new();
         for (i, own) in ports.iter().enumerate() {
             let client = own.client;
@@ -258,6 +331,7 @@ impl ZkServer {
             dir,
             nodes,
             secure_port: None,
+            jvm_options,
         };
         for i in 0..n {
             server.spawn(i);
@@ -269,6 +343,7 @@ impl ZkServer {
     }
 
     fn spawn(&mut self, i: usize) {
+        let jvm_options = &self.jvm_options;
         let node = &mut self.nodes[i];
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -282,6 +357,7 @@ impl ZkServer {
                 "-cp",
                 &with_netty_codec(classpath()),
             ])
+            .args(jvm_options)
             .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
             .arg(&node.config)
             .stdin(Stdio::null())

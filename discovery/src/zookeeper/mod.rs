@@ -32,6 +32,11 @@
 //! | `tls.cert` (`zookeeper.ssl.keyStore.location`) | | PEM client certificate chain, for servers with `ssl.clientAuth=need`; may hold the key too (ZooKeeper's PEM key store) |
 //! | `tls.key` | the `tls.cert` file | PEM private key of the client certificate (unencrypted) |
 //! | `tls.hostname-verification` (`zookeeper.ssl.hostnameVerification`) | `true` | `false`: the certificate chain is checked, not the name |
+//! | `sasl` | | `digest-md5` (SASL DIGEST-MD5, `sasl.rs`) or `none`; implied by `sasl.username` or `sasl.jaas` |
+//! | `sasl.username`, `sasl.password` | | the SASL user (else `sasl.jaas`, else the address's `user:password`) |
+//! | `sasl.jaas` (`java.security.auth.login.config`) | | a JAAS file whose `DigestLoginModule` entry gives the SASL user and password |
+//! | `sasl.jaas.section` (`zookeeper.sasl.clientconfig`) | `Client` | the JAAS section read |
+//! | `zookeeper.sasl.client` | `true` | `false`: no SASL, as in Java |
 //!
 //! `zookeeper.ssl.trustStore.type`/`keyStore.type` may only say `PEM`: a JKS or PKCS#12 store is
 //! an error that says to export it as PEM, and so is `zookeeper.ssl.keyStore.password` (an
@@ -40,7 +45,10 @@
 //!
 //! A user and password authenticate the session with the `digest` scheme; nodes we create
 //! (provider nodes and their parents, the chroot) then get the creator-all ACL (only this
-//! identity can change them), otherwise anyone-all, as Dubbo's Curator client does.
+//! identity can change them), otherwise anyone-all, as Dubbo's Curator client does. SASL
+//! authenticates the session too (both when `sasl=digest-md5` takes the address's user) and
+//! does not change the ACLs; a server that refuses it (a wrong password, or SASL required and
+//! not given) fails the callers waiting for a session at once, with the reason.
 //!
 //! # Subscribing
 //!
@@ -85,6 +93,7 @@ pub(crate) mod app;
 mod nodes;
 mod reader;
 mod register_app;
+mod sasl;
 mod session;
 mod subscription;
 mod tls;
@@ -153,6 +162,8 @@ pub(crate) struct ZkConfig {
     pub(crate) redacted: String,
     /// TLS to the servers (`secure=true`, `tls.rs`).
     pub(crate) tls: Option<tls::ZkTls>,
+    /// SASL authentication of the session (`sasl=digest-md5`, `sasl.rs`).
+    pub(crate) sasl: Option<sasl::ZkSasl>,
 }
 
 impl fmt::Debug for ZkConfig {
@@ -166,6 +177,7 @@ impl fmt::Debug for ZkConfig {
             .field("timeout", &self.timeout)
             .field("root", &self.root)
             .field("tls", &self.tls)
+            .field("sasl", &self.sasl)
             .finish()
     }
 }
@@ -258,6 +270,7 @@ impl ZkConfig {
             redacted_url.set_credentials(url.username(), Some("***"));
         }
         let tls = tls::ZkTls::from_url(url, &servers).map_err(bad)?;
+        let sasl = sasl::ZkSasl::from_url(url).map_err(bad)?;
         Ok(ZkConfig {
             servers: servers.join(","),
             chroot,
@@ -280,6 +293,7 @@ impl ZkConfig {
             metadata_cache: std::sync::OnceLock::new(),
             redacted: redacted_url.redacted(),
             tls,
+            sasl,
         })
     }
 }
@@ -497,6 +511,14 @@ impl Registrar for ZookeeperRegistry {
                     Ok(()) => {
                         info!(registry = %cfg.redacted, service = %instance.service(), address = instance.address(), "provider registered");
                         return app;
+                    }
+                    Err(CallError::Refused(why)) => {
+                        return Err(Error::bad_config(format!(
+                            "registry {}: cannot register {} of {}: {why}",
+                            cfg.redacted,
+                            instance.address(),
+                            instance.service()
+                        )));
                     }
                     Err(CallError::Zk(
                         e @ (zk::Error::NoAuth | zk::Error::InvalidAcl | zk::Error::AuthFailed),

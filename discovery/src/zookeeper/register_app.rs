@@ -120,6 +120,12 @@ impl ZkAppRegistrar {
                         "application instance registered");
                     return Ok(());
                 }
+                Err(CallError::Refused(why)) => {
+                    return Err(Error::bad_config(format!(
+                        "registry {}: cannot register the application instance of {}: {why}",
+                        cfg.redacted, p.app
+                    )));
+                }
                 Err(CallError::Zk(
                     e @ (zk::Error::NoAuth | zk::Error::InvalidAcl | zk::Error::AuthFailed),
                 )) => {

@@ -29,6 +29,9 @@ pub(crate) enum CallError {
     Zk(zk::Error),
     /// No answer within the call's timeout (typically while disconnected).
     Timeout(Duration),
+    /// No session: the server refused to authenticate it (SASL, or a server that requires
+    /// authentication); why, for the caller's error.
+    Refused(Arc<str>),
 }
 
 impl std::fmt::Display for CallError {
@@ -36,6 +39,7 @@ impl std::fmt::Display for CallError {
         match self {
             CallError::Zk(e) => write!(f, "{e}"),
             CallError::Timeout(t) => write!(f, "no answer within {t:?}"),
+            CallError::Refused(why) => f.write_str(why),
         }
     }
 }
@@ -57,6 +61,9 @@ pub(crate) async fn call<T>(
 pub(crate) struct Session {
     pub(crate) config: Arc<ZkConfig>,
     clients: Arc<watch::Sender<Option<Conn>>>,
+    /// Why the last connect failed, while the server refuses to authenticate the session:
+    /// callers waiting for a client get that at once instead of a timeout.
+    refused: Arc<watch::Sender<Option<Arc<str>>>>,
     /// Ephemeral nodes to keep: path → data. Re-created on every new session.
     registered: Arc<Mutex<BTreeMap<String, Vec<u8>>>>,
     started: Mutex<bool>,
@@ -70,10 +77,12 @@ pub(crate) struct Session {
 impl Session {
     pub(crate) fn new(config: ZkConfig) -> Self {
         let (clients, _) = watch::channel(None);
+        let (refused, _) = watch::channel(None);
         let (stop, _) = watch::channel(());
         Session {
             config: Arc::new(config),
             clients: Arc::new(clients),
+            refused: Arc::new(refused),
             registered: Arc::new(Mutex::new(BTreeMap::new())),
             started: Mutex::new(false),
             oneshot: std::sync::atomic::AtomicBool::new(false),
@@ -91,6 +100,7 @@ impl Session {
         tokio::spawn(run(
             self.config.clone(),
             self.clients.clone(),
+            self.refused.clone(),
             self.registered.clone(),
             self.stop.subscribe(),
         ));
@@ -101,23 +111,32 @@ impl Session {
         self.clients.subscribe()
     }
 
-    /// The current client, waiting up to `wait` for a session.
+    /// The current client, waiting up to `wait` for a session; at once the reason when the
+    /// server refuses to authenticate one ([`CallError::Refused`]).
     pub(crate) async fn client(&self, wait: Duration) -> Result<Conn, CallError> {
         self.ensure_started();
         let mut rx = self.clients.subscribe();
+        let mut refused = self.refused.subscribe();
         let fut = async {
             loop {
                 if let Some(c) = rx.borrow_and_update().clone() {
-                    return Some(c);
+                    return Ok(c);
                 }
-                if rx.changed().await.is_err() {
-                    return None;
+                if let Some(why) = refused.borrow_and_update().clone() {
+                    return Err(CallError::Refused(why));
+                }
+                tokio::select! {
+                    r = rx.changed() => if r.is_err() {
+                        return Err(CallError::Zk(zk::Error::ClientClosed));
+                    },
+                    r = refused.changed() => if r.is_err() {
+                        return Err(CallError::Zk(zk::Error::ClientClosed));
+                    },
                 }
             }
         };
         match tokio::time::timeout(wait, fut).await {
-            Ok(Some(c)) => Ok(c),
-            Ok(None) => Err(CallError::Zk(zk::Error::ClientClosed)),
+            Ok(r) => r,
             Err(_) => Err(CallError::Timeout(wait)),
         }
     }
@@ -210,17 +229,51 @@ pub(crate) async fn ensure_ephemeral(
     Err(CallError::Zk(zk::Error::NodeExists))
 }
 
+/// Why a connect failed.
+struct ConnectError {
+    why: String,
+    /// The server refused to authenticate the session (SASL failed, or it requires SASL).
+    refused: bool,
+}
+
+impl From<String> for ConnectError {
+    fn from(why: String) -> Self {
+        ConnectError {
+            why,
+            refused: false,
+        }
+    }
+}
+
+/// The reason of an authentication failure: with SASL, who was refused; without, that the
+/// server wants SASL.
+fn refusal(config: &ZkConfig) -> String {
+    match &config.sasl {
+        Some(sasl) => format!(
+            "{sasl} was refused by ZooKeeper (authentication failed): the user or password \
+             is not the server's (its JAAS Server section)"
+        ),
+        None => "ZooKeeper refused the session (authentication failed): a server that \
+             requires SASL (enforce.auth.enabled, enforce.auth.schemes=sasl) needs \
+             sasl=digest-md5 with sasl.username and sasl.password, or sasl.jaas"
+            .to_string(),
+    }
+}
+
 /// Connects a new session. With `secure=true` the client talks to the TLS relays of `relay`
 /// (started on first use, kept by the session task), and a failure says why TLS failed.
 async fn connect(
     config: &ZkConfig,
     relay: &mut Option<super::tls::Relay>,
-) -> Result<zk::Client, String> {
+) -> Result<zk::Client, ConnectError> {
     let mut connector = zk::Client::connector()
         .with_session_timeout(config.session_timeout)
         .with_fail_eagerly();
     if let Some(auth) = &config.auth {
         connector = connector.with_auth("digest", auth.as_bytes());
+    }
+    if let Some(sasl) = &config.sasl {
+        connector = connector.with_sasl(sasl.options());
     }
     if let Some(tls) = &config.tls
         && relay.is_none()
@@ -241,8 +294,14 @@ async fn connect(
     };
     let client = match tokio::time::timeout(config.timeout, connector.connect(servers)).await {
         Ok(Ok(c)) => c,
-        Ok(Err(e)) => return Err(why(e.to_string())),
-        Err(_) => return Err(why(format!("no session within {:?}", config.timeout))),
+        Ok(Err(zk::Error::AuthFailed)) => {
+            return Err(ConnectError {
+                why: refusal(config),
+                refused: true,
+            });
+        }
+        Ok(Err(e)) => return Err(why(e.to_string()).into()),
+        Err(_) => return Err(why(format!("no session within {:?}", config.timeout)).into()),
     };
     match &config.chroot {
         None => Ok(client),
@@ -253,7 +312,7 @@ async fn connect(
                 .map_err(|e| format!("cannot create chroot {root}: {e}"))?;
             client
                 .chroot(root.clone())
-                .map_err(|_| format!("invalid chroot {root:?}"))
+                .map_err(|_| format!("invalid chroot {root:?}").into())
         }
     }
 }
@@ -261,6 +320,7 @@ async fn connect(
 async fn run(
     config: Arc<ZkConfig>,
     clients: Arc<watch::Sender<Option<Conn>>>,
+    refused: Arc<watch::Sender<Option<Arc<str>>>>,
     registered: Arc<Mutex<BTreeMap<String, Vec<u8>>>>,
     mut stop: watch::Receiver<()>,
 ) {
@@ -281,8 +341,12 @@ async fn run(
             _ = stop.changed() => return stopped(&config),
         };
         let client = match connected {
-            Ok(c) => c,
-            Err(e) => {
+            Ok(c) => {
+                refused.send_replace(None);
+                c
+            }
+            Err(ConnectError { why: e, refused: r }) => {
+                refused.send_replace(r.then(|| Arc::from(e.as_str())));
                 if failing {
                     debug!(registry = %config.redacted, "still cannot reach ZooKeeper: {e}");
                 } else {

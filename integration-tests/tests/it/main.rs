@@ -37,5 +37,6 @@ mod traceparent;
 mod triple_python_peer;
 mod zookeeper_registry;
 mod zookeeper_routers;
+mod zookeeper_sasl;
 mod zookeeper_session;
 mod zookeeper_tls;
