@@ -193,11 +193,14 @@ async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
     let mut transport = ProtocolInvoker::new()
         .triple(TripleInvoker::new().payload(payload))
         .dubbo(DubboInvoker::new().generic(args.generic));
+    let mut tls = None;
     if let Some(ca) = &args.tls_ca {
         let identity = args.tls_cert.as_deref().zip(args.tls_key.as_deref());
-        let tls = ClientTls::from_files(ca, identity)
-            .map_err(|e| format!("--tls-ca/--tls-cert/--tls-key: {}", e.message()))?;
-        transport = transport.tls(tls.every_provider(!args.tls_where_enabled));
+        let settings = ClientTls::from_files(ca, identity)
+            .map_err(|e| format!("--tls-ca/--tls-cert/--tls-key: {}", e.message()))?
+            .every_provider(!args.tls_where_enabled);
+        transport = transport.tls(settings.clone());
+        tls = Some(settings);
     }
     let counting = Arc::new(Counting {
         inner: transport,
@@ -214,6 +217,11 @@ async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
         .invoker(counting.clone())
         .wait(Duration::from_secs(args.wait))
         .empty_grace(Duration::ZERO);
+    if let Some(tls) = tls {
+        // The transport has them for the calls; these serve application-level metadata
+        // fetches (a TLS provider's MetadataService is on its TLS port).
+        builder = builder.tls(tls);
+    }
     if let Some(a) = &admin {
         // Listed there (per-instance attempt series on) while the calls run.
         builder = builder.admin(a.addr());

@@ -17,6 +17,11 @@
 //! application mapping, and serves Dubbo's `MetadataService` over Triple: on the provider's
 //! own port with `--protocol tri`, on an extra Triple port (`--metadata-port`, default any)
 //! with `--protocol http`. `--metadata-type remote` also writes the metadata report.
+//!
+//! `--tls-cert`/`--tls-key` (with `--protocol tri`): TLS on the provider's port (ALPN `h2`),
+//! its MetadataService too, registered with `ssl-enabled=true` as Dubbo 3 registers a protocol
+//! with `ssl-enabled` (and said in the instance's `dubbo.metadata-service.url-params`);
+//! `--tls-client-ca` requires the consumers' certificates to be signed by that CA (mTLS).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -91,6 +96,17 @@ pub(crate) struct ProviderArgs {
     /// Triple server answering Dubbo's MetadataService (0: any free port).
     #[arg(long, default_value_t = 0)]
     metadata_port: u16,
+    /// With `--protocol tri`: serve TLS with this certificate chain (PEM), registered with
+    /// `ssl-enabled=true` (Dubbo's `server-key-cert-chain-path`).
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// With --tls-cert: its unencrypted private key (PEM; Dubbo's `server-private-key-path`).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+    /// With --tls-cert: require a client certificate signed by this CA (PEM; mTLS, Dubbo's
+    /// `server-trust-cert-collection-path`).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_client_ca: Option<std::path::PathBuf>,
     /// Share of calls answered with 503 (`tri`: `UNAVAILABLE`), in percent (0 to 100).
     #[arg(long, default_value_t = 0.0)]
     fail_percent: f64,
@@ -151,6 +167,22 @@ async fn run_provider(args: ProviderArgs) -> Result<(), String> {
     {
         return Err(format!("--metadata-type {t:?} is not local or remote"));
     }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            if served_protocol(&args) != "tri" {
+                return Err(format!(
+                    "--tls-cert: TLS is served with --protocol tri only, not {}",
+                    args.protocol
+                ));
+            }
+            Some(
+                TripleServer::tls_config(cert, key, args.tls_client_ca.as_deref()).map_err(
+                    |e| format!("--tls-cert/--tls-key/--tls-client-ca: {}", e.message()),
+                )?,
+            )
+        }
+        _ => None,
+    };
     let registry_urls: Vec<String> = args
         .registry
         .iter()
@@ -190,6 +222,7 @@ async fn run_provider(args: ProviderArgs) -> Result<(), String> {
                 name: args.name.clone(),
                 fail_percent: args.fail_percent,
                 delay,
+                tls: tls.clone(),
             };
             let (server, name) = serve_echo(bind, options)
                 .await
@@ -205,7 +238,11 @@ async fn run_provider(args: ProviderArgs) -> Result<(), String> {
                 .map(|m| m.trim())
                 .filter(|m| !m.is_empty())
                 .collect();
-            let builder = java_instance(&host, addr.port(), key, &methods);
+            let mut builder = java_instance(&host, addr.port(), key, &methods);
+            if tls.is_some() {
+                // As Dubbo 3 registers a protocol with ssl-enabled.
+                builder = builder.param(switchman_cluster::triple::SSL_ENABLED, "true");
+            }
             (Served::Tri(server), name, builder)
         }
         other => {
@@ -250,7 +287,7 @@ async fn run_provider(args: ProviderArgs) -> Result<(), String> {
     let listing = admin.as_ref().map(|a| a.provider(&exported));
     println!(
         "{}",
-        json!({"event": "serving", "name": name, "address": instance.address(), "protocol": instance.protocol().as_str(), "service": instance.service().to_string(), "weight": args.weight, "admin": admin.as_ref().map(|a| a.addr().to_string()), "application": args.application, "app_level": app_level, "metadata_port": metadata_server.as_ref().map(|m| m.addr().port())})
+        json!({"event": "serving", "name": name, "address": instance.address(), "protocol": instance.protocol().as_str(), "service": instance.service().to_string(), "weight": args.weight, "admin": admin.as_ref().map(|a| a.addr().to_string()), "application": args.application, "app_level": app_level, "metadata_port": metadata_server.as_ref().map(|m| m.addr().port()), "tls": tls.is_some(), "mtls": tls.is_some() && args.tls_client_ca.is_some()})
     );
     shutdown_signal().await;
     // Unregisters where it is registered (not again after an admin `offline`), each bounded.

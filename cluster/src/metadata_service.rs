@@ -16,11 +16,24 @@
 //!   and exports the `1.0.0` service on the same port too (unless `onlyUseMetadataV2`), which
 //!   is what is called here.
 //!
+//! TLS: a provider with TLS on (a Java provider with an `SslConfig`, `switchman provider
+//! --tls-cert`) serves its MetadataService over TLS on the same port. A client with TLS
+//! settings ([`MetadataServiceClient::tls`], the consumer's [`ClientTls`]) fetches as calls
+//! go: every provider over TLS, or with [`ClientTls::every_provider`]`(false)` over TLS where
+//! the instance's `dubbo.metadata-service.url-params` say `ssl-enabled=true` (Switchman's
+//! provider writes it; a Java 3.3 provider does not) and over cleartext elsewhere, then over
+//! TLS if cleartext is refused. Without TLS settings a fetch from an instance that says
+//! `ssl-enabled=true` fails at once, and a cleartext fetch refused by a provider that answers
+//! a TLS handshake fails saying so (a configuration error naming the address and what to set),
+//! instead of an opaque closed connection. [`cache_with_tls`] gives the consumers of one set of
+//! TLS settings their own [`MetadataCache`].
+//!
 //! The answer is the Hessian-encoded `MetadataInfo` POJO (`app`, `revision`, `services` →
 //! `ServiceInfo { name, group, version, protocol, port, path, params }`); `null` means the
 //! provider has no metadata of that revision (it changed since it registered).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -32,23 +45,34 @@ use switchman_discovery::metadata::{
     MetadataServiceTarget, install_fetcher,
 };
 
+use crate::dubbo::{ClientTls, SSL_ENABLED};
 use crate::protocol::dubbo::DubboInvoker;
 use crate::protocol::triple::TripleInvoker;
 
 /// The method called.
 pub const METHOD: &str = "getMetadataInfo";
 
+/// How long a failed cleartext fetch may spend asking the provider for a TLS handshake, to say
+/// that it serves TLS.
+const TLS_PROBE: Duration = Duration::from_secs(1);
+
 /// Calls `MetadataService.getMetadataInfo` over dubbo:// or tri:// (see the module docs).
 /// Holds no connection between fetches.
 #[derive(Debug, Clone, Default)]
 pub struct MetadataServiceClient {
-    _private: (),
+    tls: Option<ClientTls>,
 }
 
 impl MetadataServiceClient {
-    /// A client.
+    /// A client (cleartext; see [`MetadataServiceClient::tls`]).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Fetches over TLS with the consumer's settings, as its calls go (see the module docs).
+    pub fn tls(mut self, tls: ClientTls) -> Self {
+        self.tls = Some(tls);
+        self
     }
 
     /// The instance the call goes to: the MetadataService of `target`.
@@ -83,7 +107,13 @@ impl MetadataServiceClient {
             ))
             .application(&target.application);
         // Serialization (prefer.serialization, serialization) and payload limits as advertised.
-        for key in ["prefer.serialization", "serialization", "payload"] {
+        // TLS as advertised (`ssl-enabled`).
+        for key in [
+            "prefer.serialization",
+            "serialization",
+            "payload",
+            SSL_ENABLED,
+        ] {
             if let Some(v) = target.params.get(key) {
                 b = b.param(key, v);
             }
@@ -109,14 +139,46 @@ impl MetadataServiceClient {
         if let Some(token) = target.params.get("token").filter(|t| !t.is_empty()) {
             inv = inv.with_attachment("token", token);
         }
-        // One invoker per fetch: its connection goes when the fetch is done.
-        let value = match instance.protocol() {
-            Protocol::Dubbo => DubboInvoker::new().invoke(&instance, &inv, timeout).await?,
-            _ => {
-                TripleInvoker::new()
-                    .invoke(&instance, &inv, timeout)
-                    .await?
+        let deadline = tokio::time::Instant::now() + timeout;
+        let protocol = instance.protocol().as_str().to_string();
+        let over_tls = ClientTls::choose_for(self.tls.as_ref(), &instance, &protocol)
+            .map_err(|e| reworded(&e, format!("its MetadataService: {}", e.message())))?
+            .is_some();
+        let value = match Self::invoke(&instance, &inv, timeout, self.tls.as_ref(), over_tls).await
+        {
+            Err(e) if !over_tls && e.kind() == ErrorKind::Transport => {
+                // Refused in cleartext: a provider serving TLS only? A Java provider's instance
+                // says nothing about its TLS.
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                match &self.tls {
+                    // TLS where enabled: try TLS before giving up.
+                    Some(_) if !left.is_zero() => {
+                        Self::invoke(&instance, &inv, left, self.tls.as_ref(), true)
+                            .await
+                            .map_err(|t| {
+                                reworded(
+                                    &t,
+                                    format!("{} (and in cleartext: {})", t.message(), e.message()),
+                                )
+                            })?
+                    }
+                    None if !left.is_zero()
+                        && ClientTls::answers_tls(instance.address(), left.min(TLS_PROBE))
+                            .await =>
+                    {
+                        return Err(Error::bad_config(format!(
+                            "its MetadataService refused a cleartext call ({}) and answers a TLS \
+                             handshake: it serves TLS, and this consumer has no TLS settings (give \
+                             the CA that signs its certificate: Reference::tls_ca, `switchman call \
+                             --tls-ca`, or MetadataServiceClient::tls; for mTLS also a client \
+                             certificate and key)",
+                            e.message()
+                        )));
+                    }
+                    _ => return Err(e),
+                }
             }
+            other => other?,
         };
         if value.is_null() {
             return Err(Error::business(format!(
@@ -135,6 +197,43 @@ impl MetadataServiceClient {
     }
 }
 
+/// `e` with another message (its kind and retryability kept).
+fn reworded(e: &Error, message: String) -> Error {
+    Error::new(e.kind(), message).with_retryable(e.is_retryable())
+}
+
+impl MetadataServiceClient {
+    /// One call through a new invoker (its connection goes when the fetch is done), over TLS
+    /// with `tls` when `over_tls`.
+    async fn invoke(
+        instance: &Instance,
+        inv: &Invocation,
+        timeout: Duration,
+        tls: Option<&ClientTls>,
+        over_tls: bool,
+    ) -> Result<Value> {
+        let tls = tls
+            .filter(|_| over_tls)
+            .map(|t| t.clone().every_provider(true));
+        match (instance.protocol(), tls) {
+            (Protocol::Dubbo, None) => DubboInvoker::new().invoke(instance, inv, timeout).await,
+            (Protocol::Dubbo, Some(t)) => {
+                DubboInvoker::new()
+                    .tls(t)
+                    .invoke(instance, inv, timeout)
+                    .await
+            }
+            (_, None) => TripleInvoker::new().invoke(instance, inv, timeout).await,
+            (_, Some(t)) => {
+                TripleInvoker::new()
+                    .client_tls(t)
+                    .invoke(instance, inv, timeout)
+                    .await
+            }
+        }
+    }
+}
+
 impl MetadataFetcher for MetadataServiceClient {
     fn fetch<'a>(
         &'a self,
@@ -150,6 +249,31 @@ impl MetadataFetcher for MetadataServiceClient {
 /// it; call it yourself when you subscribe with a registry directly.
 pub fn install() -> Arc<MetadataCache> {
     install_fetcher(Arc::new(MetadataServiceClient::new()))
+}
+
+/// The metadata cache of the consumers with TLS settings `tls`: one per distinct settings (the
+/// same CA and client certificate files, the same [`ClientTls::every_provider`]) in the
+/// process, fetching with a [`MetadataServiceClient`] over TLS, kept while a registry holds it
+/// (`ZookeeperRegistry::metadata_cache`, `NacosRegistry::metadata_cache`). The consumers
+/// without TLS share the process-wide cache ([`install`]): a consumer's TLS settings never
+/// change how another one's metadata is fetched.
+pub fn cache_with_tls(tls: &ClientTls) -> Arc<MetadataCache> {
+    type Caches = HashMap<((bool, u64), bool), Weak<MetadataCache>>;
+    static CACHES: OnceLock<Mutex<Caches>> = OnceLock::new();
+    let mut caches = CACHES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    caches.retain(|_, c| c.strong_count() > 0);
+    let key = tls.identity();
+    if let Some(cache) = caches.get(&key).and_then(Weak::upgrade) {
+        return cache;
+    }
+    let cache = Arc::new(MetadataCache::new(Arc::new(
+        MetadataServiceClient::new().tls(tls.clone()),
+    )));
+    caches.insert(key, Arc::downgrade(&cache));
+    cache
 }
 
 #[cfg(test)]
@@ -234,5 +358,155 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
         assert!(e.to_string().contains(&port.to_string()), "{e}");
+    }
+
+    mod tls {
+        use super::*;
+        use crate::protocol::triple::TripleServer;
+        use serde_json::json;
+        use tokio_rustls::rustls;
+
+        /// A self-signed certificate for 127.0.0.1: (server settings, CA PEM).
+        fn certificate() -> (Arc<rustls::ServerConfig>, String) {
+            let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+            let key =
+                rustls::pki_types::PrivateKeyDer::Pkcs8(ck.signing_key.serialize_der().into());
+            let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![ck.cert.der().clone()], key)
+            .unwrap();
+            (Arc::new(config), ck.cert.pem())
+        }
+
+        /// A MetadataService over TLS answering revision r1.
+        async fn tls_metadata_service(config: Arc<rustls::ServerConfig>) -> TripleServer {
+            TripleServer::serve_java_tls("127.0.0.1:0".parse().unwrap(), Some(config), |_call| {
+                Box::pin(async move {
+                    Ok(json!({"app": "shop", "revision": "r1", "services": {
+                        "x.Y:tri": {"name": "x.Y", "protocol": "tri", "port": 50051}}}))
+                })
+            })
+            .await
+            .unwrap()
+        }
+
+        fn on(server: &TripleServer, ssl: bool) -> MetadataServiceTarget {
+            let mut t = target("tri");
+            t.port = server.addr().port();
+            if ssl {
+                t.params.insert(SSL_ENABLED.into(), "true".into());
+            }
+            t
+        }
+
+        #[tokio::test]
+        async fn fetches_go_over_tls_with_the_consumers_settings() {
+            let (config, ca) = certificate();
+            let server = tls_metadata_service(config).await;
+            let tls = ClientTls::from_pem(ca.as_bytes(), None).unwrap();
+            // Every provider over TLS: whatever the instance says.
+            let client = MetadataServiceClient::new().tls(tls.clone());
+            for ssl in [false, true] {
+                let info = client
+                    .fetch(&on(&server, ssl), Duration::from_secs(5))
+                    .await
+                    .unwrap();
+                assert_eq!(info.revision, "r1");
+            }
+            // Where enabled: over TLS when the instance says so, and when cleartext is refused.
+            let where_enabled = MetadataServiceClient::new().tls(tls.every_provider(false));
+            for ssl in [true, false] {
+                let info = where_enabled
+                    .fetch(&on(&server, ssl), Duration::from_secs(5))
+                    .await
+                    .unwrap_or_else(|e| panic!("ssl-enabled {ssl}: {e}"));
+                assert_eq!(info.revision, "r1");
+            }
+            assert_eq!(server.hits(), 4);
+        }
+
+        #[tokio::test]
+        async fn without_tls_settings_a_tls_provider_is_a_clear_error_at_once() {
+            let (config, ca) = certificate();
+            let server = tls_metadata_service(config).await;
+            let client = MetadataServiceClient::new();
+            // The instance says ssl-enabled: refused before dialling.
+            let started = std::time::Instant::now();
+            let e = client
+                .fetch(&on(&server, true), Duration::from_secs(5))
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::BadConfig, "{e}");
+            assert!(e.message().contains("ssl-enabled=true"), "{e}");
+            assert!(e.message().contains("MetadataService"), "{e}");
+            assert!(
+                e.message()
+                    .contains(&format!("tri://127.0.0.1:{}", server.addr().port())),
+                "{e}"
+            );
+            // It says nothing (a Java provider): cleartext is refused, the TLS handshake
+            // answered, and the error says so.
+            let e = client
+                .fetch(&on(&server, false), Duration::from_secs(5))
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::BadConfig, "{e}");
+            assert!(e.message().contains("answers a TLS handshake"), "{e}");
+            assert!(e.message().contains("tls_ca"), "{e}");
+            assert!(started.elapsed() < Duration::from_secs(4), "not a hang");
+            // The wrong CA: the handshake fails on the certificate.
+            let (_, other) = certificate();
+            let e = MetadataServiceClient::new()
+                .tls(ClientTls::from_pem(other.as_bytes(), None).unwrap())
+                .fetch(&on(&server, false), Duration::from_secs(5))
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::BadConfig, "{e}");
+            assert!(e.message().contains("TLS handshake"), "{e}");
+            assert_eq!(server.hits(), 0);
+            drop(ca);
+        }
+
+        #[tokio::test]
+        async fn a_cleartext_provider_that_refuses_is_not_called_a_tls_one() {
+            // Accepts and closes at once: cleartext refused, and no TLS handshake either.
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            tokio::spawn(async move {
+                while let Ok((s, _)) = listener.accept().await {
+                    drop(s);
+                }
+            });
+            let mut t = target("tri");
+            t.port = port;
+            let e = MetadataServiceClient::new()
+                .fetch(&t, Duration::from_secs(5))
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
+            assert!(!e.message().contains("TLS"), "{e}");
+        }
+
+        #[test]
+        fn consumers_with_the_same_settings_share_a_cache() {
+            let (_, ca) = certificate();
+            let (_, other) = certificate();
+            let a = ClientTls::from_pem(ca.as_bytes(), None).unwrap();
+            let b = ClientTls::from_pem(ca.as_bytes(), None).unwrap();
+            let c = ClientTls::from_pem(other.as_bytes(), None).unwrap();
+            let first = cache_with_tls(&a);
+            assert!(Arc::ptr_eq(&first, &cache_with_tls(&b)));
+            assert!(!Arc::ptr_eq(&first, &cache_with_tls(&c)));
+            assert!(!Arc::ptr_eq(
+                &first,
+                &cache_with_tls(&b.clone().every_provider(false))
+            ));
+            let shared = install();
+            assert!(!Arc::ptr_eq(&first, &shared));
+        }
     }
 }

@@ -355,7 +355,13 @@ impl ReferenceBuilder {
     /// `SslConfig`), the others in cleartext. Without TLS settings, calls to a provider that
     /// says `ssl-enabled=true` fail at once with a [`ErrorKind::BadConfig`](crate::ErrorKind::BadConfig)
     /// error naming it. For a transport of your own ([`ReferenceBuilder::invoker`]), set TLS on
-    /// it instead ([`ProtocolInvoker::tls`]).
+    /// it too ([`ProtocolInvoker::tls`]): these settings then serve only the fetches below.
+    ///
+    /// Application-level discovery fetches each provider's `MetadataInfo` from its
+    /// MetadataService with the same settings and the same rule (a Java 3.3 provider's
+    /// instance does not say whether it serves TLS: with `tls_every_provider(false)` a fetch
+    /// refused in cleartext is tried over TLS), through a metadata cache shared by the
+    /// references with the same settings (`switchman_cluster::metadata_service::cache_with_tls`).
     pub fn tls(mut self, tls: ClientTls) -> Self {
         self.tls.settings = Some(tls);
         self
@@ -425,8 +431,15 @@ impl ReferenceBuilder {
             self.config.service.loadbalance = Some(balancer);
         }
         // Application-level instances with local metadata (Dubbo 3's default) are described
-        // by their own MetadataService: registries fetch it through the shared client.
-        switchman_cluster::metadata_service::install();
+        // by their own MetadataService: registries fetch it through the shared client, or with
+        // TLS settings through the cache of the references with those settings.
+        let metadata = match &tls {
+            Some(t) => Some(switchman_cluster::metadata_service::cache_with_tls(t)),
+            None => {
+                switchman_cluster::metadata_service::install();
+                None
+            }
+        };
         // Without a transport of the user's, each endpoint gets its own client when it
         // appears (the protocol's), kept while it stays and drained after it leaves.
         let transport: Arc<dyn Invoker> = match self.invoker.take() {
@@ -446,7 +459,7 @@ impl ReferenceBuilder {
                 Arc::new(protocols)
             }
         };
-        let registry = registry_from_url(&registry_url)?;
+        let registry = open_registry(&registry_url, metadata.clone())?;
         // What messages show: every server as written, the password masked.
         let shown = switchman_core::url::redacted_text(&registry_url);
         let subscribe = RegistryDirectory::subscribe(registry.as_ref(), dir_config);
@@ -500,7 +513,9 @@ impl ReferenceBuilder {
                         found_instead(&others)
                     )
                 };
-                return Err(Error::no_provider(message));
+                let cache = metadata.or_else(switchman_discovery::metadata::shared_cache);
+                let unfetched = cache.map(|c| metadata_failures(&c)).unwrap_or_default();
+                return Err(Error::no_provider(format!("{message}{unfetched}")));
             }
         }
         let registration = if self.register_consumer && registers_consumers(&registry_url) {
@@ -536,6 +551,34 @@ impl ReferenceBuilder {
             admin,
         })
     }
+}
+
+/// The registry at `url`; with `metadata`, one that fetches application-level metadata
+/// through that cache instead of the process-wide one.
+fn open_registry(
+    url: &str,
+    metadata: Option<Arc<switchman_discovery::metadata::MetadataCache>>,
+) -> Result<Arc<dyn Registry>> {
+    match metadata {
+        Some(cache) => switchman_discovery::metadata::registry_with_cache(url, cache),
+        None => registry_from_url(url),
+    }
+}
+
+/// `; the MetadataService of app (revision r) could not be fetched: why` for the revisions
+/// `cache` fails to fetch (at most 3), or nothing.
+fn metadata_failures(cache: &switchman_discovery::metadata::MetadataCache) -> String {
+    let failures = cache.failures();
+    let mut out = String::new();
+    for (app, revision, reason) in failures.iter().take(3) {
+        out.push_str(&format!(
+            "; the metadata of application {app} (revision {revision}) cannot be fetched: {reason}"
+        ));
+    }
+    if failures.len() > 3 {
+        out.push_str(&format!("; and {} more", failures.len() - 3));
+    }
+    out
 }
 
 /// `com.foo.Bar:1.0.0 in group g1`, Dubbo's way of naming a service key in messages.

@@ -16,14 +16,19 @@
 //! `ssl-enabled=true` while the consumer has no TLS settings fails its calls at once with an
 //! error naming it and what to set.
 
+use std::hash::{Hash, Hasher};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use switchman_core::{Error, Instance, Result};
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::{
-    self, ClientConfig, RootCertStore,
-    pki_types::{CertificateDer, PrivateKeyDer, ServerName, pem::PemObject},
+    self, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme,
+    client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
+    pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime, pem::PemObject},
+    server::WebPkiClientVerifier,
 };
 
 /// The URL parameter by which a provider says it takes TLS (Dubbo's `SSL_ENABLED_KEY`).
@@ -40,6 +45,9 @@ pub struct ClientTls {
     /// For Triple (ALPN `h2`).
     h2: TlsConnector,
     every_provider: bool,
+    /// Tells settings apart: (true, a digest of the roots and client certificate chain) when
+    /// read from PEM, else (false, a number of its own for each config given).
+    id: (bool, u64),
 }
 
 impl std::fmt::Debug for ClientTls {
@@ -54,6 +62,11 @@ impl ClientTls {
     /// TLS with your own rustls `config` (roots, client certificate, verifier...). Its ALPN
     /// protocols are replaced: none on dubbo://, `h2` on Triple.
     pub fn new(config: Arc<ClientConfig>) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        Self::with_id(config, (false, NEXT.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    fn with_id(config: Arc<ClientConfig>, id: (bool, u64)) -> Self {
         let mut plain = (*config).clone();
         plain.alpn_protocols = Vec::new();
         let mut h2 = (*config).clone();
@@ -62,6 +75,7 @@ impl ClientTls {
             plain: TlsConnector::from(Arc::new(plain)),
             h2: TlsConnector::from(Arc::new(h2)),
             every_provider: true,
+            id,
         }
     }
 
@@ -119,6 +133,15 @@ impl ClientTls {
         roots: Vec<CertificateDer<'static>>,
         identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
     ) -> Result<Self> {
+        let mut digest = std::collections::hash_map::DefaultHasher::new();
+        for cert in &roots {
+            cert.as_ref().hash(&mut digest);
+        }
+        if let Some((chain, _)) = &identity {
+            for cert in chain {
+                cert.as_ref().hash(&mut digest);
+            }
+        }
         let mut store = RootCertStore::empty();
         for cert in roots {
             store
@@ -138,7 +161,7 @@ impl ClientTls {
                 ))
             })?,
         };
-        Ok(Self::new(Arc::new(config)))
+        Ok(Self::with_id(Arc::new(config), (true, digest.finish())))
     }
 
     /// Whether every provider is dialled over TLS (default `true`, as a Java consumer with a
@@ -158,6 +181,156 @@ impl ClientTls {
     /// Whether these settings dial every provider over TLS.
     pub(crate) fn is_every_provider(&self) -> bool {
         self.every_provider
+    }
+
+    /// Equal for settings read from the same CA and client certificates (by
+    /// [`ClientTls::from_pem`] or [`ClientTls::from_files`]) with the same
+    /// [`ClientTls::every_provider`], or clones of one [`ClientTls::new`]: what may share
+    /// connections' outcomes (the metadata fetched through them).
+    pub(crate) fn identity(&self) -> ((bool, u64), bool) {
+        (self.id, self.every_provider)
+    }
+
+    /// [`choose`], for the crate's modules outside `protocol`.
+    pub(crate) fn choose_for<'a>(
+        tls: Option<&'a ClientTls>,
+        target: &Instance,
+        protocol: &str,
+    ) -> Result<Option<&'a ClientTls>> {
+        choose(tls, target, protocol)
+    }
+
+    /// [`speaks_tls`], for the crate's modules outside `protocol`.
+    pub(crate) async fn answers_tls(address: &str, within: Duration) -> bool {
+        speaks_tls(address, within).await
+    }
+}
+
+/// A provider's TLS settings (rustls, ring provider) from PEM files: its certificate chain
+/// and unencrypted private key, and with `client_ca` the CA client certificates must be signed
+/// by (mTLS: a client without one is refused). Dubbo's `server-key-cert-chain-path`,
+/// `server-private-key-path` and `server-trust-cert-collection-path`. Errors name the file.
+pub(crate) fn server_config(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+) -> Result<Arc<ServerConfig>> {
+    let read = |p: &Path, what: &str| format!("the {what} file {}", p.display());
+    let what = read(cert, "server certificate");
+    let chain = certs(
+        CertificateDer::pem_file_iter(cert)
+            .map_err(|e| Error::bad_config(format!("cannot read {what}: {e}")))?,
+        "server certificate",
+        &what,
+    )?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| key_error(e, &read(key, "key")))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::bad_config(format!("TLS: {e}")))?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let what = read(ca, "client CA");
+            let roots = certs(
+                CertificateDer::pem_file_iter(ca)
+                    .map_err(|e| Error::bad_config(format!("cannot read {what}: {e}")))?,
+                "CA",
+                &what,
+            )?;
+            let mut store = RootCertStore::empty();
+            for c in roots {
+                store.add(c).map_err(|e| {
+                    Error::bad_config(format!("{what}: a CA certificate cannot be used: {e}"))
+                })?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(store), provider)
+                .build()
+                .map_err(|e| Error::bad_config(format!("{what}: {e}")))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let config = builder.with_single_cert(chain, key).map_err(|e| {
+        Error::bad_config(format!(
+            "the server certificate {} and key do not make a TLS identity: {e}",
+            cert.display()
+        ))
+    })?;
+    Ok(Arc::new(config))
+}
+
+/// Whether `address` answers a TLS handshake by sending a certificate, within `within`: what
+/// tells a provider that serves TLS only from one that is down or broken, when a cleartext
+/// call to it failed. The certificate is refused unread (the handshake goes no further).
+pub(crate) async fn speaks_tls(address: &str, within: Duration) -> bool {
+    let Ok(name) = server_name(address) else {
+        return false;
+    };
+    let verifier = Arc::new(Probe::default());
+    let Ok(builder) =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+    else {
+        return false;
+    };
+    let mut config = builder
+        .dangerous()
+        .with_custom_certificate_verifier(verifier.clone())
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = TlsConnector::from(Arc::new(config));
+    let probe = async {
+        let tcp = tokio::net::TcpStream::connect(address).await.ok()?;
+        let _ = connector.connect(name, tcp).await;
+        Some(())
+    };
+    let _ = tokio::time::timeout(within, probe).await;
+    verifier.saw_certificate.load(Ordering::Relaxed)
+}
+
+/// The verifier of [`speaks_tls`]: notes that a certificate came, and refuses it.
+#[derive(Debug, Default)]
+struct Probe {
+    saw_certificate: AtomicBool,
+}
+
+impl ServerCertVerifier for Probe {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        self.saw_certificate.store(true, Ordering::Relaxed);
+        Err(rustls::Error::General(
+            "a probe: no certificate is trusted".into(),
+        ))
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _message: &[u8],
+        _cert: &CertificateDer<'_>,
+        _dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        Err(rustls::Error::General("a probe".into()))
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _message: &[u8],
+        _cert: &CertificateDer<'_>,
+        _dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        Err(rustls::Error::General("a probe".into()))
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        rustls::crypto::ring::default_provider()
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
@@ -326,5 +499,82 @@ mod tests {
         assert!(server_name("[::1]:20880").is_ok());
         assert!(server_name("provider.example:20880").is_ok());
         assert!(server_name("bad host:1").is_err());
+    }
+
+    #[tokio::test]
+    async fn a_provider_serves_tls_from_pem_files_and_requires_client_certificates_with_a_ca() {
+        use crate::protocol::triple::{TripleInvoker, TripleServer};
+        use switchman_core::{Invocation, Invoker, Protocol};
+        let dir = std::env::temp_dir().join(format!(
+            "switchman-server-tls-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let server = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+        let client = rcgen::generate_simple_self_signed(vec!["client".into()]).unwrap();
+        let file = |name: &str, text: String| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let cert = file("server.pem", server.cert.pem());
+        let key = file("server.key", server.signing_key.serialize_pem());
+        let client_cert = file("client.pem", client.cert.pem());
+        let client_key = file("client.key", client.signing_key.serialize_pem());
+
+        // Errors name the file.
+        let missing = dir.join("missing.pem");
+        let e = server_config(&missing, &key, None).unwrap_err();
+        assert!(e.message().contains("missing.pem"), "{e}");
+        let e = server_config(&cert, &cert, None).unwrap_err();
+        assert!(e.message().contains("server.pem"), "{e}");
+        assert!(
+            e.message().contains("no unencrypted PEM private key"),
+            "{e}"
+        );
+        let e = server_config(&cert, &key, Some(&key)).unwrap_err();
+        assert!(e.message().contains("client CA file"), "{e}");
+
+        // mTLS: the client certificate (self-signed: its own CA) is required.
+        let config = server_config(&cert, &key, Some(&client_cert)).unwrap();
+        let tls = TripleServer::serve_tls("127.0.0.1:0".parse().unwrap(), config, |req| {
+            Box::pin(async move { Ok(req.message) })
+        })
+        .await
+        .unwrap();
+        let target = Instance::builder("127.0.0.1", tls.addr().port())
+            .protocol(Protocol::Tri)
+            .path("x.Echo")
+            .build();
+        let inv = Invocation::new("echo").with_args(vec![serde_json::json!("hi")]);
+        let ca = server.cert.pem();
+        let with_cert = ClientTls::from_files(&cert, Some((&client_cert, &client_key))).unwrap();
+        let out = TripleInvoker::new()
+            .payload(crate::protocol::triple::Payload::Raw)
+            .client_tls(with_cert)
+            .invoke(&target, &inv, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(out, serde_json::json!("hi"));
+        let without = ClientTls::from_pem(ca.as_bytes(), None).unwrap();
+        let e = TripleInvoker::new()
+            .payload(crate::protocol::triple::Payload::Raw)
+            .client_tls(without)
+            .invoke(&target, &inv, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                e.kind(),
+                switchman_core::ErrorKind::Transport | switchman_core::ErrorKind::BadConfig
+            ),
+            "{e}"
+        );
+        assert_eq!(tls.hits(), 1, "only the call with a client certificate");
+        // It answers a TLS handshake; a closed port does not.
+        assert!(speaks_tls(&tls.addr().to_string(), Duration::from_secs(2)).await);
+        drop(tls);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -313,6 +313,24 @@ impl MetadataCache {
         out
     }
 
+    /// The revisions whose last round of fetches failed and is being retried, with why:
+    /// (application, revision, reason), sorted. What a consumer that found no provider can
+    /// add to its error (a provider's MetadataService refused TLS, or cleartext...).
+    pub fn failures(&self) -> Vec<(String, String, String)> {
+        let mut out: Vec<(String, String, String)> = self
+            .inner
+            .state()
+            .entries
+            .iter()
+            .filter_map(|((a, r), e)| match &e.status {
+                Status::Failed(reason) => Some((a.clone(), r.clone(), reason.clone())),
+                _ => None,
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
     /// The counters.
     pub fn stats(&self) -> MetadataStats {
         let (cached, pending) = {
@@ -641,6 +659,10 @@ mod tests {
         };
         assert!(reason.contains("connection refused"), "{reason}");
         assert!(reason.contains("dubbo://10.0.0."), "{reason}");
+        assert_eq!(
+            cache.failures(),
+            vec![("shop".to_string(), "r1".to_string(), reason.clone())]
+        );
         // One round: the bounded attempts, over both instances.
         assert_eq!(fake.calls.load(Ordering::SeqCst), 3);
         let hosts: std::collections::BTreeSet<String> =
@@ -657,6 +679,7 @@ mod tests {
             cache.lookup("shop", "r1", &[], &s),
             Lookup::Ready(_)
         ));
+        assert!(cache.failures().is_empty());
         assert_eq!(fake.calls.load(Ordering::SeqCst), 4);
         drop(token);
     }

@@ -21,7 +21,10 @@
 //! instance's own port when it is a `tri` (or `dubbo`) provider, else on the port and
 //! protocol its parameters `metadata-service-port` / `metadata-service-protocol` name
 //! (Dubbo's `dubbo.application.metadata-service-port`/`-protocol`); those two are not service
-//! parameters and are left out of the `MetadataInfo`.
+//! parameters and are left out of the `MetadataInfo`. A provider that serves TLS on its own
+//! port (`ssl-enabled=true`, as Dubbo 3 registers it) says so there too (`"ssl-enabled":
+//! "true"`), so that consumers fetch its metadata over TLS; a Java 3.3 provider does not (its
+//! consumers use their TLS settings for every provider).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -379,6 +382,8 @@ pub fn exported() -> &'static ExportedMetadata {
 struct MetadataEndpoint {
     protocol: String,
     port: u16,
+    /// Served over TLS: the instance's own port, registered with `ssl-enabled=true`.
+    ssl: bool,
 }
 
 /// One application instance this registry publishes.
@@ -498,12 +503,19 @@ fn metadata_endpoint(instance: &Instance) -> std::result::Result<Option<Metadata
                 "{METADATA_SERVICE_PROTOCOL_PARAM}={protocol:?} is not tri or dubbo"
             ));
         }
-        return Ok(Some(MetadataEndpoint { protocol, port }));
+        return Ok(Some(MetadataEndpoint {
+            protocol,
+            port,
+            ssl: false,
+        }));
     }
     Ok(match instance.protocol() {
         Protocol::Tri | Protocol::Dubbo => Some(MetadataEndpoint {
             protocol: instance.protocol().as_str().to_string(),
             port: instance.port(),
+            ssl: instance
+                .param("ssl-enabled")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
         }),
         _ => None,
     })
@@ -663,7 +675,7 @@ impl AppRegistrations {
                 endpoints.push(json!({"port": e.port, "protocol": e.protocol}));
             }
             // As Dubbo's ServiceInstanceMetadataUtils.getMetadataServiceParameter writes it.
-            let params = json!({
+            let mut params = json!({
                 "prefer.serialization": "hessian2",
                 "version": METADATA_SERVICE_VERSION,
                 "dubbo": "2.0.2",
@@ -671,6 +683,9 @@ impl AppRegistrations {
                 "port": e.port.to_string(),
                 "protocol": e.protocol,
             });
+            if e.ssl {
+                params["ssl-enabled"] = json!("true");
+            }
             metadata.insert(URL_PARAMS_KEY.into(), params.to_string());
         }
         metadata.insert(ENDPOINTS_KEY.into(), Json::Array(endpoints).to_string());
@@ -876,6 +891,38 @@ mod tests {
                 .params
                 .contains_key(METADATA_SERVICE_PORT_PARAM)
         );
+        assert!(!p.metadata()[URL_PARAMS_KEY].contains("ssl-enabled"));
+        regs.clear();
+    }
+
+    #[test]
+    fn a_tls_provider_says_so_where_its_metadata_service_answers() {
+        let regs = AppRegistrations::new(ExportSettings {
+            mode: RegisterMode::Instance,
+            storage: StorageType::Local,
+        });
+        let tls = tri("ssl-app", "x.Tls", 50061)
+            .with_param("ssl-enabled", "true")
+            .unwrap();
+        let p = regs.add(&tls).unwrap();
+        let params: Json = serde_json::from_str(&p.metadata()[URL_PARAMS_KEY]).unwrap();
+        assert_eq!(params["ssl-enabled"], "true", "{params}");
+        assert_eq!(params["port"], "50061", "{params}");
+        // Consumers read it back as a parameter of the MetadataService target.
+        let inst = AppInstance {
+            app: "ssl-app".into(),
+            host: "127.0.0.1".into(),
+            port: 50061,
+            metadata: p.metadata().clone(),
+        };
+        let targets = inst.metadata_targets(&p.info.revision).unwrap();
+        assert_eq!(
+            targets[0].params.get("ssl-enabled").map(String::as_str),
+            Some("true")
+        );
+        // Cleartext providers do not.
+        let clear = regs.add(&tri("clear-app", "x.Clear", 50062)).unwrap();
+        assert!(!clear.metadata()[URL_PARAMS_KEY].contains("ssl-enabled"));
         regs.clear();
     }
 }

@@ -8,5 +8,6 @@ mod interface_macro;
 mod reference_app_level;
 mod reference_loadbalance;
 mod reference_static;
+mod reference_tls_app_level;
 mod reference_typed;
 mod reference_zookeeper;

@@ -48,6 +48,9 @@ pub struct EchoOptions {
     pub fail_percent: f64,
     /// Delay before every answer.
     pub delay: Duration,
+    /// Serve over TLS with these settings ([`TripleServer::tls_config`]), the
+    /// `MetadataService` too; register the instance with `ssl-enabled=true`.
+    pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
 }
 
 /// Serves every method of every service to Java Dubbo 3 consumers (typed or generic calls,
@@ -64,7 +67,7 @@ pub async fn serve_echo(
     let delay = options.delay;
     let slot = Arc::new(OnceLock::<String>::new());
     let handler_name = slot.clone();
-    let server = TripleServer::serve_java(bind, move |call| {
+    let server = TripleServer::serve_java_tls(bind, options.tls, move |call| {
         let name = handler_name.get().cloned().unwrap_or_default();
         let failing = fail > 0.0 && fastrand::f64() < fail;
         Box::pin(async move {

@@ -1,5 +1,7 @@
 //! A minimal Triple provider for tests, the demo and docker-compose: unary methods served by
-//! one handler closure over cleartext HTTP/2 (prior knowledge), as Dubbo's providers do.
+//! one handler closure over cleartext HTTP/2 (prior knowledge), as Dubbo's providers do, or
+//! over TLS (ALPN `h2`, optionally requiring a client certificate:
+//! [`TripleServer::tls_config`]).
 //!
 //! Registering it is the caller's job, through a
 //! [`Registrar`](switchman_discovery::Registrar): [`TripleServer::instance`] gives the
@@ -246,8 +248,23 @@ impl TripleServer {
     where
         F: Fn(JavaCall) -> BoxFuture<'static, Result<Json, Status>> + Send + Sync + 'static,
     {
+        Self::serve_java_tls(bind, None, handler).await
+    }
+
+    /// [`TripleServer::serve_java`] over TLS with `tls` (see [`TripleServer::serve_tls`];
+    /// [`TripleServer::tls_config`] makes one from PEM files), or in cleartext with `None`.
+    /// Register it with `ssl-enabled=true` ([`SSL_ENABLED`](super::SSL_ENABLED)), as Dubbo 3
+    /// does for a protocol with `ssl-enabled`.
+    pub async fn serve_java_tls<F>(
+        bind: SocketAddr,
+        tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+        handler: F,
+    ) -> std::io::Result<TripleServer>
+    where
+        F: Fn(JavaCall) -> BoxFuture<'static, Result<Json, Status>> + Send + Sync + 'static,
+    {
         let handler = Arc::new(handler);
-        Self::serve(bind, move |req: TripleRequest| {
+        let triple = move |req: TripleRequest| -> BoxFuture<'static, TripleReply> {
             let handler = handler.clone();
             Box::pin(async move {
                 let call = JavaCall::decode(&req.service, &req.method, &req.message)?;
@@ -255,8 +272,24 @@ impl TripleServer {
                 let value = handler(call).await?;
                 reply_message(&serialize_type, &value)
             })
-        })
-        .await
+        };
+        match tls {
+            None => Self::serve(bind, triple).await,
+            Some(config) => Self::serve_tls(bind, config, triple).await,
+        }
+    }
+
+    /// A provider's TLS settings from PEM files (rustls, ring provider): its certificate chain
+    /// and unencrypted private key (Dubbo's `server-key-cert-chain-path` and
+    /// `server-private-key-path`), and with `client_ca` the CA that must sign the consumers'
+    /// certificates (mTLS, Dubbo's `server-trust-cert-collection-path`: a consumer without
+    /// one is refused at the handshake). Errors name the file and what is wrong with it.
+    pub fn tls_config(
+        cert_chain: &std::path::Path,
+        key: &std::path::Path,
+        client_ca: Option<&std::path::Path>,
+    ) -> switchman_core::Result<Arc<tokio_rustls::rustls::ServerConfig>> {
+        crate::protocol::tls::server_config(cert_chain, key, client_ca)
     }
 
     /// The answer to `call` when it is one to Dubbo's `org.apache.dubbo.metadata.
