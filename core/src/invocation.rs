@@ -22,7 +22,8 @@ pub struct Invocation {
     pub typed: Option<Typed>,
 }
 
-/// What a typed call gives the Hessian2 protocols ([`Invocation::typed`]).
+/// What a typed call gives the Hessian2 protocols ([`Invocation::typed`]), or Triple a
+/// protobuf one ([`TypedBody::protobuf`]).
 pub trait TypedBody: Send + Sync {
     /// Appends every argument, in order, as one Hessian2 stream (a dubbo:// body).
     fn write_args(&self, out: &mut Vec<u8>) -> crate::Result<()>;
@@ -32,6 +33,23 @@ pub trait TypedBody: Send + Sync {
     /// and keeps it; returns how many bytes it took and the JSON the call returns in its
     /// place (a token the caller exchanges for the typed result).
     fn read_result(&self, bytes: &[u8]) -> crate::Result<(usize, Value)>;
+    /// A protobuf (IDL) call's request, already encoded, and the service its Triple path
+    /// names; `None` (the default): a Hessian2 call. Triple sends such a call as
+    /// `POST /{service}/{method}` with `application/grpc+proto` and the message as is, and
+    /// hands the whole reply message to [`TypedBody::read_result`]. A protocol that cannot
+    /// carry it (dubbo://) gets the error [`TypedBody::write_args`] returns for it.
+    fn protobuf(&self) -> Option<Protobuf<'_>> {
+        None
+    }
+}
+
+/// A protobuf (IDL) call's request ([`TypedBody::protobuf`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Protobuf<'a> {
+    /// The service in the request path: the proto's `package.Service`.
+    pub service: &'a str,
+    /// The request message, protobuf-encoded, without gRPC's length prefix.
+    pub message: &'a [u8],
 }
 
 /// A shared [`TypedBody`]; equal when it is the same one.

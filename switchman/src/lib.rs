@@ -39,6 +39,8 @@
 
 #[cfg(feature = "admin")]
 pub mod admin;
+#[cfg(feature = "idl")]
+mod idl;
 #[cfg(feature = "prometheus")]
 mod prometheus;
 mod reference;
@@ -52,6 +54,11 @@ pub use typed::{JavaArgs, JavaType};
 /// A typed client from a Rust trait (the README's "Typed calls").
 pub use switchman_macros::interface;
 pub use typed::CallContext;
+
+/// The protobuf runtime of IDL calls ([`Reference::call_idl`]); `switchman-build`'s generated
+/// messages derive through it (feature `idl`).
+#[cfg(feature = "idl")]
+pub use prost;
 
 /// The random number generator in the [`loadbalance::Picker`] signature.
 pub use fastrand;

@@ -1,5 +1,6 @@
 //! Real Java Apache Dubbo 3.3 peers (`peers/java`, see its README.md): a provider of
-//! `io.switchman.peers.DemoService` over dubbo:// or tri://, a generic-invocation consumer, and
+//! `io.switchman.peers.DemoService` over dubbo:// or tri:// (or of the protobuf service
+//! [`IDL_SERVICE`] over tri://), a generic-invocation consumer, and
 //! Hessian2 vectors written and read by Dubbo's own serializer.
 //!
 //! The built peers are the directory in `$SWITCHMAN_JAVA_PEERS` (set by `scripts/test`), else
@@ -16,7 +17,9 @@ mod provider;
 
 pub use flags::{BENCH_JVM_FLAGS, JVM_FLAGS, token_true_jvm_flags};
 pub use options::ProviderOptions;
-pub use peers::{DEMO_SERVICE, DEMO_SERVICE_V2_JAR, peers_dir, skipped};
+pub use peers::{
+    DEMO_SERVICE, DEMO_SERVICE_V2_JAR, IDL_PROTO_SERVICE, IDL_SERVICE, peers_dir, skipped,
+};
 pub use programs::{
     BENCH_TIMEOUT, JavaConsumer, RUN_TIMEOUT, force_application_adds, run_bench, run_consumer,
     vectors_bench, vectors_decode, vectors_encode,

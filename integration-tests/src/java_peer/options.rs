@@ -37,6 +37,11 @@ pub struct ProviderOptions {
     /// The release of `DemoService` to export: `v1` (default) or `v2` (the upgraded interface,
     /// one more method `greet(String)`, run from [`DEMO_SERVICE_V2_JAR`]).
     pub demo_service: Option<String>,
+    /// The service to export: `demo` (default, `io.switchman.peers.DemoService`) or `idl` (the
+    /// protobuf service of `peers/java/src/main/proto/greeter.proto`, [`IDL_SERVICE`]).
+    ///
+    /// [`IDL_SERVICE`]: super::IDL_SERVICE
+    pub service: Option<String>,
     /// TLS (Dubbo's `SslConfig`): the server certificate chain and private key PEM files.
     pub tls: Option<(String, String)>,
     /// With `tls`: the CA PEM file client certificates must be signed by (mTLS required).
@@ -144,6 +149,14 @@ impl ProviderOptions {
         self
     }
 
+    /// Exports the protobuf (IDL) service of `greeter.proto` instead of `DemoService`
+    /// (`--service idl`: Dubbo's compiler plugin's stub; use it with `protocol("tri")`). Its
+    /// calls are counted by rpc name (`SayHello`, `Fail`, `Ping`).
+    pub fn idl(mut self) -> Self {
+        self.service = Some("idl".to_string());
+        self
+    }
+
     /// Serves TLS on the provider's port (Dubbo's `SslConfig` with the server certificate
     /// chain and unencrypted PKCS#8 key PEM files) and registers `ssl-enabled=true`.
     pub fn tls(mut self, cert_chain: &str, key: &str) -> Self {
@@ -191,6 +204,7 @@ impl ProviderOptions {
         opt("--metadata-type", self.metadata_type.clone());
         opt("--name", self.name.clone());
         opt("--demo-service", self.demo_service.clone());
+        opt("--service", self.service.clone());
         opt("--heartbeat-ms", self.heartbeat_ms.map(|v| v.to_string()));
         opt(
             "--shutdown-wait-ms",

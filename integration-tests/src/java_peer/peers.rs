@@ -8,6 +8,14 @@ use std::sync::OnceLock;
 /// The interface every Java peer serves.
 pub const DEMO_SERVICE: &str = "io.switchman.peers.DemoService";
 
+/// The protobuf (IDL) service of `peers/java/src/main/proto/greeter.proto` as Dubbo registers
+/// it (`java_package` + service; `--service idl`). Its request paths name
+/// [`IDL_PROTO_SERVICE`].
+pub const IDL_SERVICE: &str = "io.switchman.peers.idl.Greeter";
+
+/// The proto's `package.Service` of [`IDL_SERVICE`]: the service in its request paths.
+pub const IDL_PROTO_SERVICE: &str = "switchman.idl.Greeter";
+
 /// The jar (beside `switchman-java-peers.jar`) holding the upgraded `DemoService` and
 /// `DemoServiceImpl` (`peers/java/src/v2/java`); its manifest puts the main jar after it.
 pub const DEMO_SERVICE_V2_JAR: &str = "switchman-java-peers-v2.jar";

@@ -296,6 +296,19 @@ impl Invoker for HttpInvoker {
         inv: &'a Invocation,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Value>> {
+        // A protobuf (IDL) call has no JSON arguments to send: refused before any request.
+        if let Some(p) = inv.typed.as_ref().and_then(|t| t.0.protobuf()) {
+            let e = Error::bad_config(format!(
+                "{}/{} is a protobuf (IDL) call: only Triple (tri://) providers carry it, not \
+                 {} at {}",
+                p.service,
+                inv.method,
+                target.protocol(),
+                target.address()
+            ))
+            .with_retryable(false);
+            return Box::pin(async move { Err(e) });
+        }
         let req = self.request(target, inv, timeout);
         Box::pin(async move {
             let resp = req
@@ -507,6 +520,68 @@ mod refusal_tests {
             reached.load(Ordering::SeqCst),
             0,
             "the redirect was followed"
+        );
+    }
+
+    /// A protobuf (IDL) call has no JSON form: refused at once, nothing sent.
+    #[tokio::test]
+    async fn a_protobuf_call_is_refused_before_any_request() {
+        use std::sync::Arc;
+        use switchman_core::{Protobuf, Typed, TypedBody};
+        struct Idl;
+        impl TypedBody for Idl {
+            fn write_args(&self, _out: &mut Vec<u8>) -> Result<()> {
+                Err(Error::bad_config("not Hessian"))
+            }
+            fn each_arg(&self) -> Result<Vec<Vec<u8>>> {
+                Err(Error::bad_config("not Hessian"))
+            }
+            fn read_result(&self, _bytes: &[u8]) -> Result<(usize, Value)> {
+                Ok((0, Value::Null))
+            }
+            fn protobuf(&self) -> Option<Protobuf<'_>> {
+                Some(Protobuf {
+                    service: "demo.Greeter",
+                    message: b"\x0a\x01x",
+                })
+            }
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted: Arc<std::sync::Mutex<Vec<std::net::SocketAddr>>> = Default::default();
+        let a = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((_, peer)) = listener.accept().await {
+                a.lock().unwrap().push(peer);
+            }
+        });
+        let mut inv = switchman_core::Invocation::new("SayHello");
+        inv.typed = Some(Typed(Arc::new(Idl)));
+        let target = Instance::builder("127.0.0.1", port).build();
+        let e = HttpInvoker::new()
+            .invoke(&target, &inv, std::time::Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), switchman_core::ErrorKind::BadConfig, "{e}");
+        assert!(!e.is_retryable());
+        assert!(
+            e.message()
+                .starts_with("demo.Greeter/SayHello is a protobuf (IDL) call"),
+            "{e}"
+        );
+        // A barrier: connections are accepted in order, so once our own is, any the invoker
+        // made was too.
+        let probe = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let mine = probe.local_addr().unwrap();
+        while !accepted.lock().unwrap().contains(&mine) {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            *accepted.lock().unwrap(),
+            vec![mine],
+            "only the probe connected"
         );
     }
 }

@@ -44,6 +44,13 @@
 //! registered `hessian2` as their serialization get [`WrapperCodec`] automatically (see
 //! [`TripleInvoker`]). [`TripleServer::serve_java`] serves the same format to Java consumers.
 //!
+//! # Protobuf (IDL) services
+//!
+//! A typed call whose body has a protobuf request ([`switchman_core::TypedBody::protobuf`],
+//! what `switchman::Reference::call_idl` and `switchman-build`'s clients make) skips the
+//! codecs: the message is sent as is at `/{proto service}/{method}` with
+//! [`IDL_CONTENT_TYPE`], and the reply message goes to the body's `read_result`.
+//!
 //! TLS: see [`TripleInvoker::client_tls`] (the providers that say `ssl-enabled=true`, or
 //! every one) and [`TripleInvoker::tls`] (every provider); without them instances are called
 //! over cleartext HTTP/2.
@@ -702,6 +709,14 @@ impl TripleInvoker {
         invocation: &Invocation,
         timeout: Duration,
     ) -> Result<Value> {
+        if let Some(typed) = &invocation.typed
+            && let Some(proto) = typed.0.protobuf()
+        {
+            return self
+                .call_idl(entry, endpoint_token, target, invocation, proto, timeout)
+                .await
+                .and_then(|message| typed.0.read_result(&message).map(|(_, v)| v));
+        }
         {
             let service = service_name(target);
             let codec = self.codec_for(target, service, &invocation.method);
@@ -738,6 +753,36 @@ impl TripleInvoker {
         }
     }
 }
+
+impl TripleInvoker {
+    /// A protobuf (IDL) call ([`switchman_core::TypedBody::protobuf`]): the message as is, at
+    /// `/{proto service}/{method}`, `application/grpc+proto`, no codec; returns the reply
+    /// message.
+    async fn call_idl(
+        &self,
+        entry: &Entry,
+        endpoint_token: Option<&EndpointToken>,
+        target: &Instance,
+        invocation: &Invocation,
+        proto: switchman_core::Protobuf<'_>,
+        timeout: Duration,
+    ) -> Result<Bytes> {
+        let call = Unary {
+            service: proto.service,
+            method: &invocation.method,
+            content_type: IDL_CONTENT_TYPE,
+            message: proto.message,
+            attachments: &invocation.attachments,
+        };
+        let token = token::to_add(endpoint_token, target, &invocation.attachments, true);
+        self.unary_answer(entry, target, call, token.as_ref(), timeout)
+            .await
+            .map(|a| a.message)
+    }
+}
+
+/// The content type of a protobuf (IDL) call: gRPC's, what Dubbo's IDL stubs send.
+pub const IDL_CONTENT_TYPE: &str = "application/grpc+proto";
 
 /// This module's README (folded into the workspace README), compiled as doctests.
 #[doc = include_str!("README.md")]

@@ -7,6 +7,10 @@ import org.apache.dubbo.config.ServiceConfig;
 import org.apache.dubbo.config.SslConfig;
 import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 
+import io.switchman.peers.idl.Greeter;
+import io.switchman.peers.idl.IdlGreeter;
+
+
 import java.io.IOException;
 import java.io.PrintStream;
 import java.net.InetAddress;
@@ -20,6 +24,8 @@ import java.util.concurrent.CountDownLatch;
 /**
  * Exports {@link DemoService} over dubbo:// or tri:// on 127.0.0.1 and registers it, then prints
  * {@code READY <protocol> <port>}. SIGTERM runs Dubbo's own shutdown hook (graceful).
+ * {@code --service idl} exports the protobuf service of {@code greeter.proto} instead
+ * ({@link IdlGreeter}, over {@code tri}).
  * {@code --demo-service v2} states that the upgraded {@link DemoService} (one more method) is the
  * one on the classpath, i.e. that the program runs from {@code switchman-java-peers-v2.jar}.
  */
@@ -93,12 +99,27 @@ final class Provider {
         // `--group g1,g2` exports the service once per group on the same port (one process,
         // several endpoints at one address); each answers as `<name>/<group>`.
         String[] groups = a.has("group") ? a.get("group", null).split(",") : new String[] {null};
-        List<ServiceConfig<DemoService>> services = new ArrayList<>();
+        // `--service idl` exports the protobuf service of greeter.proto (IdlGreeter, on the stub
+        // Dubbo's compiler plugin generated) instead of DemoService.
+        String service = a.get("service", "demo");
+        if (!service.equals("demo") && !service.equals("idl")) {
+            throw new IllegalArgumentException("--service must be demo or idl, got " + service);
+        }
+        List<ServiceConfig<?>> services = new ArrayList<>();
         for (String group : groups) {
-            ServiceConfig<DemoService> svc = new ServiceConfig<>();
-            svc.setInterface(DemoService.class);
             String instanceName = groups.length > 1 ? name + "/" + group : name;
-            svc.setRef(new DemoServiceImpl(instanceName, out));
+            ServiceConfig<?> svc;
+            if (service.equals("idl")) {
+                ServiceConfig<Greeter> idl = new ServiceConfig<>();
+                idl.setInterface(Greeter.class);
+                idl.setRef(new IdlGreeter(instanceName, out));
+                svc = idl;
+            } else {
+                ServiceConfig<DemoService> demo = new ServiceConfig<>();
+                demo.setInterface(DemoService.class);
+                demo.setRef(new DemoServiceImpl(instanceName, out));
+                svc = demo;
+            }
             if (group != null) {
                 svc.setGroup(group);
             }
@@ -124,8 +145,8 @@ final class Provider {
             bootstrap.ssl(ssl);
         }
         bootstrap.start();
-        System.err.printf("[java-peer] provider %s (DemoService %s) exported and registered in %d ms%n",
-                name, release, (System.nanoTime() - t0) / 1_000_000);
+        System.err.printf("[java-peer] provider %s (%s) exported and registered in %d ms%n",
+                name, service.equals("idl") ? Greeter.SERVICE_NAME + " (IDL)" : "DemoService " + release, (System.nanoTime() - t0) / 1_000_000);
         synchronized (out) {
             out.println("READY " + protocol + " " + port);
             out.flush();
