@@ -220,7 +220,8 @@ impl ClusterInvoker {
                     let deadline = call.deadline();
                     let mut call = Call::new(shared, &plan, invocation, settings, &telemetry, &book)
                         .on_fallback(Some(deadline));
-                    self.run(&mut call).await
+                    // Boxed: the rare path does not double the size of every call's future.
+                    Box::pin(self.run(&mut call)).await
                 }
                 (result, _) => result,
             }
