@@ -34,7 +34,13 @@ use syn::{
 ///   `switchman::Reference` that implements the trait. `UserServiceClient::builder()` is
 ///   `Reference::new(INTERFACE)` with the version and group of the attribute;
 ///   `UserServiceClient::connect(builder).await?` connects it; `UserServiceClient::new(reference)`
-///   wraps a connected one; `INTERFACE`, `VERSION` and `GROUP` are constants on it.
+///   wraps a connected one; `INTERFACE`, `VERSION` and `GROUP` are constants on it;
+/// - `switchman::JavaInterface` for `dyn UserService` (and the client), so that
+///   `switchman::Reference::new_for::<dyn UserService>()` is the same builder, and
+///   `<dyn UserService>::connect(builder).await?` (an inherent function of `dyn UserService`)
+///   connects it into a `UserServiceClient`. Each method has `where Self: Sized`, which keeps
+///   `dyn UserService` a type (the futures the methods return make the trait otherwise not
+///   dyn compatible); an implementation need not repeat it.
 ///
 /// Each method calls `Reference::call_as_with(java_name, java_types, (args..), &ctx)`:
 ///
@@ -403,7 +409,9 @@ fn method(item: &mut TraitItemFn) -> syn::Result<(TokenStream2, TokenStream2)> {
     let declaration = quote! {
         #(#attrs)*
         fn #name(&self, #(#declared),*)
-            -> impl ::core::future::Future<Output = #output> + ::core::marker::Send;
+            -> impl ::core::future::Future<Output = #output> + ::core::marker::Send
+        where
+            Self: ::core::marker::Sized;
     };
     let implementation = quote! {
         fn #name(&self, #(#arg_params),* #context_param)
@@ -484,6 +492,10 @@ fn expand(args: InterfaceArgs, mut item: ItemTrait) -> syn::Result<TokenStream2>
          (written by `#[switchman::interface]`).",
         interface.value()
     );
+    let connect_doc = format!(
+        "Connects `builder` (from `switchman::Reference::new_for::<dyn {name}>()`) and wraps \
+         the reference in a [`{client}`]: `<dyn {name}>::connect(builder).await?`."
+    );
     Ok(quote! {
         #(#attrs)*
         #vis trait #name {
@@ -530,6 +542,27 @@ fn expand(args: InterfaceArgs, mut item: ItemTrait) -> syn::Result<TokenStream2>
 
         impl #name for #client {
             #(#implementations)*
+        }
+
+        impl ::switchman::JavaInterface for #client {
+            const INTERFACE: &'static str = #interface;
+            const VERSION: &'static str = #version;
+            const GROUP: &'static str = #group;
+        }
+
+        impl ::switchman::JavaInterface for dyn #name {
+            const INTERFACE: &'static str = #interface;
+            const VERSION: &'static str = #version;
+            const GROUP: &'static str = #group;
+        }
+
+        impl dyn #name {
+            #[doc = #connect_doc]
+            pub async fn connect(
+                builder: ::switchman::ReferenceBuilder,
+            ) -> ::switchman::Result<#client> {
+                #client::connect(builder).await
+            }
         }
     })
 }

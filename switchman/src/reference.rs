@@ -87,6 +87,72 @@ impl Reference {
         }
     }
 
+    /// Starts a reference to the Java interface `T` stands for, with its version and group
+    /// set: `Reference::new_for::<dyn UserService>()` for a trait under
+    /// `#[switchman::interface("org.example.UserService", version = "1.0.0")]`
+    /// (which implements [`JavaInterface`](crate::JavaInterface) for `dyn UserService`).
+    /// Add the registry and what else the reference needs, then connect it, typed with
+    /// `<dyn UserService>::connect(builder)` or as a plain reference with
+    /// [`ReferenceBuilder::connect`].
+    ///
+    /// ```no_run
+    /// # #[derive(Debug, serde::Deserialize)]
+    /// # struct User { id: i64 }
+    /// use switchman::Reference;
+    ///
+    /// #[switchman::interface("org.example.UserService", version = "1.0.0")]
+    /// trait UserService {
+    ///     async fn get_user(&self, id: i64) -> switchman::Result<User>;
+    /// }
+    ///
+    /// # async fn demo() -> switchman::Result<()> {
+    /// let builder = Reference::new_for::<dyn UserService>().registry("zookeeper://127.0.0.1:2181");
+    /// let users = <dyn UserService>::connect(builder).await?; // a UserServiceClient
+    /// let user = users.get_user(7).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// `connect` is an inherent function of `dyn UserService`. Rust resolves the shorter
+    /// `UserService::connect(..)` to it only in the 2015 and 2018 editions (a bare trait as a
+    /// type); since 2021 that is "expected a type, found a trait", hence `<dyn UserService>`.
+    /// In a 2018-edition crate the short form compiles as is:
+    ///
+    /// ```no_run,edition2018
+    /// # #![allow(bare_trait_objects)]
+    /// # #[derive(Debug, serde::Deserialize)]
+    /// # struct User { id: i64 }
+    /// use switchman::Reference;
+    ///
+    /// #[switchman::interface("org.example.UserService", version = "1.0.0")]
+    /// trait UserService {
+    ///     async fn get_user(&self, id: i64) -> switchman::Result<User>;
+    /// }
+    ///
+    /// # async fn demo() -> switchman::Result<()> {
+    /// let users = UserService::connect(Reference::new_for::<dyn UserService>().registry("zookeeper://127.0.0.1:2181")).await?;
+    /// # let _ = users.get_user(7).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// ```compile_fail,E0782
+    /// # #[derive(Debug, serde::Deserialize)]
+    /// # struct User { id: i64 }
+    /// # use switchman::Reference;
+    /// # #[switchman::interface("org.example.UserService", version = "1.0.0")]
+    /// # trait UserService {
+    /// #     async fn get_user(&self, id: i64) -> switchman::Result<User>;
+    /// # }
+    /// # async fn demo() -> switchman::Result<()> {
+    /// // Edition 2021 and later: write `<dyn UserService>::connect`.
+    /// let users = UserService::connect(Reference::new_for::<dyn UserService>()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn new_for<T: ?Sized + crate::JavaInterface>() -> ReferenceBuilder {
+        Reference::new(T::INTERFACE)
+            .version(T::VERSION)
+            .group(T::GROUP)
+    }
+
     /// Calls `method` with `args` (a JSON array, or one value that becomes the only
     /// argument). dubbo:// providers are called generically (the provider finds the method by
     /// name); use [`Reference::call_typed`] for overloaded methods.

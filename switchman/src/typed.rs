@@ -146,6 +146,31 @@ macro_rules! java_type {
     )*};
 }
 
+/// A Java interface a Rust type stands for: its name, version and group as a Dubbo service.
+///
+/// `#[switchman::interface]` implements it for `dyn Trait` (and for the generated client), so
+/// a reference to the interface starts from the trait alone:
+/// [`Reference::new_for::<dyn UserService>()`](crate::Reference::new_for).
+///
+/// ```compile_fail,E0277
+/// // A trait the attribute did not write names no Java interface.
+/// trait Plain {}
+/// let _ = switchman::Reference::new_for::<dyn Plain>();
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` names no Java interface",
+    label = "not a `#[switchman::interface]` trait",
+    note = "write `Reference::new_for::<dyn Trait>()` for a trait under `#[switchman::interface(\"org.example.Service\")]`"
+)]
+pub trait JavaInterface {
+    /// The Java interface's name (`org.example.UserService`).
+    const INTERFACE: &'static str;
+    /// The service version (empty: none).
+    const VERSION: &'static str;
+    /// The service group (empty: none).
+    const GROUP: &'static str;
+}
+
 /// The arguments of a typed call: a tuple of values (`()`, `(7_i64,)`, `(a, b)`, ... up to
 /// eight), each `Serialize`, written as Hessian2 by its Rust type's Java mapping.
 pub trait JavaArgs: Send + Sync + 'static {

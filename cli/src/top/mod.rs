@@ -487,19 +487,4 @@ rpc_client_attempt_duration_seconds_bucket{rpc_system="http",rpc_service="demo.E
         );
         assert_eq!(encode_path("g1/a.B:1.0 x"), "g1/a.B:1.0%20x");
     }
-
-    #[test]
-    fn http_answers_parse_by_length_chunks_or_close() {
-        let by_length = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}trailing";
-        assert_eq!(parse_answer(by_length), Some((200, "{}".to_string())));
-        let chunked = b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n";
-        assert_eq!(parse_answer(chunked), Some((404, "abcde".to_string())));
-        let to_close = b"HTTP/1.1 200 OK\r\n\r\nall of it";
-        assert_eq!(parse_answer(to_close), Some((200, "all of it".to_string())));
-        assert_eq!(parse_answer(b"garbage"), None);
-        assert_eq!(
-            parse_answer(b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\nshort"),
-            None
-        );
-    }
 }

@@ -2,11 +2,13 @@
 //! dubbo:// and Triple's Hessian wrapper: the generated client's methods are the Java methods
 //! (camelCase names, `#[java(name)]`, explicit `types`), borrowed arguments are sent owned, the
 //! method's `timeout`/`retries` apply and a `CallContext` argument's attachments go over them.
+//! Over dubbo:// the client connects through `DemoClient::builder()`, over Triple from the
+//! trait alone (`<dyn Demo>::connect(Reference::new_for::<dyn Demo>()..)`).
 
 use std::time::Duration;
 
-use switchman::CallContext;
 use switchman::hessian::JavaException;
+use switchman::{CallContext, JavaInterface, Reference};
 use switchman_integration_tests::java_peer::{self, DEMO_SERVICE, JavaProvider, ProviderOptions};
 use switchman_integration_tests::{unique, zookeeper};
 
@@ -58,7 +60,15 @@ async fn sum(demo: &impl Demo) -> i32 {
     demo.add(40, 2).await.unwrap()
 }
 
-async fn interface_over(protocol: &str) {
+/// How the test connects the client: through the client type, or from the trait alone
+/// (`Reference::new_for::<dyn Demo>()` and `<dyn Demo>::connect`).
+#[derive(Debug, Clone, Copy)]
+enum Connect {
+    Client,
+    Trait,
+}
+
+async fn interface_over(protocol: &str, connect: Connect) {
     let g = unique(&format!("iface-{protocol}"));
     let _provider = JavaProvider::start(
         &ProviderOptions::zookeeper(&zookeeper())
@@ -67,14 +77,25 @@ async fn interface_over(protocol: &str) {
             .name("p"),
     );
     assert_eq!(DemoClient::INTERFACE, DEMO_SERVICE);
-    let demo = DemoClient::connect(
-        DemoClient::builder()
-            .registry(format!("zookeeper://{}", zookeeper()))
-            .group(&g)
-            .wait(Duration::from_secs(20)),
-    )
-    .await
-    .unwrap();
+    assert_eq!(<dyn Demo as JavaInterface>::INTERFACE, DEMO_SERVICE);
+    let demo: DemoClient = match connect {
+        Connect::Client => DemoClient::connect(
+            DemoClient::builder()
+                .registry(format!("zookeeper://{}", zookeeper()))
+                .group(&g)
+                .wait(Duration::from_secs(20)),
+        )
+        .await
+        .unwrap(),
+        Connect::Trait => <dyn Demo>::connect(
+            Reference::new_for::<dyn Demo>()
+                .registry(format!("zookeeper://{}", zookeeper()))
+                .group(&g)
+                .wait(Duration::from_secs(20)),
+        )
+        .await
+        .unwrap(),
+    };
 
     assert_eq!(
         demo.say_hello("macro".into()).await.unwrap(),
@@ -153,7 +174,7 @@ async fn interface_client_to_java_over_dubbo() {
     if java_peer::skipped("interface_client_to_java_over_dubbo") {
         return;
     }
-    interface_over("dubbo").await;
+    interface_over("dubbo", Connect::Client).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,5 +182,5 @@ async fn interface_client_to_java_over_triple() {
     if java_peer::skipped("interface_client_to_java_over_triple") {
         return;
     }
-    interface_over("tri").await;
+    interface_over("tri", Connect::Trait).await;
 }
