@@ -91,7 +91,8 @@ pub(crate) struct CallArgs {
     /// Seconds to wait for the registry's first answer (an empty answer ends the call at once).
     #[arg(long, default_value_t = 5)]
     wait: u64,
-    /// Print the report as JSON.
+    /// Print the report as JSON (per instance, `succeeded` and `failed` count attempts: a call
+    /// retried on another instance counts on both).
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -272,6 +273,7 @@ async fn run_calls(args: CallArgs) -> std::result::Result<Value, String> {
         .lock()
         .map(|m| m.clone())
         .unwrap_or_default();
+    // Per instance, attempts (a retried call counts on each instance it tried), not calls.
     let instances: Vec<Value> = per
         .iter()
         .map(|(addr, (s, f))| json!({"address": addr, "succeeded": s, "failed": f}))
@@ -314,7 +316,14 @@ pub(crate) fn run(args: CallArgs) -> ExitCode {
                     report["success_rate"].as_f64().unwrap_or(0.0) * 100.0,
                     report["elapsed_ms"]
                 );
-                for i in report["instances"].as_array().into_iter().flatten() {
+                let instances = report["instances"].as_array();
+                if instances.is_some_and(|l| !l.is_empty()) {
+                    // Attempts, not calls: a call failover retried counts on each instance it tried.
+                    println!(
+                        "  attempts per instance (a retried call counts on each instance tried):"
+                    );
+                }
+                for i in instances.into_iter().flatten() {
                     println!(
                         "  {:<24} {:>8} ok {:>6} failed",
                         i["address"].as_str().unwrap_or(""),

@@ -26,7 +26,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Call a service through a registry and report per-instance counts and the success rate.
+    /// Call a service through a registry and report the success rate and, per instance, the
+    /// attempts it received (a retried call counts on each instance it tried).
     Call(call::CallArgs),
     /// Run the whole call path against 5 local providers and print what the caller saw.
     Demo(demo::DemoArgs),
@@ -35,12 +36,14 @@ enum Command {
     Lb(lb::LbCommand),
     /// Serve an in-process HTTP or Triple (`--protocol tri`) provider and register it until Ctrl-C or SIGTERM.
     Provider(provider::ProviderArgs),
-    /// Dry-run a routing rule: print the provider URLs it keeps for a call.
+    /// Dry-run a routing rule: print the provider URLs it keeps for a call (providers from a
+    /// file or a registry).
     Route(route::RouteArgs),
     /// A live view of a consumer (through its --admin endpoint) or of a registry subscription:
     /// one row per instance with its weight, state, share of attempts, latency and errors.
     Top(top::TopArgs),
-    /// Print one JSON line per snapshot a registry subscription publishes.
+    /// Print one JSON line per snapshot a registry subscription publishes that shows something
+    /// new (registered and effective weights, so a warm-up ramp shows).
     Watch(watch::WatchArgs),
 }
 

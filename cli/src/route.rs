@@ -5,13 +5,18 @@
 //! call is forbidden). `--explain` adds, on stderr, which rule matched the call and why each
 //! provider was kept or dropped. A rule that does not parse exits with status 2 and the error
 //! (rule key, line, column, problem) on stderr.
+//!
+//! The providers come from a file (`--providers`) or from a registry (`--registry`): the list
+//! it holds now for the consumer URL's interface, group and version.
 use std::io::Read as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
-use switchman_core::{Instance, Invocation, Url};
+use switchman_core::{Instance, Invocation, ServiceKey, Url};
+use switchman_discovery::{DirectoryConfig, RegistryDirectory, registry_from_url};
 use switchman_router::{ConsumerInfo, Route, RouterChain, source};
 
 /// Arguments of `switchman route`.
@@ -26,8 +31,16 @@ pub(crate) struct RouteArgs {
     #[arg(long, value_name = "URL")]
     consumer: String,
     /// File with one provider URL per line (blank lines and `#` comments skipped).
-    #[arg(long, value_name = "FILE")]
-    providers: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "registry")]
+    providers: Option<PathBuf>,
+    /// Read the providers from a registry instead (zookeeper://h:p, nacos://h:p, a static YAML
+    /// file): those it lists now for the consumer URL's interface and its `group` and `version`
+    /// parameters.
+    #[arg(long, value_name = "URL", conflicts_with = "providers")]
+    registry: Option<String>,
+    /// With --registry: seconds to wait for the registry's answer.
+    #[arg(long, value_name = "S", default_value_t = 5, requires = "registry")]
+    timeout: u64,
     /// The invoked method.
     #[arg(long, value_name = "M", default_value = "")]
     method: String,
@@ -74,6 +87,51 @@ fn read_providers(path: &PathBuf) -> Result<(Vec<String>, Vec<Arc<Instance>>), S
         instances.push(Arc::new(inst));
     }
     Ok((lines, instances))
+}
+
+/// The providers `registry` lists now for `consumer`'s interface, group and version, as
+/// provider URLs (after the registry's overrides) and instances.
+fn registry_providers(
+    registry: &str,
+    consumer: &Url,
+    timeout: Duration,
+) -> Result<(Vec<String>, Vec<Arc<Instance>>), String> {
+    let interface = consumer.path().trim_start_matches('/');
+    if interface.is_empty() {
+        return Err(format!(
+            "--consumer {consumer}: name the interface in its path to read its providers from --registry"
+        ));
+    }
+    let key = ServiceKey::with(
+        interface,
+        consumer.param("group").unwrap_or_default(),
+        consumer.param("version").unwrap_or_default(),
+    );
+    let shown = switchman_core::url::redacted_text(registry);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let registry = registry_from_url(registry).map_err(|e| e.to_string())?;
+        let dir = tokio::time::timeout(
+            timeout,
+            RegistryDirectory::subscribe(registry.as_ref(), DirectoryConfig::new(key.clone())),
+        )
+        .await
+        .map_err(|_| format!("{shown} did not answer within {timeout:?}"))?
+        .map_err(|e| e.to_string())?;
+        let snap = dir
+            .wait_until(timeout, |s| s.epoch() > 0)
+            .await
+            .map_err(|_| format!("{shown} did not answer within {timeout:?}"))?;
+        if snap.instances().is_empty() {
+            return Err(format!("{shown} lists no provider of {key}"));
+        }
+        let instances = snap.instances().to_vec();
+        let lines = instances.iter().map(|i| i.to_url().to_string()).collect();
+        Ok((lines, instances))
+    })
 }
 
 fn invocation(args: &RouteArgs) -> Result<Invocation, String> {
@@ -138,11 +196,19 @@ pub(crate) fn run(args: RouteArgs) -> ExitCode {
             chain = chain.with_force(&k);
         }
     }
-    let consumer = match Url::parse(&args.consumer) {
-        Ok(u) => ConsumerInfo::from_url(u),
+    let consumer_url = match Url::parse(&args.consumer) {
+        Ok(u) => u,
         Err(e) => return fail(format!("--consumer: {e}")),
     };
-    let (lines, instances) = match read_providers(&args.providers) {
+    let providers = match (&args.registry, &args.providers) {
+        (Some(registry), _) => {
+            registry_providers(registry, &consumer_url, Duration::from_secs(args.timeout))
+        }
+        (None, Some(file)) => read_providers(file),
+        (None, None) => Err("give --providers FILE or --registry URL".to_string()),
+    };
+    let consumer = ConsumerInfo::from_url(consumer_url);
+    let (lines, instances) = match providers {
         Ok(p) => p,
         Err(e) => return fail(e),
     };

@@ -6,16 +6,25 @@
 //! interface-level instances), and the `"methods"` its service lists (the `methods` parameter
 //! of its provider URL or of its service in the `MetadataInfo`; `null` when it has none), so a
 //! provider upgraded in place with a new method shows it once the new revision is read.
+//!
+//! `"weight"` is the registered weight and `"effective_weight"` the one the balancer uses now
+//! (lower while the instance warms up; `null` when it is not routable), so the warm-up ramp is
+//! visible. A snapshot that shows nothing new (the directory republishes during warm-up) is
+//! not printed. A first answer with no instance says on stderr that nothing matches and what
+//! the registry has under other groups and versions; with `--once` it exits 2, as `call` does.
 
+use std::collections::BTreeSet;
+use std::io::Write as _;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 use switchman_core::{Instance, ServiceKey};
 use switchman_discovery::metadata::REVISION_KEY;
 use switchman_discovery::{
-    DirectoryConfig, EmptyPolicy, RegistryDirectory, Snapshot, registry_from_url,
+    DirectoryConfig, EmptyPolicy, Registry, RegistryDirectory, Snapshot, registry_from_url,
 };
+use switchman_loadbalance::effective_weight;
 
 /// Arguments of `switchman watch`.
 #[derive(Debug, clap::Args)]
@@ -32,7 +41,7 @@ pub(crate) struct WatchArgs {
     /// Dubbo version.
     #[arg(long, default_value = "")]
     version: String,
-    /// Print the first snapshot and exit.
+    /// Print the first snapshot and exit (exit 2 when it lists no instance).
     #[arg(long)]
     once: bool,
     /// Give up (exit 2) after this many seconds without the registry's first answer.
@@ -71,7 +80,15 @@ fn methods(i: &Instance) -> Option<Vec<&str>> {
     (!m.is_empty()).then_some(m)
 }
 
+/// The weight the balancer gives a routable instance at `now`: the registered weight, ramped
+/// up while it warms up; `None` when the instance is not routable.
+fn weight_now(s: &Snapshot, i: &Instance, now: SystemTime) -> Option<u32> {
+    let e = s.endpoints().get(s.index_of(i.key())?)?;
+    Some(effective_weight(e, now))
+}
+
 pub(crate) fn snapshot_json(s: &Snapshot) -> serde_json::Value {
+    let now = SystemTime::now();
     let instances: Vec<_> = s
         .instances()
         .iter()
@@ -82,6 +99,7 @@ pub(crate) fn snapshot_json(s: &Snapshot) -> serde_json::Value {
                 "group": i.service().group.as_ref(),
                 "version": i.service().version.as_ref(),
                 "weight": i.weight(),
+                "effective_weight": weight_now(s, i, now),
                 "protocol": i.protocol().as_str(),
                 "zone": i.zone(),
                 "enabled": i.enabled(),
@@ -97,8 +115,10 @@ pub(crate) fn snapshot_json(s: &Snapshot) -> serde_json::Value {
 }
 
 /// The human form: `epoch N SERVICE: K instances`, then per instance its address, protocol,
-/// weight, `discovery=interface|application`, `revision=...`, `methods=a,b,...` and its state.
+/// weight (`weight=25/100 warming up` while it warms up), `discovery=interface|application`,
+/// `revision=...`, `methods=a,b,...` and its state.
 pub(crate) fn snapshot_text(s: &Snapshot) -> String {
+    let now = SystemTime::now();
     let mut out = format!(
         "epoch {} {}: {} instance{}",
         s.epoch(),
@@ -117,11 +137,14 @@ pub(crate) fn snapshot_text(s: &Snapshot) -> String {
         } else {
             "not routable"
         };
+        let weight = match weight_now(s, i, now) {
+            Some(w) if w != i.weight() => format!("{w}/{} warming up", i.weight()),
+            _ => i.weight().to_string(),
+        };
         out.push_str(&format!(
-            "\n  {} {} weight={} discovery={discovery}",
+            "\n  {} {} weight={weight} discovery={discovery}",
             i.address(),
             i.protocol().as_str(),
-            i.weight()
         ));
         if let Some(rev) = revision {
             out.push_str(&format!(" revision={rev}"));
@@ -139,6 +162,68 @@ pub(crate) fn snapshot_text(s: &Snapshot) -> String {
         out.push_str(&format!(" {state}"));
     }
     out
+}
+
+/// What a snapshot shows, without its epoch: two snapshots that show the same are printed once.
+fn shown(s: &Snapshot) -> serde_json::Value {
+    let mut v = snapshot_json(s);
+    if let Some(o) = v.as_object_mut() {
+        o.remove("epoch");
+    }
+    v
+}
+
+/// The (group, version) pairs the registry lists for `interface` in any group and version,
+/// read for up to a second (where the registry reads `*`: ZooKeeper, Nacos, static files).
+async fn other_keys(registry: &dyn Registry, interface: &str) -> BTreeSet<(String, String)> {
+    let any = ServiceKey::with(interface, "*", "*");
+    let wait = Duration::from_secs(1);
+    let Ok(Ok(dir)) = tokio::time::timeout(
+        wait,
+        RegistryDirectory::subscribe(registry, DirectoryConfig::new(any)),
+    )
+    .await
+    else {
+        return BTreeSet::new();
+    };
+    let _ = dir.wait_until(wait, |s| !s.instances().is_empty()).await;
+    let snap = dir.load();
+    snap.instances()
+        .iter()
+        .map(|i| {
+            let svc = i.service();
+            (svc.group.to_string(), svc.version.to_string())
+        })
+        .collect()
+}
+
+/// `nothing in REGISTRY matches KEY; the registry has version 2.0.0 in group g1 (--group,
+/// --version)`, or that it lists the interface in no group or version at all.
+fn nothing_matches(
+    registry: &str,
+    key: &ServiceKey,
+    others: &BTreeSet<(String, String)>,
+) -> String {
+    let head = format!("nothing in {registry} matches {key}");
+    if others.is_empty() {
+        return format!(
+            "{head}; the registry lists no provider of {} in any group or version (is the service name right?)",
+            key.interface
+        );
+    }
+    let list: Vec<String> = others
+        .iter()
+        .map(|(g, v)| match (g.is_empty(), v.is_empty()) {
+            (true, true) => "it registered without version or group".to_string(),
+            (false, true) => format!("it registered without version in group {g}"),
+            (true, false) => format!("version {v} without group"),
+            (false, false) => format!("version {v} in group {g}"),
+        })
+        .collect();
+    format!(
+        "{head}; the registry has {} (choose with --group and --version)",
+        list.join(", ")
+    )
 }
 
 pub(crate) fn run(args: WatchArgs) -> ExitCode {
@@ -191,17 +276,34 @@ pub(crate) fn run(args: WatchArgs) -> ExitCode {
         let first = dir
             .wait_until(Duration::from_secs(args.timeout), |s| s.epoch() > 0)
             .await;
+        // `false` once stdout is gone (`watch ... | head`): the watch ends there, no panic.
         let print = |s: &Snapshot| {
-            if args.format == "text" {
-                println!("{}", snapshot_text(s));
+            let text = if args.format == "text" {
+                snapshot_text(s)
             } else {
-                println!("{}", snapshot_json(s));
-            }
+                snapshot_json(s).to_string()
+            };
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{text}").and_then(|()| out.flush()).is_ok()
         };
-        let mut last = match first {
+        let (mut last, mut last_shown) = match first {
             Ok(s) => {
-                print(&s);
-                s.epoch()
+                if !print(&s) {
+                    return ExitCode::SUCCESS;
+                }
+                if s.instances().is_empty() {
+                    let others = other_keys(registry.as_ref(), &args.service).await;
+                    let registry = switchman_core::url::redacted_text(&args.registry);
+                    let key = ServiceKey::with(&args.service, &args.group, &args.version);
+                    eprintln!(
+                        "switchman watch: {}",
+                        nothing_matches(&registry, &key, &others)
+                    );
+                    if args.once {
+                        return ExitCode::from(2);
+                    }
+                }
+                (s.epoch(), shown(&s))
             }
             Err(_) => {
                 // The same words and exit code as `switchman call` for a registry that is down.
@@ -226,7 +328,14 @@ pub(crate) fn run(args: WatchArgs) -> ExitCode {
                     let s = dir.load();
                     if s.epoch() > last {
                         last = s.epoch();
-                        print(&s);
+                        // Warm-up republishes snapshots: print those that show a change.
+                        let now_shown = shown(&s);
+                        if now_shown != last_shown {
+                            if !print(&s) {
+                                return ExitCode::SUCCESS;
+                            }
+                            last_shown = now_shown;
+                        }
                     }
                 }
                 _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,

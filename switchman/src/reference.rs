@@ -699,23 +699,19 @@ async fn probe(registry: &dyn Registry, interface: &str) -> BTreeSet<(String, St
         .collect()
 }
 
+/// `; the registry has version 2.0.0 in group g1, it registered without version or group`:
+/// each (group, version) pair the registry lists, worded from both its group and its version.
 fn found_instead(others: &BTreeSet<(String, String)>) -> String {
     if others.is_empty() {
         return "; the registry lists no provider of this interface in any group or version".into();
     }
     let list: Vec<String> = others
         .iter()
-        .map(|(g, v)| {
-            let v = if v.is_empty() {
-                "no version".to_string()
-            } else {
-                format!("version {v}")
-            };
-            if g.is_empty() {
-                format!("{v} in no group")
-            } else {
-                format!("{v} in group {g}")
-            }
+        .map(|(g, v)| match (g.is_empty(), v.is_empty()) {
+            (true, true) => "it registered without version or group".to_string(),
+            (false, true) => format!("it registered without version in group {g}"),
+            (true, false) => format!("version {v} without group"),
+            (false, false) => format!("version {v} in group {g}"),
         })
         .collect();
     format!("; the registry has {}", list.join(", "))
@@ -854,7 +850,16 @@ mod tests {
         .into();
         assert_eq!(
             found_instead(&others),
-            "; the registry has no version in no group, version 2.0.0 in group g1"
+            "; the registry has it registered without version or group, version 2.0.0 in group g1"
+        );
+        let halves: BTreeSet<(String, String)> = [
+            ("g2".to_string(), String::new()),
+            (String::new(), "3.0.0".to_string()),
+        ]
+        .into();
+        assert_eq!(
+            found_instead(&halves),
+            "; the registry has version 3.0.0 without group, it registered without version in group g2"
         );
         assert!(found_instead(&BTreeSet::new()).contains("no provider of this interface"));
         assert_eq!(arguments(serde_json::json!([1, 2])).len(), 2);

@@ -198,3 +198,69 @@ fn a_rule_that_parses_only_leniently_is_warned_about() {
     assert!(o.status.success());
     assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
 }
+
+/// `--registry` instead of `--providers`: the providers a registry lists now for the consumer
+/// URL's interface, group and version (a static registry file here; TEST-NET addresses that
+/// nothing serves: route only reads the list).
+#[test]
+fn providers_can_come_from_a_registry() {
+    let f = Fixture::new("registry");
+    let registry = f.dir.join("registry.yaml");
+    std::fs::write(
+        &registry,
+        "providers:\n  - dubbo://192.0.2.1:20880/com.foo.Bar?zone=z1&version=1.0.0\n  - dubbo://192.0.2.2:20880/com.foo.Bar?zone=z2&version=1.0.0\n  - dubbo://192.0.2.3:20880/com.foo.Bar?zone=z2\n",
+    )
+    .unwrap();
+    let rule = f.rule("=> zone = z2");
+    let run = |consumer: &str| {
+        Command::new(env!("CARGO_BIN_EXE_switchman"))
+            .args([
+                "route",
+                "--rule",
+                &rule,
+                "--consumer",
+                consumer,
+                "--registry",
+            ])
+            .arg(&registry)
+            .output()
+            .unwrap()
+    };
+    let out = run("consumer://10.9.9.9/com.foo.Bar?application=shop&version=1.0.0");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kept: Vec<String> = stdout(&out).lines().map(str::to_string).collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(
+        kept[0].starts_with("dubbo://192.0.2.2:20880/com.foo.Bar?"),
+        "{kept:?}"
+    );
+    assert!(kept[0].contains("version=1.0.0"), "{kept:?}");
+
+    let out = run("consumer://10.9.9.9/com.foo.Baz?application=shop");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("lists no provider of com.foo.Baz"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let both = Command::new(env!("CARGO_BIN_EXE_switchman"))
+        .args([
+            "route",
+            "--rule",
+            &rule,
+            "--consumer",
+            "consumer://h/com.foo.Bar",
+        ])
+        .arg("--registry")
+        .arg(&registry)
+        .arg("--providers")
+        .arg(f.dir.join("providers.txt"))
+        .output()
+        .unwrap();
+    assert_eq!(both.status.code(), Some(2), "one source of providers");
+}

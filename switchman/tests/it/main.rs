@@ -5,6 +5,7 @@
 mod admin;
 mod demo_user;
 mod interface_macro;
+mod readme;
 mod reference_app_level;
 mod reference_loadbalance;
 mod reference_static;
