@@ -174,6 +174,48 @@ async fn on_a(c: &Consumer, n: usize) -> usize {
     a
 }
 
+/// How many of `n` `whoami` calls a Java Dubbo 3.3 consumer (generic, application `app`, the
+/// applications given as `provided-by`, so no mapping is read) gets answered by A.
+async fn java_on_a(registry: &str, app: &str, pair: &Pair, n: usize) -> usize {
+    let args: Vec<String> = [
+        "--registry",
+        registry,
+        "--interface",
+        DEMO_SERVICE,
+        "--group",
+        &pair.group,
+        "--application",
+        app,
+        "--provided-by",
+        &pair.b_app,
+        "--method",
+        "whoami",
+        "--count",
+        &n.to_string(),
+        "--timeout-ms",
+        "5000",
+    ]
+    .map(String::from)
+    .to_vec();
+    let lines = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (status, lines) = java_peer::run_consumer(&args);
+        assert!(status.success(), "{lines:?}");
+        lines
+    })
+    .await
+    .unwrap();
+    assert_eq!(lines.len(), n, "{lines:?}");
+    lines
+        .iter()
+        .filter(|l| {
+            let who = l["result"].as_str().unwrap_or_else(|| panic!("{l}"));
+            assert!(who == "A" || who == "B", "{l}");
+            who == "A"
+        })
+        .count()
+}
+
 /// One call of the load: when it started and who answered (or the error).
 struct Call {
     started: Instant,
@@ -399,7 +441,13 @@ async fn force_interface_to_force_application(c: &Consumer, pair: &Pair, rules: 
 /// removed: B, with A at hand per call: `proportion` sends `100 - proportion` percent of the
 /// calls to A (Dubbo's `MigrationInvoker.invoke`); B stopped (an empty application level
 /// never covers): A.
-async fn application_first(c: &Consumer, pair: &mut Pair, rules: &Rules) {
+async fn application_first(
+    c: &Consumer,
+    pair: &mut Pair,
+    rules: &Rules,
+    app: &str,
+    java_registry: &str,
+) {
     wait_for(c, "B alone (APPLICATION_FIRST, no rule)", |s| {
         ports(s) == vec![pair.b.port()]
     })
@@ -441,6 +489,13 @@ async fn application_first(c: &Consumer, pair: &mut Pair, rules: &Rules) {
         (160..=320).contains(&a),
         "{a} of 400 calls on A at proportion 40"
     );
+    // A Java Dubbo 3.3 consumer of the same application under the same rule splits the same.
+    let java_a = java_on_a(java_registry, app, pair, 400).await;
+    assert!(
+        (160..=320).contains(&java_a),
+        "Java: {java_a} of 400 calls on A at proportion 40 (Switchman: {a})"
+    );
+    eprintln!("proportion 40: Switchman {a}, Java {java_a} of 400 calls on A");
     rules.write("step: APPLICATION_FIRST\n").await;
     wait_for_fallback(c, pair, 100).await;
     pair.b.terminate();
@@ -495,7 +550,14 @@ async fn zookeeper_application_first_follows_the_threshold_and_an_empty_side() {
         .unwrap()
         .metadata_cache(cache.clone());
     let c = consumer(&reg, cache, &pair.group).await;
-    application_first(&c, &mut pair, &rules).await;
+    application_first(
+        &c,
+        &mut pair,
+        &rules,
+        &app,
+        &format!("zookeeper://{}", zookeeper()),
+    )
+    .await;
     rules.remove().await;
 }
 
@@ -583,5 +645,12 @@ async fn nacos_application_first_follows_the_threshold_and_an_empty_side() {
     let app = unique("mig-consumer-nacos-af");
     let rules = Rules::nacos(&app);
     let n = nacos_consumer(&app, &pair).await;
-    application_first(&n.c, &mut pair, &rules).await;
+    application_first(
+        &n.c,
+        &mut pair,
+        &rules,
+        &app,
+        &format!("nacos://{}", nacos()),
+    )
+    .await;
 }

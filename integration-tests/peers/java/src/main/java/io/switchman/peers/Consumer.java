@@ -81,6 +81,10 @@ final class Consumer {
         if (a.has("check")) {
             ref.setCheck(Boolean.parseBoolean(a.get("check", "true")));
         }
+        // The applications that provide the interface (Dubbo's providedBy: no mapping lookup).
+        if (a.has("provided-by")) {
+            ref.setProvidedBy(a.get("provided-by", null));
+        }
         // The scenario oracle's settings: the cluster strategy and what it reads.
         if (a.has("cluster")) {
             ref.setCluster(a.get("cluster", null));
