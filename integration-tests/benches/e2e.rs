@@ -7,7 +7,10 @@
 //!
 //! Each iteration is a batch of 256 calls with 16 in flight on a 2-worker tokio runtime;
 //! criterion reports time per batch, so calls per second = 256 / time. Groups:
-//! `e2e_http/{cluster,raw_reqwest,raw_reqwest_same_work}` and `e2e_triple/{cluster,raw_triple}`.
+//! `e2e_http/{cluster,raw_reqwest,raw_reqwest_same_work}` and
+//! `e2e_triple/{cluster,cluster_shared_transport,raw_triple}`. With `E2E_CLOCK=cpu` criterion
+//! measures the process's CPU time per batch (clients and providers) instead of wall time:
+//! steadier when other work loads the machine.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,16 +47,48 @@ where
     }
 }
 
+/// The CPU time every thread of this process has run, from `/proc/self/task/*/schedstat`
+/// (nanoseconds; Linux only), for `E2E_CLOCK=cpu`.
+fn process_cpu() -> Duration {
+    let mut ns: u64 = 0;
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for t in tasks.flatten() {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
+                ns += s
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    Duration::from_nanos(ns)
+}
+
+/// With `E2E_CLOCK=cpu`, criterion measures the CPU time the process (clients and providers)
+/// spent instead of wall time: steadier than throughput on a machine others are loading.
+fn cpu_clock() -> bool {
+    std::env::var("E2E_CLOCK").is_ok_and(|c| c == "cpu")
+}
+
 fn timed<F, Fut>(rt: &tokio::runtime::Runtime, iters: u64, call: F) -> Duration
 where
     F: Fn() -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = bool> + Send,
 {
-    let start = Instant::now();
+    let cpu = cpu_clock();
+    let (start, start_cpu) = (
+        Instant::now(),
+        if cpu { process_cpu() } else { Duration::ZERO },
+    );
     for _ in 0..iters {
         rt.block_on(batch(call.clone()));
     }
-    start.elapsed()
+    if cpu {
+        process_cpu().saturating_sub(start_cpu)
+    } else {
+        start.elapsed()
+    }
 }
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -21,9 +21,9 @@
 //! and the Throwable Hessian-encoded as `data`; other framework failures on that path carry
 //! their gRPC code in `tri-exception-code`.
 //!
-//! The three messages are encoded by hand (as Java's own `TripleCustomerProtocolWrapper`
-//! does): three length-delimited fields each. Parsing is bounded by the message; unknown
-//! fields are skipped, malformed ones are errors.
+//! The two messages are prost structs (`#[derive(prost::Message)]`): three length-delimited
+//! fields each. Parsing is bounded by the message; unknown fields are skipped, malformed ones
+//! are errors.
 //!
 //! - [`WrapperCodec`]: the [`MessageCodec`] that sends an [`Invocation`] in this format, typed
 //!   (with [`Invocation::with_types`]) or generic.
@@ -31,7 +31,7 @@
 
 use std::fmt;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use serde_json::Value as Json;
 use switchman_core::{Error, ErrorKind, Instance, Invocation, Result};
 use switchman_hessian::{
@@ -78,208 +78,74 @@ impl fmt::Display for WrapperError {
 
 impl std::error::Error for WrapperError {}
 
-/// `TripleRequestWrapper`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// `TripleRequestWrapper` (prost's derive; the field numbers of `triple_wrapper.proto`).
+#[derive(Clone, PartialEq, Eq, prost::Message)]
 pub struct RequestWrapper {
     /// `hessian4` for Hessian2.
+    #[prost(string, tag = "1")]
     pub serialize_type: String,
     /// One serialized stream per argument.
+    #[prost(bytes = "bytes", repeated, tag = "2")]
     pub args: Vec<Bytes>,
     /// The parameters' Java class names.
+    #[prost(string, repeated, tag = "3")]
     pub arg_types: Vec<String>,
 }
 
-/// `TripleResponseWrapper`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// `TripleResponseWrapper` (prost's derive; the field numbers of `triple_wrapper.proto`).
+#[derive(Clone, PartialEq, Eq, prost::Message)]
 pub struct ResponseWrapper {
     /// The serialization of `data` (the request's, echoed).
+    #[prost(string, tag = "1")]
     pub serialize_type: String,
     /// The serialized return value (or Throwable).
+    #[prost(bytes = "bytes", tag = "2")]
     pub data: Bytes,
     /// The declared return type's class name (`void` for none).
+    #[prost(string, tag = "3")]
     pub type_name: String,
 }
 
-fn put_varint(out: &mut BytesMut, mut v: u64) {
-    while v >= 0x80 {
-        out.put_u8((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.put_u8(v as u8);
+/// Protobuf-encodes `m` into a buffer of exactly its size.
+fn encode_message(m: &impl prost::Message) -> Bytes {
+    let mut out = BytesMut::with_capacity(m.encoded_len());
+    // Cannot fail: the buffer has room for the whole message.
+    let _ = m.encode(&mut out);
+    out.freeze()
 }
 
-fn put_field(out: &mut BytesMut, field: u32, data: &[u8]) {
-    put_varint(out, u64::from(field << 3 | 2));
-    put_varint(out, data.len() as u64);
-    out.put_slice(data);
-}
-
-fn varint_len(v: u64) -> usize {
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
-}
-
-fn field_len(field: u32, len: usize) -> usize {
-    varint_len(u64::from(field << 3 | 2)) + varint_len(len as u64) + len
-}
-
-/// A protobuf reader over one message: length-delimited fields by number, others skipped.
-struct Reader<'a> {
-    buf: &'a Bytes,
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn new(buf: &'a Bytes) -> Self {
-        Reader { buf, pos: 0 }
-    }
-
-    fn varint(&mut self) -> std::result::Result<u64, WrapperError> {
-        let mut v: u64 = 0;
-        for i in 0..10 {
-            let Some(&b) = self.buf.get(self.pos) else {
-                return Err(WrapperError::new(format!(
-                    "truncated varint at byte {}",
-                    self.pos
-                )));
-            };
-            self.pos += 1;
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(WrapperError::new(format!(
-            "varint longer than 10 bytes at byte {}",
-            self.pos
-        )))
-    }
-
-    fn take(&mut self, n: u64) -> std::result::Result<Bytes, WrapperError> {
-        let left = (self.buf.len() - self.pos) as u64;
-        if n > left {
-            return Err(WrapperError::new(format!(
-                "a field of {n} bytes at byte {} overruns the message ({left} bytes left)",
-                self.pos
-            )));
-        }
-        let n = n as usize;
-        let out = self.buf.slice(self.pos..self.pos + n);
-        self.pos += n;
-        Ok(out)
-    }
-
-    /// The next length-delimited field among `known`, skipping the others.
-    fn next(&mut self, known: &[u32]) -> std::result::Result<Option<(u32, Bytes)>, WrapperError> {
-        while self.pos < self.buf.len() {
-            let at = self.pos;
-            let tag = self.varint()?;
-            let (field, wire) = (tag >> 3, tag & 7);
-            if field == 0 || field > u64::from(u32::MAX >> 3) {
-                return Err(WrapperError::new(format!("bad field number at byte {at}")));
-            }
-            let field = field as u32;
-            match wire {
-                2 => {
-                    let n = self.varint()?;
-                    let data = self.take(n)?;
-                    if known.contains(&field) {
-                        return Ok(Some((field, data)));
-                    }
-                }
-                _ if known.contains(&field) => {
-                    return Err(WrapperError::new(format!(
-                        "field {field} has wire type {wire}, expected 2 (length-delimited)"
-                    )));
-                }
-                0 => {
-                    self.varint()?;
-                }
-                1 => {
-                    self.take(8)?;
-                }
-                5 => {
-                    self.take(4)?;
-                }
-                other => {
-                    return Err(WrapperError::new(format!(
-                        "unsupported wire type {other} at byte {at}"
-                    )));
-                }
-            }
-        }
-        Ok(None)
-    }
-}
-
-fn utf8(field: &str, data: Bytes) -> std::result::Result<String, WrapperError> {
-    String::from_utf8(data.to_vec()).map_err(|_| WrapperError::new(format!("{field} is not UTF-8")))
+/// Decodes a `M` from `message`; bytes fields are slices of `message` (no copy). Bounded by
+/// the message: every length is checked against what is left before anything is allocated,
+/// so a message of `n` bytes makes at most `n / 2` elements.
+fn decode_message<M: prost::Message + Default>(
+    message: &Bytes,
+) -> std::result::Result<M, WrapperError> {
+    M::decode(message.clone()).map_err(|e| WrapperError::new(e.to_string()))
 }
 
 impl RequestWrapper {
-    /// The protobuf encoding (fields in Java's order: serializeType, args, argTypes).
+    /// The protobuf encoding (fields in Java's order: serializeType, args, argTypes; an empty
+    /// `serializeType` is left out, as proto3 does).
     pub fn encode(&self) -> Bytes {
-        let size = field_len(1, self.serialize_type.len())
-            + self
-                .args
-                .iter()
-                .map(|a| field_len(2, a.len()))
-                .sum::<usize>()
-            + self
-                .arg_types
-                .iter()
-                .map(|t| field_len(3, t.len()))
-                .sum::<usize>();
-        let mut out = BytesMut::with_capacity(size);
-        put_field(&mut out, 1, self.serialize_type.as_bytes());
-        for a in &self.args {
-            put_field(&mut out, 2, a);
-        }
-        for t in &self.arg_types {
-            put_field(&mut out, 3, t.as_bytes());
-        }
-        out.freeze()
+        encode_message(self)
     }
 
-    /// Parses a request message.
+    /// Parses a request message: unknown fields are skipped, malformed ones are errors.
     pub fn decode(message: &Bytes) -> std::result::Result<Self, WrapperError> {
-        let mut r = Reader::new(message);
-        let mut w = RequestWrapper::default();
-        while let Some((field, data)) = r.next(&[1, 2, 3])? {
-            match field {
-                1 => w.serialize_type = utf8("serializeType", data)?,
-                2 => w.args.push(data),
-                _ => w.arg_types.push(utf8("argTypes", data)?),
-            }
-        }
-        Ok(w)
+        decode_message(message)
     }
 }
 
 impl ResponseWrapper {
-    /// The protobuf encoding (every field written, as Java does).
+    /// The protobuf encoding (empty fields are left out, as proto3 does; Java's parser takes
+    /// either).
     pub fn encode(&self) -> Bytes {
-        let size = field_len(1, self.serialize_type.len())
-            + field_len(2, self.data.len())
-            + field_len(3, self.type_name.len());
-        let mut out = BytesMut::with_capacity(size);
-        put_field(&mut out, 1, self.serialize_type.as_bytes());
-        put_field(&mut out, 2, &self.data);
-        put_field(&mut out, 3, self.type_name.as_bytes());
-        out.freeze()
+        encode_message(self)
     }
 
-    /// Parses a response message.
+    /// Parses a response message: unknown fields are skipped, malformed ones are errors.
     pub fn decode(message: &Bytes) -> std::result::Result<Self, WrapperError> {
-        let mut r = Reader::new(message);
-        let mut w = ResponseWrapper::default();
-        while let Some((field, data)) = r.next(&[1, 2, 3])? {
-            match field {
-                1 => w.serialize_type = utf8("serializeType", data)?,
-                2 => w.data = data,
-                _ => w.type_name = utf8("type", data)?,
-            }
-        }
-        Ok(w)
+        decode_message(message)
     }
 }
 
@@ -686,6 +552,7 @@ pub fn reply_message(serialize_type: &str, value: &Json) -> std::result::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BufMut;
     use http::HeaderMap;
     use serde_json::json;
     use switchman_core::{Protocol, ServiceKey};
@@ -722,9 +589,24 @@ mod tests {
         assert_eq!(ResponseWrapper::decode(&big.encode()).unwrap(), big);
     }
 
+    fn put_varint(out: &mut BytesMut, mut v: u64) {
+        while v >= 0x80 {
+            out.put_u8((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.put_u8(v as u8);
+    }
+
+    fn put_field(out: &mut BytesMut, field: u32, data: &[u8]) {
+        put_varint(out, u64::from(field << 3 | 2));
+        put_varint(out, data.len() as u64);
+        out.put_slice(data);
+    }
+
     #[test]
     fn unknown_fields_are_skipped_and_malformed_messages_are_errors() {
-        // Field 9 varint, field 10 fixed64, field 11 fixed32, field 12 bytes, then serializeType.
+        // Field 9 varint, field 10 fixed64, field 11 fixed32, field 12 bytes, field 13 a group
+        // (with a varint inside), then serializeType.
         let mut m = BytesMut::new();
         m.put_slice(&[9 << 3, 0x96, 0x01]);
         m.put_u8(10 << 3 | 1);
@@ -732,10 +614,22 @@ mod tests {
         m.put_u8(11 << 3 | 5);
         m.put_slice(&[0; 4]);
         put_field(&mut m, 12, b"zz");
+        m.put_slice(&[13 << 3 | 3, 1 << 3, 0x01, 13 << 3 | 4]);
         put_field(&mut m, 1, b"hessian4");
         let w = RequestWrapper::decode(&m.freeze()).unwrap();
         assert_eq!(w.serialize_type, "hessian4");
         assert!(w.args.is_empty());
+        // Fields repeated past any real call: bounded by the message (two bytes each), and
+        // the arguments are slices of it.
+        let mut many = BytesMut::new();
+        for _ in 0..10_000 {
+            put_field(&mut many, 2, b"");
+        }
+        put_field(&mut many, 2, b"\x92");
+        let many = many.freeze();
+        let w = RequestWrapper::decode(&many).unwrap();
+        assert_eq!(w.args.len(), 10_001);
+        assert_eq!(w.args[10_000].as_ptr(), many[many.len() - 1..].as_ptr());
         for bad in [
             &b"\x0a"[..],                                    // truncated length
             b"\x0a\x05abc",                                  // overrun
@@ -744,6 +638,9 @@ mod tests {
             b"\x00\x01",                                     // field 0
             b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", // varint too long
             b"\x0a\x02\xff\xfe",                             // not UTF-8
+            b"\x12\xff\xff\xff\xff\x0f",                     // 4 GiB declared, none there
+            b"\x0a\x00\x63\x08\x01",                         // unknown group, no end
+            b"\x0a\x00\x6c",                                 // end of a group never started
         ] {
             let b = Bytes::copy_from_slice(bad);
             assert!(RequestWrapper::decode(&b).is_err(), "{bad:?}");
