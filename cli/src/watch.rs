@@ -175,7 +175,10 @@ fn shown(s: &Snapshot) -> serde_json::Value {
 
 /// The (group, version) pairs the registry lists for `interface` in any group and version,
 /// read for up to a second (where the registry reads `*`: ZooKeeper, Nacos, static files).
-async fn other_keys(registry: &dyn Registry, interface: &str) -> BTreeSet<(String, String)> {
+pub(crate) async fn other_keys(
+    registry: &dyn Registry,
+    interface: &str,
+) -> BTreeSet<(String, String)> {
     let any = ServiceKey::with(interface, "*", "*");
     let wait = Duration::from_secs(1);
     let Ok(Ok(dir)) = tokio::time::timeout(
@@ -199,7 +202,7 @@ async fn other_keys(registry: &dyn Registry, interface: &str) -> BTreeSet<(Strin
 
 /// `nothing in REGISTRY matches KEY; the registry has version 2.0.0 in group g1 (--group,
 /// --version)`, or that it lists the interface in no group or version at all.
-fn nothing_matches(
+pub(crate) fn nothing_matches(
     registry: &str,
     key: &ServiceKey,
     others: &BTreeSet<(String, String)>,

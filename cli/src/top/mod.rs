@@ -118,10 +118,24 @@ async fn open_source(args: &TopArgs) -> Result<Source, String> {
                 args.timeout
             )
         })?;
+    // Shown in the header: every server as given, the password masked.
+    let shown = switchman_core::url::redacted_text(registry);
+    // A misspelled service or a wrong group/version: say so, and what exists, as `watch` does.
+    let nothing = match dir.load().instances().is_empty() {
+        true => {
+            let others = crate::watch::other_keys(reg.as_ref(), service).await;
+            Some(crate::watch::nothing_matches(
+                &shown,
+                dir.load().service(),
+                &others,
+            ))
+        }
+        false => None,
+    };
     Ok(Source::Registry {
         directory: Arc::new(dir),
-        // Shown in the header: every server as given, the password masked.
-        registry: switchman_core::url::redacted_text(registry),
+        registry: shown,
+        nothing,
     })
 }
 

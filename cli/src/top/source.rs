@@ -42,6 +42,9 @@ pub(super) enum Source {
     Registry {
         directory: Arc<RegistryDirectory>,
         registry: String,
+        /// What the registry has instead, when its first answer listed nothing of the key:
+        /// shown (as `watch` says it) while the list stays empty.
+        nothing: Option<String>,
     },
 }
 
@@ -59,11 +62,20 @@ impl Source {
 
     pub(super) async fn poll(&mut self) -> Result<Poll, String> {
         match self {
-            Source::Registry { directory, .. } => Ok(Poll {
-                at: Instant::now(),
-                snapshot: switchman::admin::snapshot_json(&**directory, None),
-                metrics: None,
-            }),
+            Source::Registry {
+                directory, nothing, ..
+            } => {
+                if let Some(nothing) = nothing
+                    && directory.load().instances().is_empty()
+                {
+                    return Err(nothing.clone());
+                }
+                Ok(Poll {
+                    at: Instant::now(),
+                    snapshot: switchman::admin::snapshot_json(&**directory, None),
+                    metrics: None,
+                })
+            }
             Source::Admin {
                 addr,
                 base,

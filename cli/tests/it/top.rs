@@ -466,3 +466,46 @@ async fn top_once_prints_the_table_as_text() {
         "{err}"
     );
 }
+
+/// A service nothing in the registry matches: `--once` says so and what the registry has
+/// instead (as `watch` does), exit 2, instead of an empty table.
+#[test]
+fn top_once_on_a_service_nothing_matches_says_so() {
+    let dir = scratch("nothing");
+    let file = dir.join("providers.yaml");
+    std::fs::write(
+        &file,
+        "providers:\n  - http://192.0.2.1:8080/demo.Echo\n  - http://192.0.2.2:8080/demo.Echo?version=2.0.0&group=g1\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap().to_string();
+    let run = |args: &[&str]| {
+        let out = bin()
+            .args(["top", "--once", "--timeout", "1"])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&[&file, "demo.Echo", "--version", "3.0.0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "switchman top: nothing in {file} matches demo.Echo:3.0.0; the registry has it \
+             registered without version or group, version 2.0.0 in group g1"
+        )),
+        "{err}"
+    );
+    let (code, err) = run(&[&file, "demo.Echoo"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("the registry lists no provider of demo.Echoo in any group or version"),
+        "{err}"
+    );
+    // The right key: the table, exit 0.
+    let (code, err) = run(&[&file, "demo.Echo"]);
+    assert_eq!(code, Some(0), "{err}");
+}
