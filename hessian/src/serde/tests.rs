@@ -570,6 +570,66 @@ fn refs_read_the_referenced_value_again() {
 }
 
 #[test]
+fn refs_number_every_container_and_name_the_complete_ones() {
+    // [a, [7], ref 1 (a), ref 2 ([7])]: the outer list is 0, `a` 1, `[7]` 2.
+    let a = Value::object(
+        "A",
+        vec![("city", Value::string("z")), ("zip", Value::Int(5))],
+    );
+    let mut e = Encoder::new();
+    e.write(&Value::list(vec![
+        a,
+        Value::list(vec![Value::Int(7)]),
+        Value::Ref(1),
+        Value::Ref(2),
+    ]));
+    let (a1, l1, a2, l2): (Address, Vec<i32>, Address, Vec<i32>) =
+        from_slice(e.as_bytes()).unwrap();
+    assert_eq!((&a1, &l1), (&a2, &l2));
+    assert_eq!((a1.city.as_str(), a1.zip, l1), ("z", Some(5), vec![7]));
+    // A ref past the containers numbered so far.
+    let mut e = Encoder::new();
+    e.write(&Value::list(vec![Value::list(vec![]), Value::Ref(2)]));
+    let err = from_slice::<Vec<Vec<i32>>>(e.as_bytes()).unwrap_err();
+    assert!(err.what().contains("out of range"), "{err}");
+}
+
+#[test]
+fn names_and_text_that_are_not_ascii_match_and_borrow_when_they_can() {
+    // A class and fields named outside ASCII, one outside the BMP (a surrogate pair on the
+    // wire, so decoded rather than borrowed).
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    #[serde(rename = "org.example.\u{dc}ber")]
+    struct W {
+        #[serde(rename = "n\u{1f600}")]
+        n: String,
+        #[serde(rename = "\u{e9}t\u{e9}")]
+        e: Vec<i32>,
+        plain: i64,
+    }
+    let w = W {
+        n: "h\u{e9}llo \u{1f600}".into(),
+        e: vec![1, 2],
+        plain: -3,
+    };
+    // Two of them: the second reads the class definition's names again.
+    let bytes = to_vec(&[&w, &w]).unwrap();
+    let back = from_slice::<Vec<W>>(&bytes).unwrap();
+    assert_eq!(back.len(), 2);
+    assert!(back.iter().all(|b| *b == w), "{back:?}");
+    // One chunk without surrogates is borrowed, ASCII or not; with one it cannot be.
+    assert_eq!(
+        from_slice::<&str>(&to_vec("h\u{e9}llo").unwrap()).unwrap(),
+        "h\u{e9}llo"
+    );
+    assert!(from_slice::<&str>(&to_vec("\u{1f600}").unwrap()).is_err());
+    assert_eq!(
+        from_slice::<String>(&to_vec("\u{1f600}").unwrap()).unwrap(),
+        "\u{1f600}"
+    );
+}
+
+#[test]
 fn a_ref_to_a_value_still_being_read_is_an_error() {
     // l = [l]
     let e = from_slice::<serde_json::Value>(&[0x79, 0x51, 0x90]).unwrap_err();

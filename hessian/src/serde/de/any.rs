@@ -96,7 +96,7 @@ impl<'de> Deserializer<'de> {
         at: usize,
         visitor: V,
     ) -> Result<V::Value> {
-        self.open(at)?;
+        let opened = self.open(at)?;
         if let Some(n) = len {
             self.check_len(n, self.remaining(), at)?;
             if n > self.limits.max_nodes.saturating_sub(self.nodes) {
@@ -134,7 +134,7 @@ impl<'de> Deserializer<'de> {
                 self.pos += 1;
             }
         }
-        self.close(at);
+        self.close(opened);
         Ok(v)
     }
 
@@ -144,7 +144,7 @@ impl<'de> Deserializer<'de> {
         visitor: V,
         mode: Mode,
     ) -> Result<V::Value> {
-        self.open(at)?;
+        let opened = self.open(at)?;
         let mut access = MapAccess {
             de: self,
             mode,
@@ -159,7 +159,7 @@ impl<'de> Deserializer<'de> {
             ));
         }
         self.pos += 1;
-        self.close(at);
+        self.close(opened);
         Ok(v)
     }
 }

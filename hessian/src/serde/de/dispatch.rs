@@ -21,6 +21,25 @@ macro_rules! forward_raw {
     };
 }
 
+/// Integers: an int or a long read here (as `deserialize_any` presents them: `visit_i32`,
+/// `visit_i64`), anything else as `deserialize_any`'s raw form.
+macro_rules! forward_number {
+    ($($method:ident)*) => {
+        $(
+            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+                let (tag, at) = self.value_tag()?;
+                match tag {
+                    0x80..=0xd7 | BC_INT => visitor.visit_i32(self.int_after(tag, at)?),
+                    0xd8..=0xff | 0x38..=0x3f | BC_LONG_INT | BC_LONG => {
+                        visitor.visit_i64(self.long_after(tag)?)
+                    }
+                    _ => self.any_with(tag, at, visitor, Mode::Raw),
+                }
+            }
+        )*
+    };
+}
+
 /// The elements of a binary, for a sequence of bytes (`Vec<u8>` without `java::bytes`).
 struct ByteSeq<'b> {
     bytes: &'b [u8],
@@ -174,7 +193,10 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
         match name {
             DATE => {
                 let (tag, at) = self.value_tag()?;
-                self.any_with(tag, at, visitor, Mode::Raw)
+                match tag {
+                    BC_DATE | BC_DATE_MINUTE => visitor.visit_i64(self.date_after(tag)?),
+                    _ => self.any_with(tag, at, visitor, Mode::Raw),
+                }
             }
             BIG_DECIMAL => {
                 let (tag, at) = self.value_tag()?;
@@ -217,7 +239,7 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
                     ));
                 };
                 let fields = def.fields.len();
-                self.open(at)?;
+                let opened = self.open(at)?;
                 let mut name = None;
                 for i in 0..fields {
                     if self.classes[class].fields[i] == "name" {
@@ -226,7 +248,7 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
                         de::IgnoredAny::deserialize(&mut *self)?;
                     }
                 }
-                self.close(at);
+                self.close(opened);
                 let name = name.ok_or_else(|| {
                     Error::at(
                         format!(
@@ -242,7 +264,7 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
                 if tag == BC_MAP {
                     self.skip_type()?;
                 }
-                self.open(at)?;
+                let opened = self.open(at)?;
                 let v = visitor.visit_enum(MapVariant { de: &mut *self })?;
                 if self.byte()? != BC_END {
                     return Err(Error::at(
@@ -250,7 +272,7 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
                         self.pos - 1,
                     ));
                 }
-                self.close(at);
+                self.close(opened);
                 Ok(v)
             }
             BC_REF => {
@@ -267,11 +289,52 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
     }
 
     forward_raw! {
-        deserialize_bool deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64
-        deserialize_i128 deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64
-        deserialize_u128 deserialize_f32 deserialize_f64 deserialize_char deserialize_str
-        deserialize_string deserialize_bytes deserialize_byte_buf deserialize_unit
+        deserialize_i128 deserialize_u128 deserialize_f32 deserialize_char
+        deserialize_bytes deserialize_byte_buf deserialize_unit
         deserialize_map deserialize_identifier
+    }
+
+    forward_number! {
+        deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64
+        deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64
+    }
+
+    // The common scalars read the forms they expect here and leave the rest (and every
+    // error) to `any_with`, which presents them the same way.
+
+    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        let (tag, at) = self.value_tag()?;
+        match tag {
+            BC_TRUE => visitor.visit_bool(true),
+            BC_FALSE => visitor.visit_bool(false),
+            _ => self.any_with(tag, at, visitor, Mode::Raw),
+        }
+    }
+
+    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        let (tag, at) = self.value_tag()?;
+        match tag {
+            BC_DOUBLE_ZERO | BC_DOUBLE_ONE | BC_DOUBLE_BYTE | BC_DOUBLE_SHORT | BC_DOUBLE_MILL
+            | BC_DOUBLE => visitor.visit_f64(self.double_after(tag)?),
+            _ => self.any_with(tag, at, visitor, Mode::Raw),
+        }
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        let (tag, at) = self.value_tag()?;
+        match tag {
+            0x00..=0x1f | 0x30..=0x33 | BC_STRING_CHUNK | BC_STRING => {
+                match self.string_after(tag, at)? {
+                    Text::Borrowed(s) => visitor.visit_borrowed_str(s),
+                    Text::Owned(s) => visitor.visit_string(s),
+                }
+            }
+            _ => self.any_with(tag, at, visitor, Mode::Raw),
+        }
+    }
+
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_str(visitor)
     }
 
     fn deserialize_tuple<V: Visitor<'de>>(self, _len: usize, visitor: V) -> Result<V::Value> {
@@ -293,6 +356,10 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
         _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value> {
-        self.deserialize_ignored_any(visitor)
+        let (tag, at) = self.value_tag()?;
+        match tag {
+            0x60..=0x6f => self.object(usize::from(tag - BC_OBJECT_DIRECT), at, visitor, Mode::Raw),
+            _ => self.any_with(tag, at, visitor, Mode::Raw),
+        }
     }
 }

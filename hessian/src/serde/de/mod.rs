@@ -19,6 +19,8 @@ mod objects;
 mod read;
 mod refs;
 
+use std::borrow::Cow;
+
 use ::serde::de::Deserialize;
 
 use super::error::Result;
@@ -44,7 +46,7 @@ pub struct Deserializer<'de> {
     depth: usize,
     nodes: usize,
     bytes: usize,
-    classes: Vec<Class>,
+    classes: Vec<Class<'de>>,
     /// Type names seen (only their number matters: type refs are checked against it).
     types: usize,
     /// Lists, maps and objects by ref number: (offset of their tag, complete).
@@ -54,10 +56,13 @@ pub struct Deserializer<'de> {
     bignum_work: u64,
 }
 
+/// A class definition; its names are borrowed from the input unless they had to be decoded.
 #[derive(Debug)]
-struct Class {
-    name: String,
-    fields: Vec<String>,
+struct Class<'de> {
+    name: Cow<'de, str>,
+    fields: Vec<Cow<'de, str>>,
+    /// The index of a field named `cause` (a Throwable's, which may refer to its object).
+    cause: Option<usize>,
 }
 
 /// How `deserialize_any` presents values: `Json` as this crate's JSON mapping does (what a

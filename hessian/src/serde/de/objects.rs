@@ -29,7 +29,12 @@ impl<'de> Deserializer<'de> {
             fields.push(self.name()?);
         }
         if self.replaying == 0 {
-            self.classes.push(Class { name, fields });
+            let cause = fields.iter().position(|f| f == "cause");
+            self.classes.push(Class {
+                name,
+                fields,
+                cause,
+            });
         }
         Ok(())
     }
@@ -96,21 +101,21 @@ impl<'de> Deserializer<'de> {
             Kind::Plain
         };
         if mode == Mode::Json {
-            let names = def.name.len() + def.fields.iter().map(String::len).sum::<usize>();
+            let names = def.name.len() + def.fields.iter().map(|f| f.len()).sum::<usize>();
             self.charge(0, names, at)?;
         }
-        self.open(at)?;
+        let opened = self.open(at)?;
         self.check_len(len, self.remaining(), at)?;
         let v = match kind {
             Kind::OneValue => {
                 // BigDecimal, UUID, File, an enum: the one field is the value.
                 let v = de::Deserializer::deserialize_any(&mut *self, visitor)?;
-                self.close(at);
+                self.close(opened);
                 return Ok(v);
             }
             Kind::BigInteger => {
                 let text = self.big_integer(class, at)?;
-                self.close(at);
+                self.close(opened);
                 return visitor.visit_string(text);
             }
             Kind::Plain | Kind::Throwable => {
@@ -132,7 +137,7 @@ impl<'de> Deserializer<'de> {
                 v
             }
         };
-        self.close(at);
+        self.close(opened);
         Ok(v)
     }
 
@@ -141,7 +146,7 @@ impl<'de> Deserializer<'de> {
         let mut signum = 0i64;
         let mut mag: Vec<i64> = Vec::new();
         for i in 0..self.classes[class].fields.len() {
-            match self.classes[class].fields[i].as_str() {
+            match &*self.classes[class].fields[i] {
                 "signum" => signum = i64::deserialize(&mut *self)?,
                 "mag" => mag = Vec::deserialize(&mut *self)?,
                 _ => {
@@ -178,9 +183,9 @@ pub(super) enum Kind {
 }
 
 impl Kind {
-    fn of(def: &Class) -> Kind {
+    fn of(def: &Class<'_>) -> Kind {
         let has = |f: &str| def.fields.iter().any(|x| x == f);
-        match (def.name.as_str(), def.fields.as_slice()) {
+        match (&*def.name, def.fields.as_slice()) {
             ("java.math.BigDecimal" | "java.util.UUID" | "java.io.File", [f]) if f == "value" => {
                 Kind::OneValue
             }
@@ -220,7 +225,7 @@ impl<'de> de::MapAccess<'de> for ObjectAccess<'_, 'de> {
             if self.next >= self.len {
                 return Ok(None);
             }
-            let name = self.de.classes[self.class].fields[self.next].as_str();
+            let name = &*self.de.classes[self.class].fields[self.next];
             if self.throwable {
                 if THROWABLE_SKIPPED.contains(&name) {
                     self.next += 1;
@@ -245,18 +250,15 @@ impl<'de> de::MapAccess<'de> for ObjectAccess<'_, 'de> {
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
         if self.class_key {
             self.class_key = false;
-            let name: de::value::StrDeserializer<'_, Error> = self.de.classes[self.class]
-                .name
-                .as_str()
-                .into_deserializer();
+            let name: de::value::StrDeserializer<'_, Error> =
+                (&*self.de.classes[self.class].name).into_deserializer();
             return seed.deserialize(name);
         }
         let is_cause = self
             .de
             .classes
             .get(self.class)
-            .and_then(|c| c.fields.get(self.next))
-            .is_some_and(|f| f == "cause");
+            .is_some_and(|c| c.cause == Some(self.next));
         self.next += 1;
         if is_cause && self.de.self_ref(self.at)? {
             // A Throwable without a cause refers to itself.

@@ -1,6 +1,8 @@
 //! The byte reader and the limits' accounting: bytes, lengths checked against the limits
 //! and the input left, tags, numbers, strings (borrowed when they can be) and binaries.
 
+use std::borrow::Cow;
+
 use super::{Bin, Deserializer, Text};
 use crate::serde::error::{Error, Result};
 use crate::tag::*;
@@ -8,24 +10,29 @@ use crate::tag::*;
 impl<'de> Deserializer<'de> {
     // ----- raw bytes ----------------------------------------------------------------------
 
+    #[cold]
     pub(super) fn eof(&self) -> Error {
         Error::at("unexpected end of input", self.input.len())
     }
 
+    #[inline]
     pub(super) fn remaining(&self) -> usize {
         self.input.len().saturating_sub(self.pos)
     }
 
+    #[inline]
     pub(super) fn byte(&mut self) -> Result<u8> {
         let b = *self.input.get(self.pos).ok_or_else(|| self.eof())?;
         self.pos += 1;
         Ok(b)
     }
 
+    #[inline]
     pub(super) fn peek(&self) -> Result<u8> {
         self.input.get(self.pos).copied().ok_or_else(|| self.eof())
     }
 
+    #[inline]
     pub(super) fn take(&mut self, n: usize) -> Result<&'de [u8]> {
         let input: &'de [u8] = self.input;
         let end = self.pos.checked_add(n).filter(|&e| e <= input.len());
@@ -35,6 +42,7 @@ impl<'de> Deserializer<'de> {
         Ok(s)
     }
 
+    #[inline]
     pub(super) fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
         let s = self.take(N)?;
         let mut out = [0u8; N];
@@ -42,55 +50,71 @@ impl<'de> Deserializer<'de> {
         Ok(out)
     }
 
+    #[inline]
     pub(super) fn u16(&mut self) -> Result<usize> {
         Ok(usize::from(u16::from_be_bytes(self.array::<2>()?)))
     }
 
     // ----- accounting ---------------------------------------------------------------------
 
+    #[inline]
     pub(super) fn charge(&mut self, nodes: usize, bytes: usize, at: usize) -> Result<()> {
         self.nodes = self.nodes.saturating_add(nodes);
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.nodes > self.limits.max_nodes || self.bytes > self.limits.max_bytes {
+            return Err(self.over_budget(at));
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn over_budget(&self, at: usize) -> Error {
         if self.nodes > self.limits.max_nodes {
-            return Err(Error::at(
+            Error::at(
                 format!("more than {} values (max_nodes)", self.limits.max_nodes),
                 at,
-            ));
-        }
-        self.bytes = self.bytes.saturating_add(bytes);
-        if self.bytes > self.limits.max_bytes {
-            return Err(Error::at(
+            )
+        } else {
+            Error::at(
                 format!(
                     "more than {} bytes of text and binary (max_bytes)",
                     self.limits.max_bytes
                 ),
                 at,
-            ));
+            )
+        }
+    }
+
+    #[inline]
+    pub(super) fn check_len(&self, len: usize, available: usize, at: usize) -> Result<()> {
+        if len > self.limits.max_len || len > available {
+            return Err(self.too_long(len, available, at));
         }
         Ok(())
     }
 
-    pub(super) fn check_len(&self, len: usize, available: usize, at: usize) -> Result<()> {
+    #[cold]
+    fn too_long(&self, len: usize, available: usize, at: usize) -> Error {
         if len > self.limits.max_len {
-            return Err(Error::at(
+            Error::at(
                 format!(
                     "length {len} is over the limit {} (max_len)",
                     self.limits.max_len
                 ),
                 at,
-            ));
-        }
-        if len > available {
-            return Err(Error::at(
+            )
+        } else {
+            Error::at(
                 format!("length {len} is more than the {available} bytes left"),
                 at,
-            ));
+            )
         }
-        Ok(())
     }
 
     // ----- tags, numbers, text ------------------------------------------------------------
 
     /// The tag of the next value (class definitions before it read), counted as one value.
+    #[inline]
     pub(super) fn value_tag(&mut self) -> Result<(u8, usize)> {
         loop {
             let at = self.pos;
@@ -104,6 +128,7 @@ impl<'de> Deserializer<'de> {
         }
     }
 
+    #[inline]
     pub(super) fn int_after(&mut self, tag: u8, at: usize) -> Result<i32> {
         match tag {
             0x80..=0xbf => Ok(i32::from(tag) - i32::from(BC_INT_ZERO)),
@@ -125,6 +150,7 @@ impl<'de> Deserializer<'de> {
         }
     }
 
+    #[inline]
     pub(super) fn read_int(&mut self) -> Result<i32> {
         let at = self.pos;
         let tag = self.byte()?;
@@ -133,6 +159,7 @@ impl<'de> Deserializer<'de> {
 
     /// A length: an int, not negative, within `max_len` and the input left (each element
     /// takes at least a byte).
+    #[inline]
     pub(super) fn read_len(&mut self) -> Result<usize> {
         let at = self.pos;
         let n = self.read_int()?;
@@ -141,6 +168,7 @@ impl<'de> Deserializer<'de> {
         Ok(n)
     }
 
+    #[inline]
     pub(super) fn long_after(&mut self, tag: u8) -> Result<i64> {
         Ok(match tag {
             0xd8..=0xef => i64::from(tag) - i64::from(BC_LONG_ZERO),
@@ -159,6 +187,7 @@ impl<'de> Deserializer<'de> {
         })
     }
 
+    #[inline]
     pub(super) fn double_after(&mut self, tag: u8) -> Result<f64> {
         Ok(match tag {
             BC_DOUBLE_ZERO => 0.0,
@@ -170,6 +199,7 @@ impl<'de> Deserializer<'de> {
         })
     }
 
+    #[inline]
     pub(super) fn date_after(&mut self, tag: u8) -> Result<i64> {
         if tag == BC_DATE {
             Ok(i64::from_be_bytes(self.array::<8>()?))
@@ -179,6 +209,7 @@ impl<'de> Deserializer<'de> {
     }
 
     /// A string chunk header after its tag: (UTF-16 units, whether it is the last chunk).
+    #[inline]
     pub(super) fn string_chunk(&mut self, tag: u8, at: usize) -> Result<(usize, bool)> {
         Ok(match tag {
             0x00..=0x1f => (usize::from(tag - BC_STRING_DIRECT), true),
@@ -202,38 +233,53 @@ impl<'de> Deserializer<'de> {
 
     /// A string whose tag was just read: borrowed from the input when it is one chunk of
     /// plain UTF-8 (no surrogates), else decoded.
+    #[inline]
     pub(super) fn string_after(&mut self, tag: u8, at: usize) -> Result<Text<'de>> {
         let (len, last) = self.string_chunk(tag, at)?;
         self.check_len(len, self.remaining(), at)?;
+        if last {
+            // ASCII, the common case: as many bytes as UTF-16 units.
+            let input: &'de [u8] = self.input;
+            if let Some(bytes) = input.get(self.pos..self.pos + len)
+                && bytes.is_ascii()
+                && let Ok(s) = std::str::from_utf8(bytes)
+            {
+                self.pos += len;
+                self.charge(0, len, at)?;
+                return Ok(Text::Borrowed(s));
+            }
+        }
+        self.string_rest(len, last, at)
+    }
+
+    /// [`Self::string_after`] past its first chunk's header, for text that is not one chunk
+    /// of ASCII.
+    fn string_rest(&mut self, len: usize, last: bool, at: usize) -> Result<Text<'de>> {
         if last {
             let start = self.pos;
             let input: &'de [u8] = self.input;
             let mut end = start;
             let mut plain = true;
-            if input[start..start + len].is_ascii() {
-                end = start + len;
-            } else {
-                for _ in 0..len {
-                    let Some(&b0) = input.get(end) else {
+            for _ in 0..len {
+                let Some(&b0) = input.get(end) else {
+                    plain = false;
+                    break;
+                };
+                let w = match b0 {
+                    0x00..=0x7f => 1,
+                    0xc0..=0xdf => 2,
+                    // 0xed 0xa0..: a surrogate, Java's way of writing non-BMP chars.
+                    0xed if input.get(end + 1).is_some_and(|&b| b >= 0xa0) => {
                         plain = false;
                         break;
-                    };
-                    let w = match b0 {
-                        0x00..=0x7f => 1,
-                        0xc0..=0xdf => 2,
-                        // 0xed 0xa0..: a surrogate, Java's way of writing non-BMP chars.
-                        0xed if input.get(end + 1).is_some_and(|&b| b >= 0xa0) => {
-                            plain = false;
-                            break;
-                        }
-                        0xe0..=0xef => 3,
-                        _ => {
-                            plain = false;
-                            break;
-                        }
-                    };
-                    end += w;
-                }
+                    }
+                    0xe0..=0xef => 3,
+                    _ => {
+                        plain = false;
+                        break;
+                    }
+                };
+                end += w;
             }
             if plain
                 && end <= input.len()
@@ -359,12 +405,13 @@ impl<'de> Deserializer<'de> {
         Ok(Bin::Owned(out))
     }
 
-    pub(super) fn name(&mut self) -> Result<String> {
+    /// A class's or field's name: borrowed from the input when it can be.
+    pub(super) fn name(&mut self) -> Result<Cow<'de, str>> {
         let at = self.pos;
         let tag = self.byte()?;
         Ok(match self.string_after(tag, at)? {
-            Text::Borrowed(s) => s.to_owned(),
-            Text::Owned(s) => s,
+            Text::Borrowed(s) => Cow::Borrowed(s),
+            Text::Owned(s) => Cow::Owned(s),
         })
     }
 }

@@ -5,9 +5,15 @@ use super::Deserializer;
 use crate::serde::error::{Error, Result};
 use crate::tag::*;
 
+/// A list, map or object entered by [`Deserializer::open`], to give back to
+/// [`Deserializer::close`]: its ref number (none while replaying a ref, which numbers nothing).
+#[must_use]
+pub(super) struct Opened(Option<usize>);
+
 impl<'de> Deserializer<'de> {
     /// Enters a list, map or object whose tag is at `at`: depth, and its ref number.
-    pub(super) fn open(&mut self, at: usize) -> Result<()> {
+    #[inline]
+    pub(super) fn open(&mut self, at: usize) -> Result<Opened> {
         if self.depth >= self.limits.max_depth {
             return Err(Error::at(
                 format!("nested deeper than {} (max_depth)", self.limits.max_depth),
@@ -24,18 +30,27 @@ impl<'de> Deserializer<'de> {
                     at,
                 ));
             }
+            if self.refs.capacity() == 0 {
+                // Room for the containers of a typical body (one in 8 bytes), at most 16 KiB
+                // at first: one allocation instead of a growth from 4.
+                self.refs.reserve((self.remaining() / 8).clamp(4, 1024));
+            }
             self.refs.push((at, false));
+            self.depth += 1;
+            return Ok(Opened(Some(self.refs.len() - 1)));
         }
         self.depth += 1;
-        Ok(())
+        Ok(Opened(None))
     }
 
-    pub(super) fn close(&mut self, at: usize) {
+    /// Leaves a container: it is complete, a ref may now refer to it.
+    #[inline]
+    pub(super) fn close(&mut self, opened: Opened) {
         self.depth -= 1;
-        if self.replaying == 0
-            && let Ok(i) = self.refs.binary_search_by_key(&at, |r| r.0)
+        if let Some(i) = opened.0
+            && let Some(r) = self.refs.get_mut(i)
         {
-            self.refs[i].1 = true;
+            r.1 = true;
         }
     }
 

@@ -118,7 +118,7 @@ impl<'a> Serializer<'a> {
             Err(e) => e,
         };
         self.restore(&snap);
-        if !err.need_shape {
+        if !err.is_need_shape() {
             return Err(err);
         }
         // Learn the field names of every struct in the value, then write it again.
@@ -131,7 +131,7 @@ impl<'a> Serializer<'a> {
         self.sequence = None;
         second.map_err(|e| {
             self.restore(&snap);
-            if e.need_shape {
+            if e.is_need_shape() {
                 Error::new("the value serialized differently the second time")
             } else {
                 e
