@@ -13,7 +13,9 @@
 //! services_stop
 //! ```
 //!
-//! `BIG_FLEET_SIZES=1000,5000` and `BIG_FLEET_REGISTRIES=zk` (or `nacos`) narrow the run. The
+//! `BIG_FLEET_SIZES=1000,5000` and `BIG_FLEET_REGISTRIES=zk` (or `nacos`) narrow the run;
+//! `BIG_FLEET_NACOS_PARAMS=list_interval=1000` adds parameters to the Nacos registry URL;
+//! `BIG_FLEET_SHOW_LOG=1` prints every consumer's log (`RUST_LOG`), not only a failed one's. The
 //! parent process writes each fleet with its own client, then runs one consumer process per
 //! fleet (this program again, `child ...`), so each memory figure is one fresh process's.
 //! Providers have fake addresses (the `ports::FAKE_PORTS` band on 127.0.0.1 to 127.0.0.11):
@@ -350,8 +352,9 @@ fn nacos_deregister(app: &str, range: std::ops::Range<usize>) {
 }
 
 async fn nacos_child(addr: &str, app: &str, iface: &str, n: usize, cache: &str) {
+    let extra = std::env::var("BIG_FLEET_NACOS_PARAMS").unwrap_or_default();
     let url = format!(
-        "nacos://{addr}?cache_dir={cache}&provided-by={app}&migration.step=FORCE_APPLICATION"
+        "nacos://{addr}?cache_dir={cache}&provided-by={app}&migration.step=FORCE_APPLICATION&{extra}"
     );
     let reg = NacosRegistry::from_url(&Url::parse(&url).unwrap()).unwrap();
     let k = (n / 100).max(1);
@@ -428,9 +431,10 @@ fn run_child(args: &[&str]) -> Option<String> {
         .lines()
         .find(|l| l.starts_with("RESULT"))
         .map(str::to_string);
-    if line.is_none() {
+    if line.is_none() || std::env::var_os("BIG_FLEET_SHOW_LOG").is_some() {
         eprintln!(
-            "consumer process failed ({}):\n{}\n{}",
+            "consumer process {} ({}):\n{}\n{}",
+            if line.is_none() { "failed" } else { "log" },
             out.status,
             stdout,
             String::from_utf8_lossy(&out.stderr)

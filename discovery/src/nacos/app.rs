@@ -312,7 +312,7 @@ impl AppSide {
                 continue;
             }
             // `None`: neither the SDK's cache nor the event has the list; the next event does.
-            if let Some(list) = current_list(clients, &w.group, &app, ev.as_deref()).await {
+            if let Some(list) = current_list(clients, w, &app, ev.as_deref()).await {
                 self.state.set_instances(&app, &list);
                 self.refresh = true;
             }

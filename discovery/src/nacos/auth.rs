@@ -94,6 +94,18 @@ impl NacosLogin {
         }
     }
 
+    /// The current token, if a login succeeded (for the HTTP reads of `http_list.rs`).
+    pub(crate) fn token(&self) -> Option<String> {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.token.clone()
+    }
+
+    /// Makes the next [`AuthPlugin::login`] log in again (the server refused the token).
+    pub(crate) fn expire(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.refresh_at = None;
+    }
+
     fn due(&self) -> bool {
         let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         s.refresh_at.is_none_or(|at| Instant::now() >= at)

@@ -36,7 +36,9 @@
 //! | `rule_group` | `dubbo` | config-centre group of the rules |
 //! | `cache_dir` | `$TMPDIR/switchman-nacos` | nacos-sdk's own disk cache (never `$HOME`) |
 //! | `grpc_port` | HTTP port + 1000 | Nacos gRPC port, of every server |
-//! | `list_interval` | `10000` | ms between two listings of the group's services for a key that is a pattern (see below) |
+//! | `list_interval` | `10000` | ms between two listings of the group's services for a key that is a pattern (see below), and between two HTTP reads of a service too large for nacos-sdk (`sdk.rs`) |
+//! | `http-list-above` | 3670016 | bytes of JSON instance list over which a service is read through the HTTP open API instead of nacos-sdk (`sdk.rs`, "Services too large for nacos-sdk"); `0`: every service |
+//! | `http-list-max-bytes` | 67108864 | the largest HTTP instance-list answer read (`http_list.rs`) |
 //! | `health_interval` | `2000` | ms between two checks that the server still answers (100 to 3600000); a check may take 1.5 intervals, at least 1 s, before the server counts as unreachable |
 //! | `app-level` | `true` | also read Dubbo 3 application-level instances (Dubbo naming, a concrete key; see `app.rs`) |
 //! | `provided-by` | | applications to read application-level instances from, instead of the mapping's (not read then, as in Dubbo) |
@@ -85,6 +87,7 @@
 
 mod app;
 mod auth;
+mod http_list;
 mod mapping;
 mod options;
 mod register_app;
@@ -194,6 +197,13 @@ impl NacosRegistry {
     /// The validated settings.
     pub fn options(&self) -> &NacosOptions {
         &self.inner.opts
+    }
+
+    /// The Nacos services (name, group) this registry reads over the HTTP open API instead
+    /// of nacos-sdk: found too large for the SDK's 4 MiB gRPC messages or over
+    /// `http-list-above` (see "Big fleets" in the README), in name order.
+    pub fn services_read_over_http(&self) -> Vec<(String, String)> {
+        self.inner.subscribers.oversized()
     }
 
     /// Starts the background connector once; returns a receiver of the clients.
@@ -321,6 +331,7 @@ async fn connect(inner: Weak<Inner>) {
                 naming: n.clone(),
                 config: config.take(),
                 _relay: relay.clone(),
+                http: Arc::new(http_fallback(&me.opts, opts)),
             }));
             tokio::spawn(watch_health(inner.clone(), n.clone(), relay));
             return;
@@ -328,6 +339,31 @@ async fn connect(inner: Weak<Inner>) {
         drop(me);
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(BUILD_BACKOFF_MAX);
+    }
+}
+
+/// How the registry reads services too large for nacos-sdk (`sdk.rs`): from the servers
+/// `opts` names (over TLS, the relays that `connected` names instead), with the registry's
+/// credentials; no reader with an address server.
+fn http_fallback(opts: &NacosOptions, connected: &NacosOptions) -> sdk::HttpFallback {
+    let reader = opts.endpoint.is_none().then(|| {
+        Arc::new(http_list::HttpReader::new(
+            connected
+                .server_addr
+                .split(',')
+                .map(str::to_string)
+                .collect(),
+            opts.namespace.clone(),
+            opts.username
+                .as_deref()
+                .map(|u| (u, opts.password.as_deref().unwrap_or(""))),
+            opts.http_list_max_bytes,
+        ))
+    });
+    sdk::HttpFallback {
+        reader,
+        above: opts.http_list_above,
+        every: opts.list_interval,
     }
 }
 

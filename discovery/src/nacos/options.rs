@@ -42,6 +42,8 @@ pub(super) const MIN_LIST_INTERVAL: Duration = Duration::from_millis(100);
 pub(super) const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(2);
 /// Shortest accepted `health_interval` (one cheap request per check).
 pub(super) const MIN_HEALTH_INTERVAL: Duration = Duration::from_millis(100);
+/// The largest `http-list-above` (1 GiB: far over any gRPC message nacos-sdk reads).
+pub(super) const HTTP_ABOVE_MAX: u64 = 1024 * 1024 * 1024;
 
 /// The trimmed value of `key`, if not empty.
 pub(super) fn non_empty_param(url: &Url, key: &str) -> Option<String> {
@@ -181,6 +183,11 @@ pub struct NacosOptions {
     pub metadata_fetch: crate::metadata::FetchSettings,
     /// The migration step's values the registry URL gives (`migration.*`).
     pub migration: crate::migration::MigrationDefaults,
+    /// The estimated size (bytes) of an instance list above which its service is read over
+    /// Nacos's HTTP open API instead of nacos-sdk (`http-list-above`; 0: every service).
+    pub http_list_above: u64,
+    /// The largest HTTP instance list answer read (`http-list-max-bytes`).
+    pub http_list_max_bytes: usize,
 }
 
 impl std::fmt::Debug for NacosOptions {
@@ -203,6 +210,8 @@ impl std::fmt::Debug for NacosOptions {
             .field("provided_by", &self.provided_by)
             .field("metadata_fetch", &self.metadata_fetch)
             .field("migration", &self.migration)
+            .field("http_list_above", &self.http_list_above)
+            .field("http_list_max_bytes", &self.http_list_max_bytes)
             .finish()
     }
 }
@@ -340,6 +349,31 @@ impl NacosOptions {
                 provided_by.push(app.to_string());
             }
         }
+        let http_list_above = match url.param("http-list-above").map(str::trim) {
+            None | Some("") => super::sdk::DEFAULT_HTTP_ABOVE,
+            Some(v) => v
+                .parse::<u64>()
+                .ok()
+                .filter(|b| *b <= HTTP_ABOVE_MAX)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "http-list-above={v:?} is not a number of bytes from 0 to {HTTP_ABOVE_MAX}"
+                    ))
+                })?,
+        };
+        let (min, max) = super::http_list::MAX_BYTES_RANGE;
+        let http_list_max_bytes = match url.param("http-list-max-bytes").map(str::trim) {
+            None | Some("") => super::http_list::DEFAULT_MAX_BYTES,
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|b| (min..=max).contains(b))
+                .ok_or_else(|| {
+                    bad(format!(
+                        "http-list-max-bytes={v:?} is not a number of bytes from {min} to {max}"
+                    ))
+                })?,
+        };
         let non_empty = |k: &str| non_empty_param(url, k);
         let username = url
             .username()
@@ -383,6 +417,8 @@ impl NacosOptions {
             metadata_fetch,
             migration: crate::migration::MigrationDefaults::from_params(|k| url.param(k))
                 .map_err(bad)?,
+            http_list_above,
+            http_list_max_bytes,
         })
     }
 

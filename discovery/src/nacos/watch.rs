@@ -188,7 +188,7 @@ pub(crate) async fn run<R: Send + Sync + 'static>(
             let Some(key) = names.get(&name) else {
                 continue;
             };
-            let Some(list) = current_list(&clients, &w.group, &name, ev.as_deref()).await else {
+            let Some(list) = current_list(&clients, &w, &name, ev.as_deref()).await else {
                 continue;
             };
             let instances: Vec<Arc<Instance>> =

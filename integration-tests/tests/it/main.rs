@@ -24,6 +24,7 @@ mod java_triple;
 mod migration;
 mod nacos_app_level;
 mod nacos_groups;
+mod nacos_http_list;
 mod nacos_registry;
 mod nacos_restart;
 mod nacos_tls;
