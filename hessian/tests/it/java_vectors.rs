@@ -339,6 +339,34 @@ fn short(v: &Value) -> String {
     }
 }
 
+/// The Java peers' vectors of the typed (serde) mapping table: checked both ways by
+/// `integration-tests`' `it::hessian_typed` (into Rust types), not by this `Value`-path table.
+/// Any other vector this table does not know is a failure.
+const TYPED_ONLY: &[&str] = &[
+    "byte_m5",
+    "short_1000",
+    "float_1_1",
+    "char_z",
+    "prims",
+    "prims_nulls",
+    "empty",
+    "enum_list",
+    "map_variant",
+    "set_one",
+    "set_abc",
+    "derived",
+    "generics",
+    "generics_nulls",
+    "node_chain",
+    "list_abc",
+    "refs_after_forms",
+    "node_self",
+    "node_pair",
+    "list_self",
+    "shared_user",
+    "refs_exponential",
+];
+
 /// Checks every vector of `json` (`{"vectors": [{"name", "hex"}]}`) whose name the table
 /// knows; returns the names checked. Panics listing every disagreement.
 fn check_vectors(json: &Json) -> Vec<String> {
@@ -349,7 +377,9 @@ fn check_vectors(json: &Json) -> Vec<String> {
     for vector in vectors {
         let name = vector["name"].as_str().expect("a vector name");
         let Some((_, expect)) = table.iter().find(|(n, _)| *n == name) else {
-            failures.push(format!("{name}: no expected value for this vector"));
+            if !TYPED_ONLY.contains(&name) {
+                failures.push(format!("{name}: no expected value for this vector"));
+            }
             continue;
         };
         let bytes = match unhex(vector["hex"].as_str().expect("a vector hex")) {

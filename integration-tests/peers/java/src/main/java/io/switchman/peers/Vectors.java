@@ -348,11 +348,27 @@ final class Vectors {
      * exceptions by class, message and the cause's class and message, BigDecimal by compareTo.
      */
     static boolean deepEquals(Object a, Object b) {
+        return deepEquals(a, b, new java.util.IdentityHashMap<>());
+    }
+
+    /**
+     * {@link #deepEquals(Object, Object)} over object graphs: a pair of containers (or peer
+     * objects) already compared, or being compared, counts as equal, so a cycle ends and a
+     * shared sub-graph (a list holding the same list twice, 48 levels deep) is compared once.
+     */
+    private static boolean deepEquals(Object a, Object b, java.util.IdentityHashMap<Object, Object> seen) {
         if (a == b) {
             return true;
         }
         if (a == null || b == null) {
             return false;
+        }
+        boolean graph = a instanceof List || a instanceof Map || isPlainPeerClass(a.getClass());
+        if (graph) {
+            if (seen.get(a) == b) {
+                return true;
+            }
+            seen.put(a, b);
         }
         if (a.getClass().isArray() || b.getClass().isArray()) {
             return Arrays.deepEquals(new Object[] {a}, new Object[] {b});
@@ -382,7 +398,7 @@ final class Vectors {
             Iterator<?> i = x.iterator();
             Iterator<?> j = y.iterator();
             while (i.hasNext()) {
-                if (!deepEquals(i.next(), j.next())) {
+                if (!deepEquals(i.next(), j.next(), seen)) {
                     return false;
                 }
             }
@@ -395,14 +411,25 @@ final class Vectors {
                 return false;
             }
             for (Map.Entry<?, ?> e : x.entrySet()) {
-                if (!y.containsKey(e.getKey()) || !deepEquals(e.getValue(), y.get(e.getKey()))) {
+                if (!y.containsKey(e.getKey()) || !deepEquals(e.getValue(), y.get(e.getKey()), seen)) {
                     return false;
                 }
             }
             return true;
         }
         if (a.getClass() == b.getClass() && isPlainPeerClass(a.getClass())) {
-            return fieldsEqual(a, b);
+            return fieldsEqual(a, b, seen);
+        }
+        // Hessian has no byte, short, float or char on the wire: a Byte comes back an Integer,
+        // a Float a Double, a Character a one-character String. Equal by value.
+        if (a instanceof Float) {
+            return b instanceof Number && ((Number) a).floatValue() == ((Number) b).floatValue();
+        }
+        if (a instanceof Byte || a instanceof Short) {
+            return b instanceof Number && ((Number) a).longValue() == ((Number) b).longValue();
+        }
+        if (a instanceof Character && b instanceof String) {
+            return a.toString().equals(b);
         }
         return a.equals(b);
     }
@@ -420,7 +447,7 @@ final class Vectors {
     }
 
     /** Every instance field, the superclasses' too, by {@link #deepEquals}. */
-    private static boolean fieldsEqual(Object a, Object b) {
+    private static boolean fieldsEqual(Object a, Object b, java.util.IdentityHashMap<Object, Object> seen) {
         for (Class<?> c = a.getClass(); c != null && c != Object.class; c = c.getSuperclass()) {
             for (Field f : c.getDeclaredFields()) {
                 if (Modifier.isStatic(f.getModifiers())) {
@@ -428,7 +455,7 @@ final class Vectors {
                 }
                 f.setAccessible(true);
                 try {
-                    if (!deepEquals(f.get(a), f.get(b))) {
+                    if (!deepEquals(f.get(a), f.get(b), seen)) {
                         return false;
                     }
                 } catch (IllegalAccessException e) {
