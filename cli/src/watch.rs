@@ -174,30 +174,12 @@ fn shown(s: &Snapshot) -> serde_json::Value {
 }
 
 /// The (group, version) pairs the registry lists for `interface` in any group and version,
-/// read for up to a second (where the registry reads `*`: ZooKeeper, Nacos, static files).
+/// read for up to a second ([`switchman::registered_keys`]).
 pub(crate) async fn other_keys(
     registry: &dyn Registry,
     interface: &str,
 ) -> BTreeSet<(String, String)> {
-    let any = ServiceKey::with(interface, "*", "*");
-    let wait = Duration::from_secs(1);
-    let Ok(Ok(dir)) = tokio::time::timeout(
-        wait,
-        RegistryDirectory::subscribe(registry, DirectoryConfig::new(any)),
-    )
-    .await
-    else {
-        return BTreeSet::new();
-    };
-    let _ = dir.wait_until(wait, |s| !s.instances().is_empty()).await;
-    let snap = dir.load();
-    snap.instances()
-        .iter()
-        .map(|i| {
-            let svc = i.service();
-            (svc.group.to_string(), svc.version.to_string())
-        })
-        .collect()
+    switchman::registered_keys(registry, interface, Duration::from_secs(1)).await
 }
 
 /// `nothing in REGISTRY matches KEY; the registry has version 2.0.0 in group g1 (--group,
@@ -214,18 +196,9 @@ pub(crate) fn nothing_matches(
             key.interface
         );
     }
-    let list: Vec<String> = others
-        .iter()
-        .map(|(g, v)| match (g.is_empty(), v.is_empty()) {
-            (true, true) => "it registered without version or group".to_string(),
-            (false, true) => format!("it registered without version in group {g}"),
-            (true, false) => format!("version {v} without group"),
-            (false, false) => format!("version {v} in group {g}"),
-        })
-        .collect();
     format!(
         "{head}; the registry has {} (choose with --group and --version)",
-        list.join(", ")
+        switchman::registered_as(others)
     )
 }
 

@@ -48,7 +48,7 @@ mod typed;
 
 #[cfg(feature = "prometheus")]
 pub use prometheus::{install_metrics_recorder, serve_metrics};
-pub use reference::{DEFAULT_WAIT, Reference, ReferenceBuilder};
+pub use reference::{DEFAULT_WAIT, Reference, ReferenceBuilder, registered_as, registered_keys};
 pub use typed::{JavaArgs, JavaInterface, JavaType};
 
 /// A typed client from a Rust trait (the README's "Typed calls").

@@ -571,7 +571,7 @@ impl ReferenceBuilder {
                         snap.instances().len()
                     )
                 } else {
-                    let others = probe(registry.as_ref(), &self.interface).await;
+                    let others = registered_keys(registry.as_ref(), &self.interface, PROBE).await;
                     format!(
                         "no provider for {} in {shown} (read {}){}",
                         describe(&key),
@@ -674,19 +674,24 @@ fn where_read(registry: &str, key: &ServiceKey) -> String {
     }
 }
 
-/// The (group, version) pairs the registry lists for `interface` under any group and version,
-/// read for a short while (where the registry supports `*`: ZooKeeper and static files).
-async fn probe(registry: &dyn Registry, interface: &str) -> BTreeSet<(String, String)> {
+/// The (group, version) pairs `registry` lists for `interface` under any group and version,
+/// read for up to `wait` (where the registry reads `*`: ZooKeeper, Nacos, static files): what
+/// a "no provider" message offers instead ([`registered_as`] words them).
+pub async fn registered_keys(
+    registry: &dyn Registry,
+    interface: &str,
+    wait: Duration,
+) -> BTreeSet<(String, String)> {
     let any = ServiceKey::with(interface, "*", "*");
     let Ok(Ok(dir)) = tokio::time::timeout(
-        PROBE,
+        wait,
         RegistryDirectory::subscribe(registry, DirectoryConfig::new(any)),
     )
     .await
     else {
         return BTreeSet::new();
     };
-    let _ = dir.wait_until(PROBE, |s| !s.instances().is_empty()).await;
+    let _ = dir.wait_until(wait, |s| !s.instances().is_empty()).await;
     let snap = dir.load();
     snap.instances()
         .iter()
@@ -705,7 +710,13 @@ fn found_instead(others: &BTreeSet<(String, String)>) -> String {
     if others.is_empty() {
         return "; the registry lists no provider of this interface in any group or version".into();
     }
-    let list: Vec<String> = others
+    format!("; the registry has {}", registered_as(others))
+}
+
+/// `version 2.0.0 in group g1, it registered without version or group, ...`: the pairs of
+/// [`registered_keys`] in words.
+pub fn registered_as(keys: &BTreeSet<(String, String)>) -> String {
+    let list: Vec<String> = keys
         .iter()
         .map(|(g, v)| match (g.is_empty(), v.is_empty()) {
             (true, true) => "it registered without version or group".to_string(),
@@ -714,7 +725,7 @@ fn found_instead(others: &BTreeSet<(String, String)>) -> String {
             (false, false) => format!("version {v} in group {g}"),
         })
         .collect();
-    format!("; the registry has {}", list.join(", "))
+    list.join(", ")
 }
 
 /// A consumer registration, removed when the last clone of its reference goes.
