@@ -55,7 +55,7 @@ fn found_and_called(registry: String, tag: &str) {
     let group = unique(tag);
     let app = unique(&format!("{tag}-app"));
     let _p = provider(&registry, &group, &app, "rust-instance");
-    let lines = java_peer::force_application_adds(&registry, &group);
+    let lines = java_peer::force_application_adds(&registry, java_peer::DEMO_SERVICE, &group);
     let want =
         json!({"ok": true, "result": {"from": "rust-instance", "method": "add", "echo": [2, 3]}});
     assert_eq!(lines, vec![want.clone(), want.clone(), want], "{tag}");

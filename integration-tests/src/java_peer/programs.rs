@@ -10,7 +10,6 @@ use serde_json::Value;
 
 use super::flags::BENCH_JVM_FLAGS;
 use super::jvm::{collect_stderr, java, java_with, wait_bounded};
-use super::peers::DEMO_SERVICE;
 
 /// How long a consumer or vectors run may take before it is killed.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -42,17 +41,17 @@ pub fn run_consumer(args: &[&str]) -> (ExitStatus, Vec<Value>) {
 }
 
 /// The Java consumer in `FORCE_APPLICATION` (application-level discovery only) calling
-/// `add(2, 3)` three times over tri:// on `DemoService` in `group`, as a Java Dubbo 3.x fleet
-/// would look a provider up; its JSON lines. Blocking.
+/// `add(2, 3)` three times over tri:// on `interface` (generic: any name) in `group`, as a Java
+/// Dubbo 3.x fleet would look a provider up; its JSON lines. Blocking.
 ///
 /// # Panics
 /// As [`run_consumer`], and when the consumer does not exit successfully.
-pub fn force_application_adds(registry: &str, group: &str) -> Vec<Value> {
+pub fn force_application_adds(registry: &str, interface: &str, group: &str) -> Vec<Value> {
     let (status, lines) = run_consumer(&[
         "--registry",
         registry,
         "--interface",
-        DEMO_SERVICE,
+        interface,
         "--group",
         group,
         "--protocol",

@@ -80,35 +80,9 @@ async fn rust_provider(registry: &str, iface: &str, app: &str, group: &str) -> R
 /// The Java consumer in `FORCE_APPLICATION` (generic, so any interface name): `add(2, 3)`
 /// three times over tri://.
 async fn java_calls(registry: &str, iface: &str, group: &str) -> Vec<Value> {
-    let args: Vec<String> = [
-        "--registry",
-        registry,
-        "--interface",
-        iface,
-        "--group",
-        group,
-        "--protocol",
-        "tri",
-        "--migration",
-        "FORCE_APPLICATION",
-        "--method",
-        "add",
-        "--types",
-        "int,int",
-        "--args",
-        "[2,3]",
-        "--count",
-        "3",
-        "--timeout-ms",
-        "5000",
-    ]
-    .map(String::from)
-    .to_vec();
+    let (registry, iface, group) = (registry.to_string(), iface.to_string(), group.to_string());
     tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let (status, lines) = java_peer::run_consumer(&args);
-        assert!(status.success(), "{lines:?}");
-        lines
+        java_peer::force_application_adds(&registry, &iface, &group)
     })
     .await
     .unwrap()
