@@ -6,7 +6,7 @@
 use std::process::{Child, Command, Stdio};
 
 use serde_json::json;
-use switchman_integration_tests::java_peer::{self, DEMO_SERVICE};
+use switchman_integration_tests::java_peer;
 use switchman_integration_tests::{nacos, unique, zookeeper};
 
 use super::support;
@@ -23,14 +23,14 @@ impl Drop for Provider {
 
 /// Starts `switchman provider --protocol tri --register-mode instance` and waits for its
 /// `serving` line.
-fn provider(registry: &str, group: &str, app: &str, name: &str) -> Provider {
+fn provider(registry: &str, iface: &str, group: &str, app: &str, name: &str) -> Provider {
     let child = Command::new(env!("CARGO_BIN_EXE_switchman"))
         .args([
             "provider",
             "--registry",
             registry,
             "--service",
-            DEMO_SERVICE,
+            iface,
             "--group",
             group,
             "--protocol",
@@ -54,8 +54,13 @@ fn provider(registry: &str, group: &str, app: &str, name: &str) -> Provider {
 fn found_and_called(registry: String, tag: &str) {
     let group = unique(tag);
     let app = unique(&format!("{tag}-app"));
-    let _p = provider(&registry, &group, &app, "rust-instance");
-    let lines = java_peer::force_application_adds(&registry, java_peer::DEMO_SERVICE, &group);
+    // An interface of this test's own (the echo provider answers any): a Java consumer in
+    // FORCE_APPLICATION subscribes to every application its interface's mapping names, and
+    // the shared DemoService mapping names other tests' applications, whose MetadataService
+    // may be gone.
+    let iface = format!("io.switchman.cli.{}", unique(tag).replace('-', "_"));
+    let _p = provider(&registry, &iface, &group, &app, "rust-instance");
+    let lines = java_peer::force_application_adds(&registry, &iface, &group);
     let want =
         json!({"ok": true, "result": {"from": "rust-instance", "method": "add", "echo": [2, 3]}});
     assert_eq!(lines, vec![want.clone(), want.clone(), want], "{tag}");
