@@ -568,8 +568,53 @@ async fn a_dubbo_admin_weight_override_moves_the_split_between_java_providers() 
     })
     .await
     .expect("the override reaches the directory");
+    // A `side: provider` override also reaches the provider, which applies it to its own URL
+    // and re-exports: Java's `RegistryProtocol` unregisters the old URL, then registers the new
+    // one (`weight=300` in it). Between the two the registry lists `a` alone, and a consumer
+    // (Java's too) follows. The provider does this when it gets to the event, later under
+    // load: measured across it, every call of that window goes to `a` (seen once at four tests
+    // at a time: 249 of 400 on `b`). So the split is measured once `b` is registered again
+    // with its new URL and the directory holds both providers, and over one snapshot.
+    let reexported = Instant::now();
+    let providers = format!("/dubbo/{DEMO_SERVICE}/providers");
+    loop {
+        let listed = client.list_children(&providers).await.unwrap_or_default();
+        let urls: Vec<String> = listed
+            .iter()
+            .filter_map(|c| switchman_core::percent::decode_java(c).ok())
+            .filter(|u| u.contains(&format!("group={g}")))
+            .collect();
+        let b_new = urls
+            .iter()
+            .any(|u| u.contains(&format!("://{}/", b.address())) && u.contains("weight=300"));
+        if b_new && urls.len() == 2 {
+            eprintln!(
+                "b re-registered with weight=300 {} ms after the directory applied the override",
+                reexported.elapsed().as_millis()
+            );
+            break;
+        }
+        assert!(
+            reexported.elapsed() < WAIT,
+            "provider b re-registers with weight=300 after the override: {urls:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    dir.wait_until(WAIT, |s| {
+        s.endpoints().len() == 2
+            && s.instances()
+                .iter()
+                .any(|i| i.address() == b.address() && i.weight() == 300)
+    })
+    .await
+    .expect("the directory lists both providers again, b at weight 300");
+    let measured = dir.load();
     let after = split(&cluster, 400).await;
     eprintln!("override: before {before:?}, after {after:?}");
+    assert!(
+        Arc::ptr_eq(&measured, &dir.load()),
+        "the fleet changed while the split was measured: {after:?}"
+    );
     assert!(
         (0.65..=0.85).contains(&share_b(&after)),
         "weight 300 vs 100 moves the split to about 1:3: {after:?}"
