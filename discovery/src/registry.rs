@@ -107,6 +107,21 @@ pub trait Registry: Send + Sync + fmt::Debug {
         let _ = (service, consumer);
         Box::pin(async { Ok(()) })
     }
+
+    /// The definition (methods and their Java parameter types) that the provider application
+    /// `application` published for `service` in the registry's metadata report, as Java Dubbo
+    /// 3 providers do by default (ZooKeeper `/dubbo/metadata/{interface}/.../provider/{app}`,
+    /// the Nacos config `{interface}:{version}:{group}:provider:{app}`); `None` when there is
+    /// none. Read only on rare paths (a call whose signature the provider lacks). Registries
+    /// without a metadata report answer `None`: the default.
+    fn service_definition<'a>(
+        &'a self,
+        service: &'a ServiceKey,
+        application: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::metadata::ServiceDefinition>>> {
+        let _ = (service, application);
+        Box::pin(async { Ok(None) })
+    }
 }
 
 /// The provider side of a registry: makes an instance visible to consumers.

@@ -1,13 +1,16 @@
 //! Application-level discovery's inputs: a ZooKeeper instance node's Curator JSON, a Nacos
-//! interface-to-application mapping, and a provider's `MetadataInfo` (the JSON report, or the
-//! Hessian2 answer of its MetadataService). Each parses or is refused, never a panic; an
-//! instance and its metadata give endpoint URLs that parse back.
+//! interface-to-application mapping, a provider's `MetadataInfo` (the JSON report, or the
+//! Hessian2 answer of its MetadataService), and the service definition it publishes in the
+//! metadata report. Each parses or is refused, never a panic; an instance and its metadata
+//! give endpoint URLs that parse back; a definition read stays within its bounds.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use switchman_core::Url;
 use switchman_discovery::fuzzing::{curator_instance, nacos_mapping};
-use switchman_discovery::metadata::MetadataInfo;
+use switchman_discovery::metadata::{
+    MAX_METHODS, MAX_PARAMETERS, MetadataInfo, ServiceDefinition,
+};
 use switchman_hessian::{Decoder, to_json};
 
 fuzz_target!(|data: &[u8]| {
@@ -19,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
         Some(i) => (&rest[..i], &rest[i + 1..]),
         None => (rest, &[][..]),
     };
-    match mode % 4 {
+    match mode % 5 {
         0 => {
             let Ok(instance) = curator_instance("demo", node) else {
                 return;
@@ -38,6 +41,14 @@ fuzz_target!(|data: &[u8]| {
         }
         1 => {
             let _ = MetadataInfo::from_slice(rest);
+        }
+        3 => {
+            if let Ok(d) = ServiceDefinition::parse(rest, "fuzz") {
+                assert!(d.methods.len() <= MAX_METHODS);
+                assert!(d.methods.iter().all(|m| m.parameter_types.len() <= MAX_PARAMETERS));
+                assert!(d.methods.windows(2).all(|w| w[0] != w[1]), "sorted, no duplicates");
+                let _ = d.instead_of("add");
+            }
         }
         2 => {
             // What a MetadataService answers over dubbo:// or Triple: Hessian2.

@@ -30,6 +30,7 @@
 //! warning says why, once.
 
 mod cache;
+mod definition;
 mod export;
 mod instance;
 #[cfg(feature = "nacos")]
@@ -49,6 +50,10 @@ use switchman_core::{BoxFuture, Result};
 pub use cache::{
     DEFAULT_CAPACITY, FetchSettings, Lookup, MAX_CACHE_BYTES, MAX_INFO_BYTES, MetadataCache,
     MetadataStats, WaitToken,
+};
+pub use definition::{
+    MAX_DEFINITION_BYTES, MAX_METHODS, MAX_PARAMETERS, MethodSignature, ServiceDefinition,
+    nacos_data_ids, zookeeper_path,
 };
 pub use export::{
     AppPublication, AppRegistrations, AppRemoval, ExportSettings, ExportedMetadata,

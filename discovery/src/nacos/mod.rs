@@ -113,6 +113,7 @@ use crate::{Registrar, Registry, UpdateReceiver};
 use options::*;
 pub use options::{BUILD_SERVERS, NacosOptions, Naming};
 pub(crate) use sdk::Clients;
+use sdk::SDK_CALL_TIMEOUT;
 
 /// The mapping the adapter applies to every instance Nacos lists for `key` (`dubbo_naming`:
 /// the service is named `providers:{interface}:{version}:{group}`); `None`, logged, for an
@@ -469,6 +470,56 @@ async fn watch_health(
 }
 
 impl Registry for NacosRegistry {
+    fn service_definition<'a>(
+        &'a self,
+        service: &'a ServiceKey,
+        application: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::metadata::ServiceDefinition>>> {
+        Box::pin(async move {
+            if service.interface.is_empty() || application.is_empty() {
+                return Ok(None);
+            }
+            let clients = self.clients_within(SDK_CALL_TIMEOUT).await?;
+            // No config client (no rules, no application level): no metadata report read.
+            let Some(config) = clients.config.as_ref() else {
+                return Ok(None);
+            };
+            let group = self
+                .inner
+                .opts
+                .rule_group
+                .clone()
+                .unwrap_or_else(|| DEFAULT_RULE_GROUP.to_string());
+            for data_id in crate::metadata::nacos_data_ids(service, application) {
+                let read = crate::metadata::nacos::read_config(config, &data_id, &group);
+                let content = match tokio::time::timeout(SDK_CALL_TIMEOUT, read).await {
+                    Ok(Ok(Some(c))) => c,
+                    Ok(Ok(None)) => continue,
+                    Ok(Err(e)) => {
+                        return Err(Error::transport(format!(
+                            "nacos {}: {e}",
+                            self.inner.redacted
+                        )));
+                    }
+                    Err(_) => {
+                        return Err(Error::transport(format!(
+                            "nacos {}: config {data_id} in group {group}: no answer within {SDK_CALL_TIMEOUT:?}",
+                            self.inner.redacted
+                        )));
+                    }
+                };
+                let source = format!(
+                    "nacos {} config {data_id} in group {group}",
+                    self.inner.redacted
+                );
+                return crate::metadata::ServiceDefinition::parse(content.as_bytes(), &source)
+                    .map(Some)
+                    .map_err(Error::bad_config);
+            }
+            Ok(None)
+        })
+    }
+
     fn subscribe<'a>(&'a self, service: &'a ServiceKey) -> BoxFuture<'a, Result<UpdateReceiver>> {
         Box::pin(async move {
             let opts = &self.inner.opts;

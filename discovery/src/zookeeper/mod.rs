@@ -445,6 +445,55 @@ impl Registry for ZookeeperRegistry {
         })
     }
 
+    fn service_definition<'a>(
+        &'a self,
+        service: &'a ServiceKey,
+        application: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::metadata::ServiceDefinition>>> {
+        Box::pin(async move {
+            let parts = [
+                service.interface.as_ref(),
+                service.version.as_ref(),
+                service.group.as_ref(),
+                application,
+            ];
+            // Names a node path cannot hold (or that would climb out of it) have no node.
+            if service.interface.is_empty()
+                || application.is_empty()
+                || parts
+                    .iter()
+                    .any(|p| p.contains('/') || *p == "." || *p == "..")
+            {
+                return Ok(None);
+            }
+            let cfg = self.config();
+            let path = crate::metadata::zookeeper_path(&cfg.root, service, application);
+            let failed = |e: CallError| {
+                Error::transport(format!("registry {}: reading {path}: {e}", cfg.redacted))
+            };
+            let conn = self
+                .inner
+                .session
+                .client(cfg.timeout)
+                .await
+                .map_err(failed)?;
+            let mut reader = reader::Reader {
+                client: &conn.client,
+                timeout: cfg.timeout,
+                arms: None,
+            };
+            match reader.data(&path).await.map_err(failed)? {
+                None => Ok(None),
+                Some(bytes) => crate::metadata::ServiceDefinition::parse(
+                    &bytes,
+                    &format!("{} {path}", cfg.redacted),
+                )
+                .map(Some)
+                .map_err(Error::bad_config),
+            }
+        })
+    }
+
     fn subscribe<'a>(&'a self, service: &'a ServiceKey) -> BoxFuture<'a, Result<UpdateReceiver>> {
         Box::pin(async move {
             let iface = service.interface.as_ref();
