@@ -192,6 +192,13 @@ impl Error {
         self
     }
 
+    /// The same error with another message (bounded as [`Error::new`] bounds it): for a layer
+    /// that knows more than the one that made the error.
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = bounded(message.into());
+        self
+    }
+
     /// Records the addresses the call tried, in order.
     pub fn with_tried(mut self, tried: Vec<String>) -> Self {
         self.tried = tried;
@@ -242,6 +249,48 @@ impl Error {
         &self.tried
     }
 }
+
+/// The cause ([`Error::cause`]) of the error of a call whose signature the provider does not
+/// have (a Java provider's status 40 "Fail to decode request" to a typed dubbo:// call): where
+/// it went and what was sent, so that a layer that can read the provider's published service
+/// definition (`switchman::Reference`, from the registry's metadata report) can say which
+/// signatures it has instead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignatureMismatch {
+    /// The provider's address.
+    pub address: String,
+    /// The service called.
+    pub service: crate::ServiceKey,
+    /// The provider's application (its registered `application`), when it has one.
+    pub application: Option<String>,
+    /// The method called.
+    pub method: String,
+    /// The signature sent, as Java writes one: `add(long,long)`.
+    pub sent: String,
+    /// What the provider answered.
+    pub answer: String,
+}
+
+impl SignatureMismatch {
+    /// The error's message, given what the provider has instead (`it has add(int,int)`, or
+    /// `its methods are add, count`).
+    pub fn message(&self, has: &str) -> String {
+        format!(
+            "signature mismatch: the provider {} has no {}; {has} (status 40, it could not \
+             decode the request: check the parameter types against the provider's interface): \
+             {}",
+            self.address, self.sent, self.answer
+        )
+    }
+}
+
+impl fmt::Display for SignatureMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the provider {} has no {}", self.address, self.sent)
+    }
+}
+
+impl std::error::Error for SignatureMismatch {}
 
 /// `{:?}` reads like the message (what `main` returning `Result<(), Error>` prints), with the
 /// retryability and the cause; `{:#?}` shows the struct.

@@ -33,7 +33,7 @@ mod service_key;
 pub mod url;
 pub mod yaml;
 
-pub use error::{Error, ErrorKind, MAX_MESSAGE, Result};
+pub use error::{Error, ErrorKind, MAX_MESSAGE, Result, SignatureMismatch};
 pub use instance::{
     DEFAULT_WARMUP, DEFAULT_WEIGHT, Instance, InstanceBuilder, MAX_PARAM_VALUE_BYTES, MAX_PARAMS,
     Protocol, check_metadata,

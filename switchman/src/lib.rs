@@ -39,6 +39,7 @@
 
 #[cfg(feature = "admin")]
 pub mod admin;
+mod definitions;
 #[cfg(feature = "idl")]
 mod idl;
 #[cfg(feature = "prometheus")]
@@ -46,6 +47,7 @@ mod prometheus;
 mod reference;
 mod typed;
 
+pub use definitions::ReferenceFuture;
 #[cfg(feature = "prometheus")]
 pub use prometheus::{install_metrics_recorder, serve_metrics};
 pub use reference::{DEFAULT_WAIT, Reference, ReferenceBuilder, registered_as, registered_keys};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 use switchman_cluster::dubbo::ClientTls;
 use switchman_cluster::{Balancer, ClusterConfig, ClusterInvoker, ProtocolInvoker, Strategy};
-use switchman_core::{BoxFuture, Error, Invocation, Invoker, MakeEndpoint, Result, ServiceKey};
+use switchman_core::{Error, Invocation, Invoker, MakeEndpoint, Result, ServiceKey};
 use switchman_discovery::{DirectoryConfig, Registry, RegistryDirectory, registry_from_url};
 use switchman_loadbalance::LoadBalance;
 use tracing::warn;
@@ -46,6 +46,8 @@ pub struct Reference {
     cluster: ClusterInvoker,
     directory: Arc<RegistryDirectory>,
     registry: String,
+    /// The providers' published definitions, read when a call's signature is not theirs.
+    definitions: Arc<crate::definitions::Definitions>,
     /// Registered as a consumer while any clone lives ([`ReferenceBuilder::register_consumer`]).
     _consumer: Option<Arc<ConsumerRegistration>>,
     /// Listed on an admin endpoint while any clone lives ([`ReferenceBuilder::admin`]).
@@ -174,8 +176,21 @@ impl Reference {
     }
 
     /// Calls with a full [`Invocation`] (attachments, per-call `timeout`/`retries`, ...).
+    ///
+    /// A typed dubbo:// call whose signature the provider does not have fails before any
+    /// retry with an error that names the signature sent and, when the provider's application
+    /// published its service definition in the registry's metadata report (Java Dubbo 3's
+    /// default, on ZooKeeper and Nacos), the signatures it has: `signature mismatch: the
+    /// provider 10.0.0.1:20880 has no add(long,long); it has add(int,int) ...`.
     pub async fn invoke(&self, invocation: &Invocation) -> Result<Value> {
-        self.cluster.invoke(invocation).await
+        match self.cluster.invoke(invocation).await {
+            Err(e) if crate::definitions::Definitions::explains(&e) => {
+                // Boxed: the rare path stays out of every call's future.
+                let definitions = self.definitions.clone();
+                Err(Box::pin(async move { definitions.explain(e).await }).await)
+            }
+            done => done,
+        }
     }
 
     /// The cluster invoker (settings, budget and failback counters).
@@ -207,14 +222,17 @@ fn arguments(args: Value) -> Vec<Value> {
 impl tower_service::Service<Invocation> for Reference {
     type Response = Value;
     type Error = Error;
-    type Future = BoxFuture<'static, Result<Value>>;
+    type Future = crate::ReferenceFuture;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<()>> {
         tower_service::Service::<Invocation>::poll_ready(&mut self.cluster, cx)
     }
 
     fn call(&mut self, invocation: Invocation) -> Self::Future {
-        tower_service::Service::call(&mut self.cluster, invocation)
+        crate::ReferenceFuture::new(
+            tower_service::Service::call(&mut self.cluster, invocation),
+            self.definitions.clone(),
+        )
     }
 }
 
@@ -612,6 +630,7 @@ impl ReferenceBuilder {
             cluster,
             directory,
             registry: registry_url,
+            definitions: Arc::new(crate::definitions::Definitions::new(registry)),
             _consumer: registration,
             #[cfg(feature = "admin")]
             admin,

@@ -8,6 +8,7 @@ mod interface_macro;
 mod readme;
 mod reference_app_level;
 mod reference_loadbalance;
+mod reference_signatures;
 mod reference_static;
 mod reference_tls_app_level;
 mod reference_typed;

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 use switchman_core::java_types::full_name;
-use switchman_core::{Error, ErrorKind, Instance, Invocation, Result, Typed};
+use switchman_core::{Error, ErrorKind, Instance, Invocation, Result, SignatureMismatch, Typed};
 use switchman_hessian::{
     Decoder, Encoder, List, Map, Value, from_json, generic_from_json, java_exception, to_json,
 };
@@ -340,7 +340,7 @@ pub(crate) fn decode_call(
     if resp.status == status::BAD_REQUEST && form == Form::Typed {
         let message = status_message(&mut Decoder::new(&resp.body));
         if message.contains("Fail to decode request") {
-            return Err(signature_mismatch(target.address(), inv, names, &message));
+            return Err(signature_mismatch(target, inv, names, message));
         }
     }
     decode_response(target, resp, inv.typed.as_ref())
@@ -362,23 +362,29 @@ pub(crate) fn signature(inv: &Invocation) -> String {
 
 /// The error of a status 40 to a typed call: the provider found no method with the signature
 /// sent. Not retryable (every provider of the same release answers the same).
+/// Its cause, a [`SignatureMismatch`], lets a layer that reads the provider's published
+/// definition name the signatures it has (`switchman::Reference` does).
 fn signature_mismatch(
-    addr: &str,
+    target: &Instance,
     inv: &Invocation,
     names: Option<&MethodNames>,
-    message: &str,
+    answer: String,
 ) -> Error {
-    let sent = signature(inv);
     let has = match names {
         Some(names) => format!("its methods are {}", names.listed()),
         None => "it registered no `methods` to compare with".to_string(),
     };
-    Error::bad_config(format!(
-        "signature mismatch: the provider {addr} has no {sent}; {has} (status 40, it could not \
-         decode the request: check the parameter types against the provider's interface): \
-         {message}"
-    ))
-    .with_retryable(false)
+    let cause = SignatureMismatch {
+        address: target.address().to_string(),
+        service: target.service().clone(),
+        application: target.application().map(str::to_string),
+        method: inv.method.to_string(),
+        sent: signature(inv),
+        answer,
+    };
+    Error::bad_config(cause.message(&has))
+        .with_retryable(false)
+        .with_source(cause)
 }
 
 /// The message of a non-OK status: one string.
