@@ -176,6 +176,106 @@ pub fn full_name(java_type: &str) -> Result<Cow<'_, str>> {
     })
 }
 
+/// A Java type as the JVM sees it at run time: generic arguments erased (`List<Long>[]` →
+/// `List[]`, `Map<String, List<Long>>` → `Map`). The one reading of type names that dubbo://
+/// descriptors and Triple's `argTypes` share (through [`descriptor`] and [`class_name`]).
+pub fn erase_generics(java_type: &str) -> Result<Cow<'_, str>> {
+    let t = java_type.trim();
+    match (t.find('<'), t.rfind('>')) {
+        (Some(open), Some(close)) if close > open => Ok(Cow::Owned(format!(
+            "{}{}",
+            t[..open].trim_end(),
+            &t[close + 1..]
+        ))),
+        (None, None) => Ok(Cow::Borrowed(t)),
+        _ => Err(Error::bad_config(format!(
+            "parameter type {java_type:?} has unbalanced generic brackets"
+        ))),
+    }
+}
+
+/// The JVM descriptor of a Java type as written in a method signature: `int` → `I`,
+/// `java.lang.String` → `Ljava/lang/String;`, `int[]` → `[I`, `com.foo.User[][]` →
+/// `[[Lcom/foo/User;`, `java.util.List<java.lang.Long>` → `Ljava/util/List;` (generic
+/// arguments are erased, as in the JVM). JVM names (`[I`, `[Ljava.lang.String;`) are accepted
+/// too, and the short names of this module (`String` →
+/// `Ljava/lang/String;`); another name without a package (`User`) is an error.
+pub fn descriptor(java_type: &str) -> Result<String> {
+    let bad = |why: &str| {
+        Error::bad_config(format!(
+            "parameter type {java_type:?} is not a Java type name: {why}"
+        ))
+    };
+    let full = full_name(java_type)?;
+    let erased = erase_generics(&full)?;
+    let t: &str = &erased;
+    if t.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if let Some(rest) = t.strip_prefix('[') {
+        // A JVM array name: `[I`, `[[J`, `[Ljava.lang.String;`.
+        let depth = 1 + rest.chars().take_while(|&c| c == '[').count();
+        let elem = &t[depth..];
+        let inner = match elem {
+            "Z" | "B" | "C" | "S" | "I" | "J" | "F" | "D" => elem.to_string(),
+            _ => match elem.strip_prefix('L').and_then(|e| e.strip_suffix(';')) {
+                Some(class) => class_descriptor(class).ok_or_else(|| bad("bad class name"))?,
+                None => return Err(bad("bad array element")),
+            },
+        };
+        return Ok(format!("{}{inner}", "[".repeat(depth)));
+    }
+    let mut base = t;
+    let mut depth = 0;
+    while let Some(b) = base.strip_suffix("[]") {
+        base = b.trim_end();
+        depth += 1;
+    }
+    let inner = match base {
+        "boolean" => "Z".to_string(),
+        "byte" => "B".to_string(),
+        "char" => "C".to_string(),
+        "short" => "S".to_string(),
+        "int" => "I".to_string(),
+        "long" => "J".to_string(),
+        "float" => "F".to_string(),
+        "double" => "D".to_string(),
+        "void" => return Err(bad("void is not a parameter type")),
+        class => class_descriptor(class).ok_or_else(|| {
+            bad("expected a primitive, a class name such as java.lang.String, or an array T[]")
+        })?,
+    };
+    Ok(format!("{}{inner}", "[".repeat(depth)))
+}
+
+fn class_descriptor(class: &str) -> Option<String> {
+    let ok = !class.is_empty()
+        && class.split('.').all(|seg| {
+            let mut chars = seg.chars();
+            matches!(chars.next(), Some(c) if c.is_alphabetic() || c == '_' || c == '$')
+                && chars.all(|c| c.is_alphanumeric() || c == '_' || c == '$')
+        });
+    ok.then(|| format!("L{};", class.replace('.', "/")))
+}
+
+/// The `Class.getName()` of a Java type written as in a method signature: `int` → `int`,
+/// `java.util.List<java.lang.Long>` → `java.util.List`, `int[]` → `[I`, `com.foo.User[]` →
+/// `[Lcom.foo.User;`. JVM array names (`[I`) are kept; the short names of
+/// this module are made full (`String` → `java.lang.String`), another name
+/// without a package (`User`) is an error.
+pub fn class_name(java_type: &str) -> Result<String> {
+    // Short names made full (`String` → `java.lang.String`; `User` is refused), then generic
+    // arguments erased: they do not exist at run time (`List<Long>[]` is `List[]`).
+    let full = full_name(java_type)?;
+    let erased = erase_generics(&full)?;
+    let d = descriptor(&erased)?;
+    Ok(if d.starts_with('[') {
+        d.replace('/', ".")
+    } else {
+        erased.trim().to_string()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use serde_json::Value as Json;
-use switchman_core::java_types::full_name;
+use switchman_core::java_types::{descriptor, erase_generics, full_name};
 use switchman_core::{Error, ErrorKind, Instance, Invocation, Result, SignatureMismatch, Typed};
 use switchman_hessian::{
     Decoder, Encoder, List, Map, Value, from_json, generic_from_json, java_exception, to_json,
@@ -31,88 +31,6 @@ use super::{Response, status};
 pub(crate) const DUBBO_VERSION: &str = "2.0.2";
 /// The descriptor of `$invoke(String, String[], Object[])`.
 const GENERIC_DESC: &str = "Ljava/lang/String;[Ljava/lang/String;[Ljava/lang/Object;";
-
-/// A Java type as the JVM sees it at run time: generic arguments erased (`List<Long>[]` →
-/// `List[]`, `Map<String, List<Long>>` → `Map`). The one reading of type names that dubbo://
-/// descriptors and Triple's `argTypes` share.
-pub(crate) fn erase_generics(java_type: &str) -> Result<Cow<'_, str>> {
-    let t = java_type.trim();
-    match (t.find('<'), t.rfind('>')) {
-        (Some(open), Some(close)) if close > open => Ok(Cow::Owned(format!(
-            "{}{}",
-            t[..open].trim_end(),
-            &t[close + 1..]
-        ))),
-        (None, None) => Ok(Cow::Borrowed(t)),
-        _ => Err(Error::bad_config(format!(
-            "parameter type {java_type:?} has unbalanced generic brackets"
-        ))),
-    }
-}
-
-/// The JVM descriptor of a Java type as written in a method signature: `int` → `I`,
-/// `java.lang.String` → `Ljava/lang/String;`, `int[]` → `[I`, `com.foo.User[][]` →
-/// `[[Lcom/foo/User;`, `java.util.List<java.lang.Long>` → `Ljava/util/List;` (generic
-/// arguments are erased, as in the JVM). JVM names (`[I`, `[Ljava.lang.String;`) are accepted
-/// too, and the short names of [`switchman_core::java_types`] (`String` →
-/// `Ljava/lang/String;`); another name without a package (`User`) is an error.
-pub fn descriptor(java_type: &str) -> Result<String> {
-    let bad = |why: &str| {
-        Error::bad_config(format!(
-            "parameter type {java_type:?} is not a Java type name: {why}"
-        ))
-    };
-    let full = full_name(java_type)?;
-    let erased = erase_generics(&full)?;
-    let t: &str = &erased;
-    if t.is_empty() {
-        return Err(bad("it is empty"));
-    }
-    if let Some(rest) = t.strip_prefix('[') {
-        // A JVM array name: `[I`, `[[J`, `[Ljava.lang.String;`.
-        let depth = 1 + rest.chars().take_while(|&c| c == '[').count();
-        let elem = &t[depth..];
-        let inner = match elem {
-            "Z" | "B" | "C" | "S" | "I" | "J" | "F" | "D" => elem.to_string(),
-            _ => match elem.strip_prefix('L').and_then(|e| e.strip_suffix(';')) {
-                Some(class) => class_descriptor(class).ok_or_else(|| bad("bad class name"))?,
-                None => return Err(bad("bad array element")),
-            },
-        };
-        return Ok(format!("{}{inner}", "[".repeat(depth)));
-    }
-    let mut base = t;
-    let mut depth = 0;
-    while let Some(b) = base.strip_suffix("[]") {
-        base = b.trim_end();
-        depth += 1;
-    }
-    let inner = match base {
-        "boolean" => "Z".to_string(),
-        "byte" => "B".to_string(),
-        "char" => "C".to_string(),
-        "short" => "S".to_string(),
-        "int" => "I".to_string(),
-        "long" => "J".to_string(),
-        "float" => "F".to_string(),
-        "double" => "D".to_string(),
-        "void" => return Err(bad("void is not a parameter type")),
-        class => class_descriptor(class).ok_or_else(|| {
-            bad("expected a primitive, a class name such as java.lang.String, or an array T[]")
-        })?,
-    };
-    Ok(format!("{}{inner}", "[".repeat(depth)))
-}
-
-fn class_descriptor(class: &str) -> Option<String> {
-    let ok = !class.is_empty()
-        && class.split('.').all(|seg| {
-            let mut chars = seg.chars();
-            matches!(chars.next(), Some(c) if c.is_alphabetic() || c == '_' || c == '$')
-                && chars.all(|c| c.is_alphanumeric() || c == '_' || c == '$')
-        });
-    ok.then(|| format!("L{};", class.replace('.', "/")))
-}
 
 /// How one call is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -554,8 +472,7 @@ mod tests {
             "[Ljava/util/Map;"
         );
         assert_eq!(
-            crate::protocol::triple::wrapper::class_name("java.util.List<java.lang.Long>[]")
-                .unwrap(),
+            switchman_core::java_types::class_name("java.util.List<java.lang.Long>[]").unwrap(),
             "[Ljava.util.List;"
         );
         for bad in [

@@ -74,7 +74,7 @@ pub(crate) mod token;
 
 /// The consumer's TLS settings (also [`crate::triple::ClientTls`]).
 pub use crate::protocol::tls::{ClientTls, SSL_ENABLED};
-pub use body::{Reply, decode_reply, descriptor};
+pub use body::{Reply, decode_reply};
 pub use connection::{
     Connection, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT, DEFAULT_PAYLOAD, DEFAULT_WRITE_TIMEOUT,
     ExchangeConfig, Response,
@@ -82,3 +82,4 @@ pub use connection::{
 pub use exchange::{FASTJSON2, HESSIAN2, Header, HeaderError, PROTOBUF, status};
 pub use invoker::{DubboEndpoint, DubboInvoker};
 pub use pool::Pool;
+pub use switchman_core::java_types::descriptor;

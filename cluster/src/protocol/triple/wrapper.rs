@@ -40,8 +40,7 @@ use switchman_hessian::{
 
 use super::message_codec::{MessageCodec, ReplyContext};
 use super::status::{Code, Status};
-use crate::protocol::dubbo::body::erase_generics;
-use crate::protocol::dubbo::descriptor;
+use switchman_core::java_types::{class_name, descriptor};
 
 /// `serializeType` of Hessian2 in the wrapper (Dubbo's `TripleConstants.HESSIAN4`).
 pub const HESSIAN4: &str = "hessian4";
@@ -153,24 +152,6 @@ impl ResponseWrapper {
 /// provider echoes it when it could not read the request).
 pub fn is_hessian(serialize_type: &str) -> bool {
     serialize_type == HESSIAN4 || serialize_type == "hessian2"
-}
-
-/// The `Class.getName()` of a Java type written as in a method signature: `int` → `int`,
-/// `java.util.List<java.lang.Long>` → `java.util.List`, `int[]` → `[I`, `com.foo.User[]` →
-/// `[Lcom.foo.User;`. JVM array names (`[I`) are kept; the short names of
-/// [`switchman_core::java_types`] are made full (`String` → `java.lang.String`), another name
-/// without a package (`User`) is an error.
-pub fn class_name(java_type: &str) -> Result<String> {
-    // Short names made full (`String` → `java.lang.String`; `User` is refused), then generic
-    // arguments erased: they do not exist at run time (`List<Long>[]` is `List[]`).
-    let full = switchman_core::java_types::full_name(java_type)?;
-    let erased = erase_generics(&full)?;
-    let d = descriptor(&erased)?;
-    Ok(if d.starts_with('[') {
-        d.replace('/', ".")
-    } else {
-        erased.trim().to_string()
-    })
 }
 
 /// Whether `target` looks like a Java Dubbo Triple provider of a plain interface, which
