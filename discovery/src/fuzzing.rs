@@ -13,3 +13,17 @@ pub fn curator_instance(app: &str, data: &[u8]) -> Result<crate::metadata::AppIn
 pub fn nacos_mapping(content: &str) -> std::collections::BTreeSet<String> {
     crate::metadata::nacos::parse_mapping(content)
 }
+
+/// A Nacos `instance/list` answer read over the HTTP open API (services too large for
+/// nacos-sdk): the instances kept and the hosts dropped, or why the answer is refused.
+#[cfg(feature = "nacos")]
+pub fn nacos_http_list(body: &[u8]) -> Result<(usize, usize), String> {
+    crate::nacos::http_list::parse_list(body, "com.foo.Bar", "DEFAULT_GROUP")
+        .map(|l| (l.instances.len(), l.dropped))
+}
+
+/// A JAAS file's sections (`sasl.jaas=`): how many, or why it is refused.
+#[cfg(feature = "zookeeper")]
+pub fn jaas_sections(text: &str) -> Result<usize, String> {
+    crate::zookeeper::sasl::jaas_section_count(text)
+}

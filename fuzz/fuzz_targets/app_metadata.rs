@@ -1,13 +1,14 @@
 //! Application-level discovery's inputs: a ZooKeeper instance node's Curator JSON, a Nacos
 //! interface-to-application mapping, a provider's `MetadataInfo` (the JSON report, or the
 //! Hessian2 answer of its MetadataService), and the service definition it publishes in the
-//! metadata report. Each parses or is refused, never a panic; an instance and its metadata
-//! give endpoint URLs that parse back; a definition read stays within its bounds.
+//! metadata report, and a Nacos instance list read over the HTTP open API. Each parses or is
+//! refused, never a panic; an instance and its metadata give endpoint URLs that parse back; a
+//! definition read stays within its bounds.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use switchman_core::Url;
-use switchman_discovery::fuzzing::{curator_instance, nacos_mapping};
+use switchman_discovery::fuzzing::{curator_instance, nacos_http_list, nacos_mapping};
 use switchman_discovery::metadata::{
     MAX_METHODS, MAX_PARAMETERS, MetadataInfo, ServiceDefinition,
 };
@@ -22,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
         Some(i) => (&rest[..i], &rest[i + 1..]),
         None => (rest, &[][..]),
     };
-    match mode % 5 {
+    match mode % 6 {
         0 => {
             let Ok(instance) = curator_instance("demo", node) else {
                 return;
@@ -48,6 +49,11 @@ fuzz_target!(|data: &[u8]| {
                 assert!(d.methods.iter().all(|m| m.parameter_types.len() <= MAX_PARAMETERS));
                 assert!(d.methods.windows(2).all(|w| w[0] != w[1]), "sorted, no duplicates");
                 let _ = d.instead_of("add");
+            }
+        }
+        4 => {
+            if let Ok((kept, dropped)) = nacos_http_list(rest) {
+                assert!(kept + dropped <= rest.len(), "{kept} + {dropped} hosts in {} bytes", rest.len());
             }
         }
         2 => {

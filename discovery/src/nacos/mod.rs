@@ -87,7 +87,7 @@
 
 mod app;
 mod auth;
-mod http_list;
+pub(crate) mod http_list;
 mod mapping;
 mod options;
 mod register_app;

@@ -93,7 +93,7 @@ pub(crate) mod app;
 mod nodes;
 mod reader;
 mod register_app;
-mod sasl;
+pub(crate) mod sasl;
 mod session;
 mod subscription;
 mod tls;

@@ -400,6 +400,11 @@ fn tokenize(text: &str) -> Result<Vec<(usize, Tok)>, String> {
     Ok(out)
 }
 
+/// How many sections a JAAS text has, or why it is refused (for the fuzz targets).
+pub(crate) fn jaas_section_count(text: &str) -> Result<usize, String> {
+    parse_jaas(text).map(|s| s.len())
+}
+
 /// Parses `Name { module flag key=value ...; ... };` sections.
 fn parse_jaas(text: &str) -> Result<Vec<Section>, String> {
     let toks = tokenize(text)?;
