@@ -87,4 +87,20 @@ impl CapturedLog {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+
+    /// Waits until a line holds every one of `parts`, for at most `within`: that line, or the
+    /// whole log when none did in time.
+    pub async fn line_with(&self, parts: &[&str], within: Duration) -> Result<String, String> {
+        let deadline = Instant::now() + within;
+        loop {
+            let text = self.text();
+            if let Some(line) = text.lines().find(|l| parts.iter().all(|p| l.contains(p))) {
+                return Ok(line.to_string());
+            }
+            if Instant::now() > deadline {
+                return Err(text);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }

@@ -7,7 +7,7 @@
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use switchman_cluster::triple::rustls;
@@ -292,44 +292,11 @@ async fn subscription_over_tls_with_a_login_whose_token_is_refreshed_before_it_e
 
 /// Log lines written while the guard lives, on this thread (a current-thread runtime runs the
 /// registry's connect task here too).
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-
-    /// Waits until a line holds every one of `parts`; the log so far if none does in time.
-    async fn line_with(&self, parts: &[&str], wait: Duration) -> Result<String, String> {
-        let deadline = Instant::now() + wait;
-        loop {
-            let text = self.text();
-            if let Some(line) = text.lines().find(|l| parts.iter().all(|p| l.contains(p))) {
-                return Ok(line.to_string());
-            }
-            if Instant::now() > deadline {
-                return Err(text);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_wrong_ca_fails_clearly_naming_the_server_and_the_ca_file() {
     use tracing_subscriber::util::SubscriberInitExt;
-    let logs = Captured::default();
+    let logs = switchman_integration_tests::logs::CapturedLog::default();
     let writer = logs.clone();
     let _guard = tracing_subscriber::fmt()
         .with_max_level(tracing_subscriber::filter::LevelFilter::DEBUG)

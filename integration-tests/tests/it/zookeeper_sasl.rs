@@ -7,7 +7,6 @@
 //! error that names the registry and SASL, within the call timeout; and SASL over TLS.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use switchman_core::{Instance, Protocol, ServiceKey, Url};
@@ -131,44 +130,11 @@ async fn provider_registered_with_sasl_is_seen_with_sasl() {
 
 /// Log lines written while the guard lives, on this thread (a current-thread runtime runs the
 /// session tasks here too).
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-
-    /// Waits until a line holds every one of `parts`; the log so far if none does in time.
-    async fn line_with(&self, parts: &[&str]) -> Result<String, String> {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let text = self.text();
-            if let Some(line) = text.lines().find(|l| parts.iter().all(|p| l.contains(p))) {
-                return Ok(line.to_string());
-            }
-            if Instant::now() > deadline {
-                return Err(text);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
 
 #[tokio::test(flavor = "current_thread")]
 async fn wrong_password_and_no_sasl_are_refused_clearly() {
     use tracing_subscriber::util::SubscriberInitExt;
-    let logs = Captured::default();
+    let logs = switchman_integration_tests::logs::CapturedLog::default();
     let writer = logs.clone();
     let _guard = tracing_subscriber::fmt()
         .with_max_level(tracing_subscriber::filter::LevelFilter::DEBUG)
@@ -219,7 +185,7 @@ async fn wrong_password_and_no_sasl_are_refused_clearly() {
             .await
             .unwrap();
         let line = logs
-            .line_with(&["cannot reach ZooKeeper", want])
+            .line_with(&["cannot reach ZooKeeper", want], WAIT)
             .await
             .unwrap_or_else(|log| panic!("no refusal logged; log:\n{log}"));
         assert!(line.contains("SASL"), "{line}");

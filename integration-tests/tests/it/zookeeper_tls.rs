@@ -4,10 +4,8 @@
 //! certificate, or with the wrong CA, the subscription never becomes ready and the log says
 //! why (server, reason, file).
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use switchman_core::{Instance, Protocol, ServiceKey, Url};
 use switchman_discovery::zookeeper::ZookeeperRegistry;
@@ -147,44 +145,11 @@ async fn provider_registered_over_tls_is_seen_over_tls_with_digest_acl() {
 
 /// Log lines written while the guard lives, on this thread (a current-thread runtime runs the
 /// session tasks here too).
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-
-    /// Waits until a line holds every one of `parts`; the log so far if none does in time.
-    async fn line_with(&self, parts: &[&str]) -> Result<String, String> {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let text = self.text();
-            if let Some(line) = text.lines().find(|l| parts.iter().all(|p| l.contains(p))) {
-                return Ok(line.to_string());
-            }
-            if Instant::now() > deadline {
-                return Err(text);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
 
 #[tokio::test(flavor = "current_thread")]
 async fn missing_client_certificate_and_wrong_ca_fail_clearly() {
     use tracing_subscriber::util::SubscriberInitExt;
-    let logs = Captured::default();
+    let logs = switchman_integration_tests::logs::CapturedLog::default();
     let writer = logs.clone();
     let _guard = tracing_subscriber::fmt()
         .with_max_level(tracing_subscriber::filter::LevelFilter::DEBUG)
@@ -208,11 +173,14 @@ async fn missing_client_certificate_and_wrong_ca_fail_clearly() {
     // An attempt's reason names the handshake (a loaded machine's first attempt may instead
     // run out of its 2 s: "no session within 2s"; the next ones say why).
     let line = logs
-        .line_with(&[
-            "cannot reach ZooKeeper",
-            &format!("127.0.0.1:{port}"),
-            "TLS handshake",
-        ])
+        .line_with(
+            &[
+                "cannot reach ZooKeeper",
+                &format!("127.0.0.1:{port}"),
+                "TLS handshake",
+            ],
+            WAIT,
+        )
         .await
         .unwrap_or_else(|log| panic!("no TLS refusal logged; log:\n{log}"));
     assert!(
@@ -242,7 +210,7 @@ async fn missing_client_certificate_and_wrong_ca_fail_clearly() {
             .unwrap();
     let other_ca = p.other_ca.display().to_string();
     let line = logs
-        .line_with(&["cannot reach ZooKeeper", "UnknownIssuer"])
+        .line_with(&["cannot reach ZooKeeper", "UnknownIssuer"], WAIT)
         .await
         .unwrap_or_else(|log| panic!("no wrong-CA failure logged; log:\n{log}"));
     assert!(
