@@ -717,6 +717,35 @@ async fn available_takes_the_first_instance_in_order() {
     }
 }
 
+/// A provider shutting down (its connections got the read-only event: nothing can be sent) is
+/// passed over for the next instance in order, as Java's `isAvailable()` check does; when
+/// every one is, the last one's error.
+#[tokio::test(start_paused = true)]
+async fn available_passes_over_a_provider_shutting_down() {
+    let fi = FaultInvoker::with(&[(3, &[Unavailable, Unavailable, Unavailable])]);
+    let c = cluster(
+        &[7, 3, 5],
+        fi.clone(),
+        ClusterConfig::default().strategy(Strategy::Available),
+    )
+    .await;
+    for _ in 0..3 {
+        assert_eq!(c.invoke(&inv()).await.unwrap(), Value::from(5));
+    }
+    assert_eq!(fi.calls(), vec![3, 5, 3, 5, 3, 5]);
+
+    let fi = FaultInvoker::with(&[(1, &[Unavailable]), (2, &[Unavailable])]);
+    let c = cluster(
+        &[1, 2],
+        fi.clone(),
+        ClusterConfig::default().strategy(Strategy::Available),
+    )
+    .await;
+    let e = c.invoke(&inv()).await.unwrap_err();
+    assert!(e.message().contains("shutting down"), "{e}");
+    assert_eq!(fi.calls(), vec![1, 2]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn available_skips_an_instance_ejected_as_an_outlier() {
     let fi = FaultInvoker::with(&[(3, &[Refuse])]);
