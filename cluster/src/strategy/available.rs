@@ -22,12 +22,10 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
     };
     // Admitted members in address order (by position: no allocation per call).
     let next_admitted = |from: usize| {
-        (from..members.len()).find(|&k| members.get(k).is_some_and(|p| call.admits(p)))
+        (from..members.len())
+            .find_map(|k| members.get(k).filter(|&p| call.admits(p)).map(|p| (k, p)))
     };
-    let (mut k, mut pick) = match next_admitted(0) {
-        Some(k) => (k, members.get(k).unwrap_or(first)),
-        None => (members.len(), first),
-    };
+    let (mut k, mut pick) = next_admitted(0).unwrap_or((members.len(), first));
     let mut skipped = 0;
     loop {
         match call.attempter().attempt(pick).await {
@@ -36,7 +34,7 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
                 let next = (e.is_unavailable() && skipped < MAX_ATTEMPTS)
                     .then(|| next_admitted(k + 1))
                     .flatten();
-                match next.and_then(|n| members.get(n).map(|p| (n, p))) {
+                match next {
                     Some((n, p)) => {
                         skipped += 1;
                         (k, pick) = (n, p);
