@@ -256,8 +256,16 @@ impl InstanceStats {
             bucket.sum_us.store(0, Ordering::Relaxed);
         }
         let us = whole_nanos(elapsed) / 1000;
-        bucket.count.fetch_add(1, Ordering::Relaxed);
-        bucket.sum_us.fetch_add(us, Ordering::Relaxed);
+        // Loads and stores, not read-modify-writes: two calls ending on this instance at the
+        // same instant may lose one's sample (the module's price for staying cheap), and the
+        // average stays an average of samples (each writer adds one to the count and its own
+        // latency to the sum). Two locked instructions less per call.
+        let count = bucket.count.load(Ordering::Relaxed);
+        bucket.count.store(count.wrapping_add(1), Ordering::Relaxed);
+        let sum = bucket.sum_us.load(Ordering::Relaxed);
+        bucket
+            .sum_us
+            .store(sum.saturating_add(us), Ordering::Relaxed);
     }
 
     fn ewma_raw_ns(&self) -> f64 {
