@@ -4,8 +4,8 @@
 //! features (none: no ZooKeeper or Nacos client is compiled) and implements [`Registry`]
 //! (sending [`Update`]s) and, for providers, [`Registrar`]. Another discovery system can
 //! stand in for the whole directory by implementing [`Directory`]: the cluster invoker only
-//! asks it for the current [`Snapshot`]. Balancers implement [`LoadBalance`] and [`Picker`];
-//! application-level metadata comes through a [`MetadataFetcher`]. The cluster-side traits
+//! asks it for the current [`Snapshot`]. Balancers implement [`LoadBalance`] and [`Picker`],
+//! routers of your own [`Router`] and [`RouterStage`]; application-level metadata comes through a [`MetadataFetcher`]. The cluster-side traits
 //! (the transport's `Invoker`, a custom `ClusterStrategy`) are re-exported with these by
 //! `switchman_cluster::contracts`.
 
@@ -22,6 +22,7 @@ pub use crate::metadata::MetadataFetcher;
 pub use crate::registry::{Registrar, Registry, Update, UpdateReceiver};
 pub use crate::snapshot::Snapshot;
 pub use switchman_loadbalance::{Endpoint, LoadBalance, PickContext, Picker};
+pub use switchman_router::{ConsumerInfo, Router, RouterChain, RouterStage};
 
 use crate::RegistryDirectory;
 use crate::directory::DirectoryConfig;

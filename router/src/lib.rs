@@ -58,6 +58,7 @@ use switchman_core::{Instance, Invocation};
 mod bitset;
 mod condition;
 mod consumer;
+mod custom;
 mod error;
 mod explain;
 mod pattern;
@@ -68,6 +69,7 @@ mod tag;
 
 pub use condition::lint_v2;
 pub use consumer::ConsumerInfo;
+pub use custom::{MAX_ROUTER_SETS, MAX_ROUTER_SUBSETS, Router, RouterStage};
 pub use error::RuleError;
 pub use explain::{Explanation, ProviderVerdict};
 pub use rule::MAX_RULE_BYTES;
@@ -98,6 +100,8 @@ pub enum Route<'a> {
 #[derive(Debug, Clone, Default)]
 pub struct RouterChain {
     rules: Arc<[Arc<Rule>]>,
+    /// Routers of your own, run after the rules in this order ([`RouterChain::with_router`]).
+    routers: Arc<[Arc<dyn Router>]>,
 }
 
 impl RouterChain {
@@ -124,6 +128,7 @@ impl RouterChain {
         }
         RouterChain {
             rules: rules.into(),
+            routers: self.routers.clone(),
         }
     }
 
@@ -137,6 +142,7 @@ impl RouterChain {
             .collect();
         RouterChain {
             rules: rules.into(),
+            routers: self.routers.clone(),
         }
     }
 
@@ -158,7 +164,42 @@ impl RouterChain {
             .collect();
         RouterChain {
             rules: rules.into(),
+            routers: self.routers.clone(),
         }
+    }
+
+    /// A new chain with `router` run after the rules (and after the routers added before it),
+    /// replacing a router of the same [`Router::name`] in place. Rules set or removed later
+    /// keep it.
+    pub fn with_router(&self, router: Arc<dyn Router>) -> RouterChain {
+        let mut routers: Vec<Arc<dyn Router>> = self.routers.to_vec();
+        match routers.iter_mut().find(|r| r.name() == router.name()) {
+            Some(slot) => *slot = router,
+            None => routers.push(router),
+        }
+        RouterChain {
+            rules: self.rules.clone(),
+            routers: routers.into(),
+        }
+    }
+
+    /// A new chain without the router named `name`.
+    pub fn without_router(&self, name: &str) -> RouterChain {
+        let routers: Vec<Arc<dyn Router>> = self
+            .routers
+            .iter()
+            .filter(|r| r.name() != name)
+            .cloned()
+            .collect();
+        RouterChain {
+            rules: self.rules.clone(),
+            routers: routers.into(),
+        }
+    }
+
+    /// The names of the routers of your own, in the order they run.
+    pub fn router_names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.routers.iter().map(|r| r.name())
     }
 
     /// The rule keys, in the order they were set.
@@ -174,19 +215,21 @@ impl RouterChain {
     /// Whether `other` is this very chain (a clone of it), not merely an equal one: every
     /// change (`with_rule`, `without_rule`, `with_force`) makes a new chain.
     pub fn is_same(&self, other: &RouterChain) -> bool {
-        Arc::ptr_eq(&self.rules, &other.rules)
+        Arc::ptr_eq(&self.rules, &other.rules) && Arc::ptr_eq(&self.routers, &other.routers)
     }
 
     /// Whether a rule may read an instance's weight, warm-up or start timestamp (its text
     /// names one of them; a conservative check). When none does, a change of only those values
     /// leaves every routing result as it was, and a directory keeps its route table.
+    /// A router of your own may read anything: with one, this is `true`.
     pub fn reads_weighting(&self) -> bool {
-        self.rules.iter().any(|r| {
-            let text = r.raw.to_ascii_lowercase();
-            ["weight", "warmup", "timestamp"]
-                .iter()
-                .any(|w| text.contains(w))
-        })
+        !self.routers.is_empty()
+            || self.rules.iter().any(|r| {
+                let text = r.raw.to_ascii_lowercase();
+                ["weight", "warmup", "timestamp"]
+                    .iter()
+                    .any(|w| text.contains(w))
+            })
     }
 
     /// Number of rules.
@@ -202,10 +245,19 @@ impl RouterChain {
     /// Precomputes everything that depends only on `instances` and the consumer: the tag
     /// groups, every *then* set, the consumer-side part of every *when*, and the transitions
     /// between the resulting candidate sets.
+    /// The routers of your own are prepared here too ([`Router::prepare`]), each of their
+    /// sets intersected with the rules' subsets.
     pub fn build(&self, instances: &[Arc<Instance>], consumer: &ConsumerInfo) -> RouteTable {
-        RouteTable {
-            m: Machine::build(&self.rules, instances, consumer),
-        }
+        let m = Machine::build(&self.rules, instances, consumer);
+        let custom = (!self.routers.is_empty()).then(|| {
+            Arc::new(custom::Stages::build(
+                &self.routers,
+                instances,
+                consumer,
+                &m.subsets,
+            ))
+        });
+        RouteTable { m, custom }
     }
 
     /// Routes one call from scratch and says why: which rules matched and why each provider
@@ -225,19 +277,34 @@ impl RouterChain {
 #[derive(Debug, Clone)]
 pub struct RouteTable {
     m: Machine,
+    /// The routers of your own, prepared (`None`: the chain has none).
+    custom: Option<Arc<custom::Stages>>,
 }
 
 impl RouteTable {
     /// The distinct candidate subsets (indexes into the instance list, ascending).
     /// Subset 0 is the result when no rule applies (every instance).
     pub fn subsets(&self) -> &[Arc<[u32]>] {
-        &self.m.subsets
+        match &self.custom {
+            Some(c) => &c.subsets,
+            None => &self.m.subsets,
+        }
     }
 
     /// Routes one call: the per-invocation part of every rule (the tag lookup, the *when*
     /// checks on method, arguments and attachments, a weighted draw for v3.1 destinations).
     /// Allocates nothing unless the result is a [`Route::Computed`] set not seen before.
     pub fn route(&self, invocation: &Invocation, rng: &mut fastrand::Rng) -> Route<'_> {
+        let by_rules = self.route_rules(invocation, rng);
+        match &self.custom {
+            None => by_rules,
+            Some(c) => c.route(by_rules, invocation),
+        }
+    }
+
+    /// The rules' part of [`RouteTable::route`].
+    #[inline]
+    fn route_rules(&self, invocation: &Invocation, rng: &mut fastrand::Rng) -> Route<'_> {
         let m = &self.m;
         if m.trivial {
             return Route::Subset(0);

@@ -80,6 +80,7 @@ impl Reference {
             invoker: None,
             maker: None,
             balancer: None,
+            routers: Vec::new(),
             empty_grace: None,
             register_consumer: true,
             consumer_params: Vec::new(),
@@ -249,6 +250,7 @@ pub struct ReferenceBuilder {
     invoker: Option<Arc<dyn Invoker>>,
     maker: Option<Arc<dyn MakeEndpoint>>,
     balancer: Option<Result<Balancer>>,
+    routers: Vec<Arc<dyn switchman_router::Router>>,
     empty_grace: Option<Duration>,
     register_consumer: bool,
     consumer_params: Vec<(String, String)>,
@@ -397,6 +399,19 @@ impl ReferenceBuilder {
         self
     }
 
+    /// Adds a router of your own, run after the routing rules the registry holds (and after
+    /// the routers added before it); a router of a name already added takes its place.
+    /// It is prepared once per snapshot of the providers and only chooses per call (see
+    /// [`Router`](switchman_router::Router)).
+    pub fn router(mut self, router: impl switchman_router::Router + 'static) -> Self {
+        let router: Arc<dyn switchman_router::Router> = Arc::new(router);
+        match self.routers.iter_mut().find(|r| r.name() == router.name()) {
+            Some(slot) => *slot = router,
+            None => self.routers.push(router),
+        }
+        self
+    }
+
     /// One shared transport for every provider, called with the instance on each attempt
     /// (instead of a client per endpoint; see [`ReferenceBuilder::maker`]).
     pub fn invoker(mut self, invoker: impl Invoker + 'static) -> Self {
@@ -507,6 +522,15 @@ impl ReferenceBuilder {
         }
         let consumer_url = consumer.url.clone();
         let mut dir_config = DirectoryConfig::new(key.clone()).consumer(consumer);
+        if !self.routers.is_empty() {
+            let chain = self
+                .routers
+                .drain(..)
+                .fold(switchman_router::RouterChain::new(), |chain, r| {
+                    chain.with_router(r)
+                });
+            dir_config = dir_config.router(chain);
+        }
         if let Some(balancer) = self.balancer.take() {
             let balancer = balancer?;
             // The directory builds this balancer's tables with every snapshot; the settings

@@ -4,4 +4,5 @@
 
 mod cached_vs_reference;
 mod chain;
+mod custom_routers;
 mod untrusted_rules;
