@@ -7,15 +7,12 @@
 //! cannot retry past them (asking [`Call::retry_allowed`] first lets it stop with its own
 //! error instead of the budget's).
 
-use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
-use switchman_core::{Error, ErrorKind, Instance, Invocation, Result};
-use switchman_discovery::{Balancing, Routed, Snapshot};
-use switchman_loadbalance::Endpoint;
+use switchman_core::{Error, ErrorKind, Invocation, Result};
+use switchman_discovery::{Balancing, Routed};
 use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::{Instrument, debug, info_span};
@@ -25,218 +22,18 @@ use crate::plan::Plan;
 use crate::shared::Shared;
 use crate::telemetry::{CallTelemetry, Outcome, System};
 
+mod pick;
+mod tried;
+
+pub use pick::{Candidates, Pick};
+pub(crate) use tried::Tried;
+
 /// No new attempt starts when less than this remains of the call's deadline.
 pub const DEADLINE_FLOOR: Duration = Duration::from_millis(5);
 
 /// How much longer than the attempt timeout a claimed outlier probe keeps an ejected instance
 /// reserved before another call may probe it (the probe was cancelled or never sent).
 const PROBE_LEASE_MARGIN: Duration = Duration::from_secs(1);
-
-/// The instances tried by one call, as indexes into the snapshot they were picked from, kept on
-/// the stack. Remapped by address when the snapshot changes between attempts.
-pub(crate) struct Tried {
-    idx: [usize; MAX_ATTEMPTS],
-    len: usize,
-    snapshot: Option<Arc<Snapshot>>,
-}
-
-impl Tried {
-    fn new() -> Self {
-        Tried {
-            idx: [0; MAX_ATTEMPTS],
-            len: 0,
-            snapshot: None,
-        }
-    }
-
-    fn sync(&mut self, snap: &Arc<Snapshot>) {
-        if self
-            .snapshot
-            .as_ref()
-            .is_some_and(|old| Arc::ptr_eq(old, snap))
-        {
-            return;
-        }
-        self.remap(snap);
-        self.snapshot = Some(snap.clone());
-    }
-
-    /// Marks `pick` tried in the tracked snapshot (by key when it was picked in another).
-    fn push_pick(&mut self, pick: Pick<'_>) {
-        let Some(tracked) = &self.snapshot else {
-            return;
-        };
-        if Arc::ptr_eq(tracked, pick.plan.snapshot()) {
-            self.push(pick.index);
-        } else if let Some(i) = tracked.index_of(pick.instance().key()) {
-            self.push(i);
-        }
-    }
-
-    fn remap(&mut self, snap: &Snapshot) {
-        if let Some(old) = &self.snapshot {
-            if old.id() == snap.id() {
-                return;
-            }
-            let mut n = 0;
-            for k in 0..self.len {
-                let key = old.endpoints()[self.idx[k]].instance.key();
-                if let Some(i) = snap.index_of(key) {
-                    self.idx[n] = i;
-                    n += 1;
-                }
-            }
-            self.len = n;
-        }
-    }
-
-    fn as_slice(&self) -> &[usize] {
-        &self.idx[..self.len]
-    }
-
-    fn contains(&self, i: usize) -> bool {
-        self.as_slice().contains(&i)
-    }
-
-    fn push(&mut self, i: usize) {
-        if self.len < MAX_ATTEMPTS && !self.contains(i) {
-            self.idx[self.len] = i;
-            self.len += 1;
-        }
-    }
-
-    fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
-    }
-}
-
-/// One routed endpoint of one plan: what an attempt is made on. Only routing hands them
-/// out ([`Call::select`], [`Call::peek`], [`Call::candidates`]), and a pick borrows the
-/// plan it came from, so it cannot be used with another plan (an attempt takes the pick
-/// alone) or after its own is gone:
-///
-/// ```
-/// use switchman_cluster::{Call, Pick, Plan};
-///
-/// // A pick lives as long as the plan it was routed in.
-/// fn pick_in<'s>(call: &mut Call<'_>, plan: &'s Plan) -> Pick<'s> {
-///     call.select(plan).expect("a provider")
-/// }
-/// ```
-///
-/// ```compile_fail,E0515
-/// use switchman_cluster::{Call, Pick};
-///
-/// // Not longer: the plan is dropped at the end of the function.
-/// fn keep(call: &mut Call<'_>) -> Pick<'static> {
-///     let plan = call.relist();
-///     call.select(&plan).expect("a provider")
-/// }
-/// ```
-#[derive(Clone, Copy)]
-pub struct Pick<'s> {
-    plan: &'s Plan,
-    index: usize,
-}
-
-impl fmt::Debug for Pick<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pick")
-            .field("endpoint", &self.endpoint().instance.key())
-            .field("epoch", &self.plan.snapshot().epoch())
-            .finish()
-    }
-}
-
-impl PartialEq for Pick<'_> {
-    /// The same endpoint of the same plan.
-    fn eq(&self, other: &Self) -> bool {
-        self.index == other.index && std::ptr::eq(self.plan, other.plan)
-    }
-}
-
-impl Eq for Pick<'_> {}
-
-impl<'s> Pick<'s> {
-    pub(crate) fn new(plan: &'s Plan, index: usize) -> Self {
-        debug_assert!(index < plan.snapshot().endpoints().len());
-        Pick { plan, index }
-    }
-
-    /// The endpoint's index in [`Pick::snapshot`]'s `endpoints()`.
-    pub fn index(&self) -> usize {
-        self.index
-    }
-
-    /// The endpoint: the instance and its live statistics.
-    pub fn endpoint(&self) -> &'s Endpoint {
-        &self.plan.snapshot().endpoints()[self.index]
-    }
-
-    /// The instance.
-    pub fn instance(&self) -> &'s Arc<Instance> {
-        &self.endpoint().instance
-    }
-
-    /// The snapshot this pick was routed in.
-    pub fn snapshot(&self) -> &'s Snapshot {
-        self.plan.snapshot()
-    }
-
-    /// The plan this pick was routed in.
-    pub fn plan(&self) -> &'s Plan {
-        self.plan
-    }
-}
-
-/// The routed candidates of one call in one plan, in address order (see
-/// [`Call::candidates`]).
-#[derive(Clone)]
-pub struct Candidates<'s> {
-    plan: &'s Plan,
-    members: Arc<[u32]>,
-}
-
-impl fmt::Debug for Candidates<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Candidates")
-            .field("epoch", &self.plan.snapshot().epoch())
-            .field("len", &self.members.len())
-            .finish()
-    }
-}
-
-impl<'s> Candidates<'s> {
-    /// How many.
-    pub fn len(&self) -> usize {
-        self.members.len()
-    }
-
-    /// Whether there is none.
-    pub fn is_empty(&self) -> bool {
-        self.members.is_empty()
-    }
-
-    /// The `k`-th candidate.
-    pub fn get(&self, k: usize) -> Option<Pick<'s>> {
-        self.members
-            .get(k)
-            .map(|&i| Pick::new(self.plan, i as usize))
-    }
-
-    /// Every candidate, in address order.
-    pub fn iter(&self) -> impl Iterator<Item = Pick<'s>> + '_ {
-        let plan = self.plan;
-        self.members
-            .iter()
-            .map(move |&i| Pick::new(plan, i as usize))
-    }
-
-    /// The endpoint indexes (into the plan's snapshot's `endpoints()`).
-    pub(crate) fn indexes(&self) -> &[u32] {
-        &self.members
-    }
-}
 
 /// What the attempts of one call have used so far, shared by every [`Attempter`] of the call
 /// (attempts may run at once): attempts started, retries granted by [`Call::retry_allowed`]
