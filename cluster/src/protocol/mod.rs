@@ -1,6 +1,7 @@
 //! Chooses the transport per instance from its protocol.
 
 pub mod dubbo;
+mod endpoint_params;
 mod http;
 mod tls;
 pub mod triple;

@@ -23,6 +23,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use switchman_core::{Error, Instance, Result};
+
+use super::endpoint_params::ssl_enabled;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::{
     self, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme,
@@ -197,7 +199,7 @@ impl ClientTls {
         target: &Instance,
         protocol: &str,
     ) -> Result<Option<&'a ClientTls>> {
-        choose(tls, target, protocol)
+        choose(tls, ssl_enabled(target), target.address(), protocol)
     }
 
     /// [`speaks_tls`], for the crate's modules outside `protocol`.
@@ -334,31 +336,25 @@ impl ServerCertVerifier for Probe {
     }
 }
 
-/// Whether `target` registered `ssl-enabled=true` (Dubbo's `ProtocolConfig.sslEnabled`).
-pub(crate) fn ssl_enabled(target: &Instance) -> bool {
-    target
-        .param(SSL_ENABLED)
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
-}
-
-/// The TLS settings to dial `target` with: `tls` when the provider takes TLS
-/// (`ssl-enabled=true`) or `tls` says every provider; `None` for cleartext. A provider that
-/// takes TLS only while the consumer has none is a configuration error naming it.
+/// The TLS settings to dial the provider at `address` with: `tls` when the provider takes TLS
+/// (`enabled`: its `ssl-enabled=true`, read by
+/// [`SharedParams`](super::endpoint_params::SharedParams)) or `tls` says every provider;
+/// `None` for cleartext. A provider that takes TLS only while the consumer has none is a
+/// configuration error naming it.
 pub(crate) fn choose<'a>(
     tls: Option<&'a ClientTls>,
-    target: &Instance,
+    enabled: bool,
+    address: &str,
     protocol: &str,
 ) -> Result<Option<&'a ClientTls>> {
-    let enabled = ssl_enabled(target);
     match tls {
         Some(t) if enabled || t.is_every_provider() => Ok(Some(t)),
         Some(_) => Ok(None),
         None if enabled => Err(Error::bad_config(format!(
-            "{protocol}://{} registered ssl-enabled=true: it takes TLS, and this consumer has no \
+            "{protocol}://{address} registered ssl-enabled=true: it takes TLS, and this consumer has no \
              TLS settings (give the CA that signs its certificate: Reference::tls_ca, \
              `switchman call --tls-ca`, or ClientTls on the invoker; for mTLS also a client \
              certificate and key)",
-            target.address()
         ))),
         None => Ok(None),
     }
@@ -434,6 +430,15 @@ mod tests {
             b = b.param(SSL_ENABLED, v);
         }
         b.build()
+    }
+
+    /// [`choose`] for a provider at 127.0.0.1:20880 whose `ssl-enabled` is `ssl`.
+    fn choose<'a>(
+        tls: Option<&'a ClientTls>,
+        ssl: &Instance,
+        protocol: &str,
+    ) -> Result<Option<&'a ClientTls>> {
+        super::choose(tls, ssl_enabled(ssl), ssl.address(), protocol)
     }
 
     fn tls() -> ClientTls {

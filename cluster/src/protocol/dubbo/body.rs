@@ -421,35 +421,11 @@ fn status_error(addr: &str, code: u8, message: &str) -> Error {
     Error::new(kind, text).with_retryable(retryable)
 }
 
-/// Whether `target` accepts hessian2 (Switchman's serialization): from its
-/// `prefer.serialization` and `serialization` parameters; neither set means Dubbo 2's default,
-/// hessian2.
-pub(crate) fn check_serialization(target: &Instance) -> Result<()> {
-    let prefer = target.param("prefer.serialization").unwrap_or("");
-    let single = target.param("serialization").unwrap_or("");
-    let offered: Vec<&str> = prefer
-        .split(',')
-        .chain(std::iter::once(single))
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
-    if offered.is_empty() || offered.iter().any(|s| s.eq_ignore_ascii_case("hessian2")) {
-        return Ok(());
-    }
-    Err(Error::new(
-        ErrorKind::Unsupported,
-        format!(
-            "{} accepts serialization {} over dubbo://; Switchman speaks hessian2 only",
-            target.address(),
-            offered.join(",")
-        ),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::token::{EndpointToken, to_add};
     use super::*;
+    use crate::protocol::endpoint_params::SharedParams;
     use std::sync::Arc;
     use switchman_core::ServiceKey;
 
@@ -972,6 +948,7 @@ mod tests {
                 .param("prefer.serialization", prefer)
                 .build()
         };
+        let check_serialization = |t: &Instance| SharedParams::of(t).check_hessian2(t.address());
         assert!(check_serialization(&target()).is_ok());
         assert!(check_serialization(&with("fastjson2,hessian2")).is_ok());
         let e = check_serialization(&with("fastjson2,protobuf")).unwrap_err();

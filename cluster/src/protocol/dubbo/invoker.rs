@@ -1,5 +1,6 @@
 //! [`DubboInvoker`]: one attempt of a call to a `dubbo://` provider.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,13 +12,14 @@ use switchman_core::{
 use tokio::time::Instant;
 use tracing::trace;
 
-use super::body::{Reply, check_serialization, decode_call, encode_request, form_of};
+use super::body::{Reply, decode_call, encode_request, form_of};
 use super::params::{
     Consumer, EndpointParams, MethodNames, ProviderParams, check_method, check_method_of,
 };
 use super::pool::Entry;
 use super::token::{EndpointToken, to_add};
 use super::{ExchangeConfig, HESSIAN2, Pool};
+use crate::protocol::endpoint_params::SharedParams;
 use crate::protocol::tls::{ClientTls, choose};
 
 /// Calls `dubbo://` instances: Dubbo's default protocol (the Dubbo2 exchange format over TCP,
@@ -186,14 +188,24 @@ impl DubboInvoker {
         timeout: Duration,
     ) -> Result<Reply> {
         let started = Instant::now();
-        check_serialization(target)?;
-        let tls = choose(self.tls.as_ref(), target, "dubbo")?;
+        // An endpoint's values, read when it was made; a direct call's, read now.
+        let current = endpoint.map(|e| e.params.current(target));
+        let shared = match &current {
+            Some(c) => Cow::Borrowed(&c.shared),
+            None => Cow::Owned(SharedParams::of(target)),
+        };
+        shared.check_hessian2(target.address())?;
+        let tls = choose(
+            self.tls.as_ref(),
+            shared.ssl_enabled,
+            target.address(),
+            "dubbo",
+        )?;
         let form = form_of(inv, self.generic);
         // The provider's registered method names: a method it does not have fails here, not
         // on the wire (a generic call's real method name is `inv.method` too).
-        let (params, names) = match endpoint {
-            Some(e) => {
-                let current = e.params.current(target);
+        let (params, names) = match current {
+            Some(current) => {
                 check_method(target.address(), current.methods.as_deref(), &inv.method)?;
                 (current.params, current.methods)
             }
@@ -294,7 +306,11 @@ impl Invoker for DubboInvoker {
 /// owns the connections to its address (shared with the other endpoints there, such as
 /// another group on the same port), which close when the last endpoint at the address is
 /// dropped and its calls have ended. It reads the provider's `token`, `connections`,
-/// `heartbeat`, `payload` and `methods` once.
+/// `heartbeat`, `payload`, `methods`, `prefer.serialization`, `serialization` and
+/// `ssl-enabled` once, when it is made: a call with that instance compares a pointer and
+/// reads no parameter string. Once the directory hands it another instance (an override, a
+/// re-registration), a call compares that one's values with those read (no parsing, no
+/// allocation), and parses them again only when they changed.
 pub struct DubboEndpoint {
     invoker: DubboInvoker,
     entry: Arc<Entry>,

@@ -15,9 +15,11 @@
 //! The provider's `methods` (the names of its methods) are read here too, into
 //! [`MethodNames`]: a call of a method it does not list is refused before it is sent.
 //!
-//! An endpoint's client reads them once (and again only when the directory hands it an
-//! instance whose values changed); a direct [`DubboInvoker::call`](super::DubboInvoker::call)
-//! reads them per call and logs out-of-range values at `debug`.
+//! An endpoint's client reads them once, with the parameters it shares with Triple
+//! (`prefer.serialization`, `serialization`, `ssl-enabled`, `release`: see
+//! [`SharedParams`]), and again only when the directory hands it an instance whose values
+//! changed; a direct [`DubboInvoker::call`](super::DubboInvoker::call) reads them per call and
+//! logs out-of-range values at `debug`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -28,6 +30,7 @@ use switchman_core::Instance;
 use tracing::{debug, warn};
 
 use super::ExchangeConfig;
+use crate::protocol::endpoint_params::{SharedParams, SharedRaw};
 
 /// The most connections a provider's `connections` parameter opens to its address.
 pub(crate) const MAX_CONNECTIONS: usize = 16;
@@ -384,13 +387,18 @@ struct Seen {
     /// The `methods` value read, and its names.
     methods_raw: Option<Box<str>>,
     methods: Option<Arc<MethodNames>>,
+    /// The shared values read (serialization, `ssl-enabled`...), and their parse.
+    shared_raw: SharedRaw,
+    shared: SharedParams,
 }
 
-/// What an endpoint's call reads: the parameters and the method names.
+/// What an endpoint's call reads: the parameters, the method names and the shared
+/// parameters (serialization, `ssl-enabled`).
 #[derive(Debug, Clone)]
 pub(crate) struct Current {
     pub(crate) params: ProviderParams,
     pub(crate) methods: Option<Arc<MethodNames>>,
+    pub(crate) shared: SharedParams,
 }
 
 /// An endpoint's provider parameters, read when the endpoint's client is made. A call with
@@ -415,6 +423,7 @@ impl EndpointParams {
     pub(crate) fn new(instance: &Arc<Instance>, consumer: Consumer) -> Self {
         let raw = raw_of(instance);
         let methods_raw = instance.param("methods");
+        let (shared_raw, shared) = SharedRaw::read(instance);
         EndpointParams {
             seen: ArcSwap::from_pointee(Seen {
                 instance: Some(instance.clone()),
@@ -422,6 +431,8 @@ impl EndpointParams {
                 params: ProviderParams::read(instance, &raw, &consumer, true),
                 methods_raw: methods_raw.map(Into::into),
                 methods: methods_raw.and_then(MethodNames::parse).map(Arc::new),
+                shared_raw,
+                shared,
             }),
             consumer,
         }
@@ -433,12 +444,14 @@ impl EndpointParams {
         self.current(target).params
     }
 
-    /// The parameters and method names of `target`, this endpoint's current instance.
+    /// The parameters, method names and shared parameters of `target`, this endpoint's
+    /// current instance.
     pub(crate) fn current(&self, target: &Instance) -> Current {
         let seen = self.seen.load();
         let current = |seen: &Seen| Current {
             params: seen.params,
             methods: seen.methods.clone(),
+            shared: seen.shared.clone(),
         };
         if seen
             .instance
@@ -449,12 +462,12 @@ impl EndpointParams {
         }
         let raw = raw_of(target);
         let methods_raw = target.param("methods");
-        if raw.iter().zip(&seen.raw).all(|(a, b)| *a == b.as_deref())
-            && methods_raw == seen.methods_raw.as_deref()
-        {
+        let shared_changed = seen.shared_raw.changed(target);
+        let same_raw = raw.iter().zip(&seen.raw).all(|(a, b)| *a == b.as_deref());
+        if same_raw && methods_raw == seen.methods_raw.as_deref() && shared_changed.is_none() {
             return current(&seen);
         }
-        let params = if raw.iter().zip(&seen.raw).all(|(a, b)| *a == b.as_deref()) {
+        let params = if same_raw {
             seen.params
         } else {
             ProviderParams::read(target, &raw, &self.consumer, true)
@@ -464,12 +477,18 @@ impl EndpointParams {
         } else {
             methods_raw.and_then(MethodNames::parse).map(Arc::new)
         };
+        let (shared_raw, shared) = match shared_changed {
+            Some(changed) => changed,
+            None => (seen.shared_raw.clone(), seen.shared.clone()),
+        };
         let next = Seen {
             instance: None,
             raw: raw.map(|v| v.map(Into::into)),
             params,
             methods_raw: methods_raw.map(Into::into),
             methods,
+            shared_raw,
+            shared,
         };
         let out = current(&next);
         self.seen.store(Arc::new(next));

@@ -1211,3 +1211,86 @@ async fn a_provider_that_stops_reading_is_closed_and_the_write_queue_stays_bound
     );
     done_tx.send_replace(true);
 }
+
+/// An endpoint reads `prefer.serialization` when it is made: every call with that instance
+/// gets its verdict (nothing sent) without parsing it again; an override (a new instance
+/// with hessian2) is read once, and then calls go through.
+#[tokio::test]
+async fn an_endpoint_reads_the_serialization_once_and_again_when_it_changes() {
+    use crate::protocol::endpoint_params::reads;
+    use switchman_core::{Invoker, MakeEndpoint};
+    let (address, accepted) = fake(|_, s| answers_five(s, None)).await;
+    let invoker = DubboInvoker::new();
+    let json = provider(&address, &[("prefer.serialization", "fastjson2")]);
+    let before = reads();
+    let endpoint = invoker.make(&json);
+    for _ in 0..3 {
+        let e = endpoint.invoke(&json, &add(), LONG).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        assert_eq!(
+            e.message(),
+            format!(
+                "{address} accepts serialization fastjson2 over dubbo://; Switchman speaks \
+                 hessian2 only"
+            )
+        );
+    }
+    assert_eq!(reads() - before, 1, "parsed when made, not per call");
+    assert_eq!(accepted.load(Ordering::SeqCst), 0, "nothing sent");
+    // The directory hands the endpoint an overridden instance.
+    let hessian = provider(
+        &address,
+        &[
+            ("prefer.serialization", "hessian2,fastjson2"),
+            ("weight", "5"),
+        ],
+    );
+    for _ in 0..3 {
+        assert_eq!(endpoint.invoke(&hessian, &add(), LONG).await.unwrap(), 5);
+    }
+    assert_eq!(reads() - before, 2, "the change parsed once");
+    let back = endpoint.invoke(&json, &add(), LONG).await.unwrap_err();
+    assert_eq!(
+        back.kind(),
+        ErrorKind::Unsupported,
+        "the first one's own values"
+    );
+    // A direct call reads the same verdict from the instance, per call.
+    let direct = invoker.invoke(&json, &add(), LONG).await.unwrap_err();
+    assert_eq!(direct.message(), back.message());
+}
+
+/// An endpoint reads `ssl-enabled` when it is made: without TLS settings, every call with
+/// that instance fails at once naming it; an override dropping it is read, and calls go
+/// through in cleartext.
+#[tokio::test]
+async fn an_endpoint_reads_ssl_enabled_once_and_again_when_it_changes() {
+    use crate::protocol::endpoint_params::reads;
+    use switchman_core::{Invoker, MakeEndpoint};
+    let (address, accepted) = fake(|_, s| answers_five(s, None)).await;
+    let invoker = DubboInvoker::new();
+    let tls = provider(&address, &[("ssl-enabled", "true")]);
+    let before = reads();
+    let endpoint = invoker.make(&tls);
+    for _ in 0..3 {
+        let e = endpoint.invoke(&tls, &add(), LONG).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadConfig);
+        assert!(
+            e.message()
+                .starts_with(&format!("dubbo://{address} registered ssl-enabled=true")),
+            "{e}"
+        );
+    }
+    assert_eq!(reads() - before, 1, "parsed when made, not per call");
+    assert_eq!(accepted.load(Ordering::SeqCst), 0, "never dialled");
+    let plain = provider(&address, &[("ssl-enabled", "false")]);
+    assert_eq!(endpoint.invoke(&plain, &add(), LONG).await.unwrap(), 5);
+    assert_eq!(endpoint.invoke(&plain, &add(), LONG).await.unwrap(), 5);
+    assert_eq!(reads() - before, 2, "the change parsed once");
+    let direct = invoker.invoke(&tls, &add(), LONG).await.unwrap_err();
+    assert_eq!(
+        direct.kind(),
+        ErrorKind::BadConfig,
+        "a direct call reads it too"
+    );
+}

@@ -80,6 +80,7 @@ use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, MakeEndpoi
 use tokio::time::Instant;
 use tracing::trace;
 
+use crate::protocol::endpoint_params::ssl_enabled;
 use crate::protocol::tls::choose;
 /// The consumer's TLS settings (also [`crate::dubbo::ClientTls`]).
 pub use crate::protocol::tls::{ClientTls, SSL_ENABLED};
@@ -383,7 +384,7 @@ impl TripleInvoker {
         let method = call.method;
         let mut request = build_request(target, &call, token, deadline)?;
         let settings = self.pool.settings();
-        let tls = choose(settings.tls.as_ref(), target, "tri")?;
+        let tls = choose(settings.tls.as_ref(), ssl_enabled(target), address, "tri")?;
         let mut sender = entry.get(settings, address, tls).await?;
         if let Err(e) = sender.ready().await {
             entry.discard();

@@ -40,6 +40,7 @@ use switchman_hessian::{
 
 use super::message_codec::{MessageCodec, ReplyContext};
 use super::status::{Code, Status};
+use crate::protocol::endpoint_params::SharedParams;
 use switchman_core::java_types::{class_name, descriptor};
 
 /// `serializeType` of Hessian2 in the wrapper (Dubbo's `TripleConstants.HESSIAN4`).
@@ -160,23 +161,8 @@ pub fn is_hessian(serialize_type: &str) -> bool {
 /// fastjson2`), or neither but a Java Dubbo `release` (a version number: hessian2 is then
 /// the default). The Python and Go samples register neither.
 pub fn speaks_wrapper(target: &Instance) -> bool {
-    let offered = target
-        .param("prefer.serialization")
-        .unwrap_or("")
-        .split(',')
-        .chain(target.param("serialization"))
-        .map(str::trim)
-        .filter(|s| !s.is_empty());
-    let mut any = false;
-    for s in offered {
-        if s.eq_ignore_ascii_case("hessian2") {
-            return true;
-        }
-        any = true;
-    }
-    !any && target
-        .param("release")
-        .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+    // The parser endpoints read once (a Triple endpoint keeps its verdict).
+    SharedParams::of(target).speaks_wrapper()
 }
 
 /// The reply's `tri-exception-code` (headers, else trailers); a value that is not a number
