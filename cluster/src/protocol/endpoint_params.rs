@@ -4,12 +4,15 @@
 //! a Java Dubbo release).
 //!
 //! An endpoint's client reads them once, when it is made, and again only when the directory
-//! hands it an instance whose values changed (dubbo:// keeps them, as [`SharedRaw`] and
-//! [`SharedParams`], beside its own parameters in its `EndpointParams`). A direct call
-//! through the invoker reads them per call with [`SharedParams::of`]: the same parser.
+//! hands it an instance whose values changed ([`EndpointShared`] for Triple; dubbo:// keeps
+//! them, as [`SharedRaw`] and [`SharedParams`], beside its own parameters in its
+//! `EndpointParams`). A direct call through the invoker reads them per call with
+//! [`SharedParams::of`]: the same parser.
 
+use std::fmt;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use switchman_core::{Error, ErrorKind, Instance, Result};
 
 use super::tls::SSL_ENABLED;
@@ -179,6 +182,66 @@ impl SharedRaw {
     }
 }
 
+/// What one endpoint's client read.
+struct Seen {
+    /// The instance read, while the calls come with that one (held, so the address compared
+    /// cannot belong to another instance); `None` after a change.
+    instance: Option<Arc<Instance>>,
+    raw: SharedRaw,
+    params: SharedParams,
+}
+
+/// An endpoint's shared parameters, read when the endpoint's client is made. A call with the
+/// same instance costs a pointer comparison; a call with another instance of the endpoint (an
+/// override, a re-registration) compares the values with those read, and parses them again
+/// when they changed.
+pub(crate) struct EndpointShared {
+    seen: ArcSwap<Seen>,
+}
+
+impl fmt::Debug for EndpointShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EndpointShared")
+            .field("params", &self.seen.load().params)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EndpointShared {
+    /// Reads `instance`'s shared parameters.
+    pub(crate) fn new(instance: &Arc<Instance>) -> Self {
+        let (raw, params) = SharedRaw::read(instance);
+        EndpointShared {
+            seen: ArcSwap::from_pointee(Seen {
+                instance: Some(instance.clone()),
+                raw,
+                params,
+            }),
+        }
+    }
+
+    /// The shared parameters of `target`, this endpoint's current instance.
+    pub(crate) fn get(&self, target: &Instance) -> SharedParams {
+        let seen = self.seen.load();
+        if seen
+            .instance
+            .as_deref()
+            .is_some_and(|i| std::ptr::eq(i, target))
+        {
+            return seen.params.clone();
+        }
+        let Some((raw, params)) = seen.raw.changed(target) else {
+            return seen.params.clone();
+        };
+        self.seen.store(Arc::new(Seen {
+            instance: None,
+            raw,
+            params: params.clone(),
+        }));
+        params
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,5 +303,28 @@ mod tests {
             !of(&[("serialization", "protobuf"), ("release", "3.3.0")]).speaks_wrapper(),
             "a named serialization wins over the release"
         );
+    }
+
+    #[test]
+    fn an_endpoint_parses_once_and_again_only_when_the_values_change() {
+        let first = with(&[("ssl-enabled", "true"), ("weight", "1")]);
+        let before = reads();
+        let e = EndpointShared::new(&first);
+        for _ in 0..5 {
+            assert!(e.get(&first).ssl_enabled);
+        }
+        assert_eq!(reads() - before, 1, "made: parsed once");
+        // Another instance with the same values (an override changed its weight).
+        let same = with(&[("ssl-enabled", "true"), ("weight", "2")]);
+        assert!(e.get(&same).ssl_enabled);
+        assert_eq!(reads() - before, 1, "the same values are not parsed again");
+        let changed = with(&[("prefer.serialization", "hessian2")]);
+        for _ in 0..3 {
+            let now = e.get(&changed);
+            assert!(!now.ssl_enabled && now.speaks_wrapper());
+        }
+        assert_eq!(reads() - before, 2, "a change is parsed once");
+        assert!(e.get(&first).ssl_enabled, "the first instance's own values");
+        assert!(format!("{e:?}").contains("ssl_enabled: true"), "{e:?}");
     }
 }

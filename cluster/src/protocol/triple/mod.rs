@@ -80,7 +80,7 @@ use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, MakeEndpoi
 use tokio::time::Instant;
 use tracing::trace;
 
-use crate::protocol::endpoint_params::ssl_enabled;
+use crate::protocol::endpoint_params::{EndpointShared, SharedParams, ssl_enabled};
 use crate::protocol::tls::choose;
 /// The consumer's TLS settings (also [`crate::dubbo::ClientTls`]).
 pub use crate::protocol::tls::{ClientTls, SSL_ENABLED};
@@ -270,7 +270,13 @@ impl TripleInvoker {
         self
     }
 
-    fn codec_for(&self, target: &Instance, service: &str, method: &str) -> &Arc<dyn MessageCodec> {
+    /// The codec of `service`'s `method` on a provider whose shared parameters are `shared`.
+    fn codec_for(
+        &self,
+        shared: &SharedParams,
+        service: &str,
+        method: &str,
+    ) -> &Arc<dyn MessageCodec> {
         let explicit = self
             .codecs
             .get(service)
@@ -279,7 +285,7 @@ impl TripleInvoker {
             return c;
         }
         match &self.java_codec {
-            Some(java) if wrapper::speaks_wrapper(target) => java,
+            Some(java) if shared.speaks_wrapper() => java,
             _ => &self.default_codec,
         }
     }
@@ -309,17 +315,20 @@ impl TripleInvoker {
     ) -> Result<Bytes> {
         let entry = self.pool.entry(target.address());
         let token = token::to_add(None, target, call.attachments, true);
-        self.unary_answer(&entry, target, call, token.as_ref(), timeout)
+        let tls = ssl_enabled(target);
+        self.unary_answer(&entry, target, call, token.as_ref(), tls, timeout)
             .await
             .map(|a| a.message)
     }
 
+    /// One call; `ssl_enabled`: the provider's `ssl-enabled`, as read.
     async fn unary_answer(
         &self,
         entry: &Entry,
         target: &Instance,
         call: Unary<'_>,
         token: Option<&Token>,
+        ssl_enabled: bool,
         timeout: Duration,
     ) -> Result<Answer> {
         let address = target.address();
@@ -328,7 +337,7 @@ impl TripleInvoker {
         let mut sent = false;
         let outcome = tokio::time::timeout_at(
             deadline,
-            self.send(entry, target, call, token, deadline, &mut sent),
+            self.send(entry, target, call, token, ssl_enabled, deadline, &mut sent),
         )
         .await;
         match outcome {
@@ -371,12 +380,14 @@ impl TripleInvoker {
         })
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn send(
         &self,
         entry: &Entry,
         target: &Instance,
         call: Unary<'_>,
         token: Option<&Token>,
+        ssl_enabled: bool,
         deadline: Instant,
         sent: &mut bool,
     ) -> Result<Answer> {
@@ -384,7 +395,7 @@ impl TripleInvoker {
         let method = call.method;
         let mut request = build_request(target, &call, token, deadline)?;
         let settings = self.pool.settings();
-        let tls = choose(settings.tls.as_ref(), ssl_enabled(target), address, "tri")?;
+        let tls = choose(settings.tls.as_ref(), ssl_enabled, address, "tri")?;
         let mut sender = entry.get(settings, address, tls).await?;
         if let Err(e) = sender.ready().await {
             entry.discard();
@@ -650,7 +661,8 @@ impl Invoker for TripleInvoker {
     ) -> BoxFuture<'a, Result<Value>> {
         Box::pin(async move {
             let entry = self.pool.entry(target.address());
-            self.call_on(&entry, None, target, invocation, timeout)
+            let shared = SharedParams::of(target);
+            self.call_on(&entry, None, shared, target, invocation, timeout)
                 .await
         })
     }
@@ -660,11 +672,17 @@ impl Invoker for TripleInvoker {
 /// the connection to its address (shared with the other endpoints there, such as another
 /// group on the same port), reads it without a lock on every call, and closes it when the
 /// last endpoint at the address is dropped and its calls have ended. It reads the provider's
-/// `token` once.
+/// `token`, `prefer.serialization`, `serialization`, `release` (whether it takes
+/// [`WrapperCodec`], see [`wrapper::speaks_wrapper`]) and `ssl-enabled` once, when it is made:
+/// a call with that instance compares a pointer and reads no parameter string. Once the
+/// directory hands it another instance (an override, a re-registration), a call compares that
+/// one's values with those read (no parsing, no allocation), and parses them again only when
+/// they changed.
 pub struct TripleEndpoint {
     invoker: TripleInvoker,
     entry: Arc<Entry>,
     token: EndpointToken,
+    shared: EndpointShared,
 }
 
 impl fmt::Debug for TripleEndpoint {
@@ -681,6 +699,7 @@ impl MakeEndpoint for TripleInvoker {
             invoker: self.clone(),
             entry: self.pool.endpoint_entry(instance.address()),
             token: EndpointToken::new(instance),
+            shared: EndpointShared::new(instance),
         })
     }
 }
@@ -692,35 +711,55 @@ impl Invoker for TripleEndpoint {
         invocation: &'a Invocation,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Value>> {
-        Box::pin(
+        Box::pin(async move {
+            let shared = self.shared.get(target);
             self.invoker
-                .call_on(&self.entry, Some(&self.token), target, invocation, timeout),
-        )
+                .call_on(
+                    &self.entry,
+                    Some(&self.token),
+                    shared,
+                    target,
+                    invocation,
+                    timeout,
+                )
+                .await
+        })
     }
 }
 
 impl TripleInvoker {
     /// One call on `entry`'s connection; `endpoint_token`: the endpoint's token, read once
-    /// (`None`: read from `target`).
+    /// (`None`: read from `target`); `shared`: `target`'s shared parameters (the endpoint's,
+    /// read once, or read for this call).
     async fn call_on(
         &self,
         entry: &Entry,
         endpoint_token: Option<&EndpointToken>,
+        shared: SharedParams,
         target: &Instance,
         invocation: &Invocation,
         timeout: Duration,
     ) -> Result<Value> {
+        let tls = shared.ssl_enabled;
         if let Some(typed) = &invocation.typed
             && let Some(proto) = typed.0.protobuf()
         {
             return self
-                .call_idl(entry, endpoint_token, target, invocation, proto, timeout)
+                .call_idl(
+                    entry,
+                    endpoint_token,
+                    tls,
+                    target,
+                    invocation,
+                    proto,
+                    timeout,
+                )
                 .await
                 .and_then(|message| typed.0.read_result(&message).map(|(_, v)| v));
         }
         {
             let service = service_name(target);
-            let codec = self.codec_for(target, service, &invocation.method);
+            let codec = self.codec_for(&shared, service, &invocation.method);
             let message = codec.encode(invocation)?;
             let extra = codec.metadata(invocation);
             let attachments: std::borrow::Cow<'_, [(String, String)]> = if extra.is_empty() {
@@ -743,7 +782,7 @@ impl TripleInvoker {
             };
             let token = token::to_add(endpoint_token, target, &attachments, true);
             let answer = self
-                .unary_answer(entry, target, call, token.as_ref(), timeout)
+                .unary_answer(entry, target, call, token.as_ref(), tls, timeout)
                 .await?;
             let cx = ReplyContext {
                 address: target.address(),
@@ -758,11 +797,13 @@ impl TripleInvoker {
 impl TripleInvoker {
     /// A protobuf (IDL) call ([`switchman_core::TypedBody::protobuf`]): the message as is, at
     /// `/{proto service}/{method}`, `application/grpc+proto`, no codec; returns the reply
-    /// message.
+    /// message. `ssl_enabled`: the provider's `ssl-enabled`, as read.
+    #[allow(clippy::too_many_arguments)]
     async fn call_idl(
         &self,
         entry: &Entry,
         endpoint_token: Option<&EndpointToken>,
+        ssl_enabled: bool,
         target: &Instance,
         invocation: &Invocation,
         proto: switchman_core::Protobuf<'_>,
@@ -776,7 +817,7 @@ impl TripleInvoker {
             attachments: &invocation.attachments,
         };
         let token = token::to_add(endpoint_token, target, &invocation.attachments, true);
-        self.unary_answer(entry, target, call, token.as_ref(), timeout)
+        self.unary_answer(entry, target, call, token.as_ref(), ssl_enabled, timeout)
             .await
             .map(|a| a.message)
     }

@@ -833,3 +833,100 @@ impl Invoker for Unreachable {
         Box::pin(async { panic!("the shared transport was used") })
     }
 }
+
+/// A provider answering every call with an empty message; it records each request's
+/// content type.
+async fn records_content_types() -> (TripleServer, Arc<std::sync::Mutex<Vec<String>>>) {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let server = TripleServer::serve(local(), move |req: TripleRequest| {
+        let ct = req
+            .headers
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        record.lock().unwrap().push(ct);
+        Box::pin(async { Ok(Bytes::new()) })
+    })
+    .await
+    .unwrap();
+    (server, seen)
+}
+
+/// A Triple endpoint decides whether its provider takes the Java wrapper format from what it
+/// read when it was made (`prefer.serialization` naming hessian2: the wrapper's
+/// `application/grpc+proto`), not per call; an override naming protobuf only is read once,
+/// and the calls then take the default JSON codec.
+#[tokio::test]
+async fn an_endpoint_chooses_the_wrapper_from_what_it_read_when_made() {
+    use crate::protocol::endpoint_params::reads;
+    let (server, seen) = records_content_types().await;
+    let at = |params: &[(&str, &str)]| {
+        let mut b = Instance::builder("127.0.0.1", server.addr().port())
+            .protocol(Protocol::Tri)
+            .service(ServiceKey::new(SERVICE));
+        for (k, v) in params {
+            b = b.param(k, v);
+        }
+        Arc::new(b.build())
+    };
+    let call = Invocation::new("greet")
+        .with_args(vec![json!("x")])
+        .with_types(["java.lang.String"]);
+    let java = at(&[("prefer.serialization", "hessian2,fastjson2")]);
+    let invoker = TripleInvoker::new();
+    let before = reads();
+    let endpoint = invoker.make(&java);
+    for _ in 0..3 {
+        let _ = endpoint.invoke(&java, &call, T).await;
+    }
+    assert_eq!(reads() - before, 1, "parsed when made, not per call");
+    let proto = at(&[("serialization", "protobuf"), ("release", "3.3.0")]);
+    for _ in 0..2 {
+        let _ = endpoint.invoke(&proto, &call, T).await;
+    }
+    assert_eq!(reads() - before, 2, "the change parsed once");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "application/grpc+proto",
+            "application/grpc+proto",
+            "application/grpc+proto",
+            "application/grpc+json",
+            "application/grpc+json",
+        ]
+    );
+}
+
+/// A Triple endpoint reads `ssl-enabled` when it is made: without TLS settings every call
+/// with that instance fails at once naming it; an override dropping it is read, and calls
+/// go through in cleartext.
+#[tokio::test]
+async fn an_endpoint_reads_ssl_enabled_once_and_again_when_it_changes() {
+    use crate::protocol::endpoint_params::reads;
+    let server = provider().await;
+    let at = |ssl: &str| {
+        let i = server.instance(SERVICE);
+        Arc::new(i.with_param("ssl-enabled", ssl).unwrap())
+    };
+    let tls = at("true");
+    let before = reads();
+    let endpoint = raw().make(&tls);
+    for _ in 0..3 {
+        let e = endpoint.invoke(&tls, &hello("x"), T).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadConfig);
+        assert!(
+            e.message().starts_with(&format!(
+                "tri://{} registered ssl-enabled=true",
+                server.addr()
+            )),
+            "{e}"
+        );
+    }
+    assert_eq!(reads() - before, 1, "parsed when made, not per call");
+    assert_eq!(server.hits(), 0, "nothing sent");
+    let plain = at("false");
+    let reply = endpoint.invoke(&plain, &hello("x"), T).await.unwrap();
+    assert_eq!(reply, json!("hello, x"));
+    assert_eq!(reads() - before, 2, "the change parsed once");
+}
