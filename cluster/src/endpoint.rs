@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use serde_json::Value;
 use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, MakeEndpoint, Result};
 use tower_layer::Layer;
@@ -29,26 +30,26 @@ pub struct EndpointCall {
 }
 
 /// The innermost service of a per-endpoint stack: the endpoint's client from the inner maker,
-/// called with the endpoint as the directory first saw it (its identity: address, protocol,
-/// service key).
+/// called with the endpoint's current instance (the one it was made with until the directory
+/// hands over another: an override, a re-registration; same address, protocol, service key).
 #[derive(Clone)]
 pub struct EndpointClient {
     client: Arc<dyn Invoker>,
-    instance: Arc<Instance>,
+    instance: Arc<ArcSwap<Instance>>,
 }
 
 impl fmt::Debug for EndpointClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EndpointClient")
-            .field("endpoint", &self.instance.key())
+            .field("endpoint", &self.instance.load().key())
             .finish()
     }
 }
 
 impl EndpointClient {
-    /// The endpoint this client calls.
-    pub fn instance(&self) -> &Arc<Instance> {
-        &self.instance
+    /// The endpoint this client calls, as it is now.
+    pub fn instance(&self) -> Arc<Instance> {
+        self.instance.load_full()
     }
 }
 
@@ -62,7 +63,7 @@ impl Service<EndpointCall> for EndpointClient {
     }
 
     fn call(&mut self, req: EndpointCall) -> Self::Future {
-        let (client, instance) = (self.client.clone(), self.instance.clone());
+        let (client, instance) = (self.client.clone(), self.instance.load_full());
         Box::pin(async move { client.invoke(&instance, &req.invocation, req.timeout).await })
     }
 }
@@ -92,9 +93,10 @@ where
     fn make(&self, instance: &Arc<Instance>) -> Arc<dyn Invoker> {
         let client = EndpointClient {
             client: self.maker.make(instance),
-            instance: instance.clone(),
+            instance: Arc::new(ArcSwap::new(instance.clone())),
         };
         Arc::new(TowerEndpoint {
+            inner: client.clone(),
             stack: self.layer.layer(client),
             key: instance.key().into(),
         })
@@ -104,6 +106,8 @@ where
 /// An endpoint's client that is a tower stack (made by [`LayeredMaker`]).
 pub struct TowerEndpoint<S> {
     stack: S,
+    /// The innermost service, to hand it the endpoint's new instance.
+    inner: EndpointClient,
     key: Arc<str>,
 }
 
@@ -141,6 +145,11 @@ where
                 .await
                 .map_err(|e| self.layer_error(e.into()))
         })
+    }
+
+    fn instance_changed(&self, instance: &Arc<Instance>) {
+        self.inner.instance.store(instance.clone());
+        self.inner.client.instance_changed(instance);
     }
 }
 

@@ -24,6 +24,16 @@ pub trait Invoker: Send + Sync + fmt::Debug {
         invocation: &'a Invocation,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Value>>;
+
+    /// For an endpoint's own client (made by a [`MakeEndpoint`]): the directory hands it the
+    /// endpoint's new instance when a registration or an override changed it (same address,
+    /// protocol and service key), before it publishes the snapshot that routes to it, and
+    /// calls then come with this instance. A client that keeps what it read of its instance
+    /// reads it again here, so that its calls compare a pointer and read no parameter. Calls
+    /// still in flight with the instance before it may come after. Default: nothing.
+    fn instance_changed(&self, instance: &Arc<Instance>) {
+        let _ = instance;
+    }
 }
 
 impl<T: Invoker + ?Sized> Invoker for Arc<T> {
@@ -34,6 +44,10 @@ impl<T: Invoker + ?Sized> Invoker for Arc<T> {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Value>> {
         (**self).invoke(target, invocation, timeout)
+    }
+
+    fn instance_changed(&self, instance: &Arc<Instance>) {
+        (**self).instance_changed(instance)
     }
 }
 

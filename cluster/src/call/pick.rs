@@ -12,7 +12,7 @@ use switchman_discovery::Snapshot;
 use crate::plan::Plan;
 
 /// One routed endpoint of one plan: what an attempt is made on. Only routing hands them
-/// out ([`Call::select`], [`Call::peek`], [`Call::candidates`]), and a pick borrows the
+/// out ([`Call::select`](super::Call::select), [`Call::peek`](super::Call::peek), [`Call::candidates`](super::Call::candidates)), and a pick borrows the
 /// plan it came from, so it cannot be used with another plan (an attempt takes the pick
 /// alone) or after its own is gone:
 ///
@@ -91,7 +91,7 @@ impl<'s> Pick<'s> {
 }
 
 /// The routed candidates of one call in one plan, in address order (see
-/// [`Call::candidates`]).
+/// [`Call::candidates`](super::Call::candidates)).
 #[derive(Clone)]
 pub struct Candidates<'s> {
     pub(super) plan: &'s Plan,

@@ -68,6 +68,19 @@ pub(crate) fn reads() -> usize {
     READS.with(|r| r.get())
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many times kept values were compared with an instance's on this thread.
+    static COMPARES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many times an endpoint compared the values it kept with an instance's, on this thread
+/// (tests of "a pointer compared, no parameter read").
+#[cfg(test)]
+pub(crate) fn compares() -> usize {
+    COMPARES.with(|r| r.get())
+}
+
 impl SharedParams {
     /// `target`'s shared parameters, read for one call.
     pub(crate) fn of(target: &Instance) -> Self {
@@ -171,6 +184,8 @@ impl SharedRaw {
 
     /// `target`'s values and their parse when they differ from these; `None` when the same.
     pub(crate) fn changed(&self, target: &Instance) -> Option<(Self, SharedParams)> {
+        #[cfg(test)]
+        COMPARES.with(|r| r.set(r.get() + 1));
         let raw = raw_of(target);
         if raw.iter().zip(&self.0).all(|(a, b)| *a == b.as_deref()) {
             return None;
@@ -187,6 +202,8 @@ struct Seen {
     /// The instance read, while the calls come with that one (held, so the address compared
     /// cannot belong to another instance); `None` after a change.
     instance: Option<Arc<Instance>>,
+    /// Whether `instance` was handed over by the directory ([`EndpointShared::adopt`]).
+    adopted: bool,
     raw: SharedRaw,
     params: SharedParams,
 }
@@ -214,6 +231,7 @@ impl EndpointShared {
         EndpointShared {
             seen: ArcSwap::from_pointee(Seen {
                 instance: Some(instance.clone()),
+                adopted: false,
                 raw,
                 params,
             }),
@@ -233,12 +251,42 @@ impl EndpointShared {
         let Some((raw, params)) = seen.raw.changed(target) else {
             return seen.params.clone();
         };
-        self.seen.store(Arc::new(Seen {
+        if seen.adopted {
+            // A call still in flight with the instance before the current one.
+            return params;
+        }
+        let next = Arc::new(Seen {
             instance: None,
+            adopted: false,
             raw,
             params: params.clone(),
-        }));
+        });
+        // Not over what `adopt` stored meanwhile.
+        self.seen.compare_and_swap(&seen, next);
         params
+    }
+
+    /// Takes `instance` as the endpoint's current one (see `Invoker::instance_changed`): its
+    /// values parsed again if they changed, and calls with it compare a pointer.
+    pub(crate) fn adopt(&self, instance: &Arc<Instance>) {
+        let seen = self.seen.load();
+        if seen
+            .instance
+            .as_ref()
+            .is_some_and(|i| Arc::ptr_eq(i, instance))
+        {
+            return;
+        }
+        let (raw, params) = seen
+            .raw
+            .changed(instance)
+            .unwrap_or_else(|| (seen.raw.clone(), seen.params.clone()));
+        self.seen.store(Arc::new(Seen {
+            instance: Some(instance.clone()),
+            adopted: true,
+            raw,
+            params,
+        }));
     }
 }
 

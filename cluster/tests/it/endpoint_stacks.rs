@@ -25,6 +25,10 @@ struct Maker {
     dropped: Arc<AtomicUsize>,
     delay: Duration,
     in_flight: Arc<Mutex<HashMap<u16, (usize, usize)>>>,
+    /// The instances the directory handed each client (`Invoker::instance_changed`).
+    handed: Arc<Mutex<Vec<Arc<Instance>>>>,
+    /// The weight of the instance of each call.
+    called_with: Arc<Mutex<Vec<u32>>>,
 }
 
 #[derive(Debug)]
@@ -33,6 +37,8 @@ struct Client {
     delay: Duration,
     dropped: Arc<AtomicUsize>,
     in_flight: Arc<Mutex<HashMap<u16, (usize, usize)>>>,
+    handed: Arc<Mutex<Vec<Arc<Instance>>>>,
+    called_with: Arc<Mutex<Vec<u32>>>,
 }
 
 impl Drop for Client {
@@ -49,6 +55,8 @@ impl MakeEndpoint for Maker {
             delay: self.delay,
             dropped: self.dropped.clone(),
             in_flight: self.in_flight.clone(),
+            handed: self.handed.clone(),
+            called_with: self.called_with.clone(),
         })
     }
 }
@@ -66,6 +74,7 @@ impl Invoker for Client {
                 self.port,
                 "only ever called with its endpoint"
             );
+            self.called_with.lock().unwrap().push(target.weight());
             {
                 let mut m = self.in_flight.lock().unwrap();
                 let e = m.entry(self.port).or_default();
@@ -81,6 +90,11 @@ impl Invoker for Client {
                 .0 -= 1;
             Ok(json!(self.port))
         })
+    }
+
+    fn instance_changed(&self, instance: &Arc<Instance>) {
+        assert_eq!(instance.port(), self.port, "only ever its endpoint's");
+        self.handed.lock().unwrap().push(instance.clone());
     }
 }
 
@@ -242,4 +256,75 @@ async fn a_tower_layer_through_the_maker_limits_each_endpoint() {
         free.iter().any(|&p| p > 1),
         "without the layer calls overlap: {free:?}"
     );
+}
+
+/// The instance a client was handed last (`None`: never).
+fn last_handed(maker: &Maker) -> Option<Arc<Instance>> {
+    maker.handed.lock().unwrap().last().cloned()
+}
+
+#[tokio::test]
+async fn a_client_is_handed_its_endpoints_new_instance_before_calls_come_with_it() {
+    for layered in [false, true] {
+        let maker = Arc::new(Maker::default());
+        let base = config(maker.clone(), Duration::from_secs(60));
+        let dc = if layered {
+            base.maker(LayeredMaker::new(
+                maker.clone(),
+                ConcurrencyLimitLayer::new(8),
+            ))
+        } else {
+            base
+        };
+        let dir = Arc::new(RegistryDirectory::spawn(dc, None));
+        published(&dir, Update::reset(vec![at(1, 100)]), &[1]).await;
+        assert!(
+            last_handed(&maker).is_none(),
+            "made with it: nothing to hand"
+        );
+        let cluster = ClusterInvoker::new(dir.clone(), Arc::new(Unused), ClusterConfig::default());
+        // A weight change (the patch path) and another parameter (a full rebuild).
+        let changes = [
+            Update::add(vec![at(1, 300)]),
+            Update::reset(vec![
+                Instance::builder("10.0.0.1", 1)
+                    .weight(300)
+                    .param("timeout", "700")
+                    .build(),
+            ]),
+        ];
+        for (k, update) in changes.into_iter().enumerate() {
+            let epoch = dir.load().epoch();
+            dir.apply(update);
+            dir.wait_until(T, |s| s.epoch() > epoch).await.unwrap();
+            let snap = dir.load();
+            let handed = last_handed(&maker).expect("handed the new instance");
+            assert!(
+                Arc::ptr_eq(&handed, &snap.endpoints()[0].instance),
+                "change {k}: the very instance the snapshot routes to"
+            );
+            assert_eq!(maker.handed.lock().unwrap().len(), k + 1, "once per change");
+            maker.called_with.lock().unwrap().clear();
+            cluster.invoke(&Invocation::new("hi")).await.unwrap();
+            assert_eq!(
+                *maker.called_with.lock().unwrap(),
+                [300],
+                "layered: {layered}, change {k}: called with the new instance"
+            );
+        }
+        // It leaves and comes back within the grace, changed: its kept client is handed it.
+        published(&dir, Update::reset(vec![at(2, 100)]), &[2]).await;
+        published(&dir, Update::reset(vec![at(1, 50), at(2, 100)]), &[1, 2]).await;
+        // (2's client is handed its new, equal instance too: a new `Arc` from the registry.)
+        let handed: Vec<u32> = maker
+            .handed
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|i| i.port() == 1)
+            .map(|i| i.weight())
+            .collect();
+        assert_eq!(handed, [300, 300, 50], "layered: {layered}");
+        assert_eq!(maker.made.load(Ordering::SeqCst), 2, "1 kept, 2 made");
+    }
 }

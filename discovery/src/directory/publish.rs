@@ -180,6 +180,10 @@ impl State {
             let entry = &mut self.published[at];
             if !Arc::ptr_eq(&entry.effective, &effective) {
                 updates.push((at, current.index_of(&entry.address), effective.clone()));
+                if let Some(client) = &entry.service {
+                    // Before the snapshot routing to it: its calls come with this one.
+                    client.instance_changed(&effective);
+                }
             }
             replaced.push(std::mem::replace(&mut entry.reported, reported));
             replaced.push(std::mem::replace(&mut entry.effective, effective));
@@ -306,19 +310,27 @@ impl State {
             let effective = self.effective(&reported, prev);
             let (stats, service) = match prev {
                 Some(p) => {
-                    changed += usize::from(!Arc::ptr_eq(&p.effective, &effective));
+                    let instance_changed = !Arc::ptr_eq(&p.effective, &effective);
+                    changed += usize::from(instance_changed);
                     reported_changed |= !Arc::ptr_eq(&p.reported, &reported);
+                    if let (true, Some(client)) = (instance_changed, &p.service) {
+                        // Before the snapshot routing to it: its calls come with this one.
+                        client.instance_changed(&effective);
+                    }
                     (p.stats.clone(), p.service.clone())
                 }
                 None => {
                     added += 1;
                     // With a maker: the endpoint's client, again if it left within the drain
-                    // grace, else a new one.
+                    // grace (told its instance now), else a new one.
                     let service = match self.config.maker {
-                        Some(_) => self
-                            .draining
-                            .take(&address)
-                            .or_else(|| self.config.make(&effective)),
+                        Some(_) => match self.draining.take(&address) {
+                            Some(client) => {
+                                client.instance_changed(&effective);
+                                Some(client)
+                            }
+                            None => self.config.make(&effective),
+                        },
                         None => None,
                     };
                     (Arc::new(InstanceStats::new()), service)

@@ -308,9 +308,10 @@ impl Invoker for DubboInvoker {
 /// dropped and its calls have ended. It reads the provider's `token`, `connections`,
 /// `heartbeat`, `payload`, `methods`, `prefer.serialization`, `serialization` and
 /// `ssl-enabled` once, when it is made: a call with that instance compares a pointer and
-/// reads no parameter string. Once the directory hands it another instance (an override, a
-/// re-registration), a call compares that one's values with those read (no parsing, no
-/// allocation), and parses them again only when they changed.
+/// reads no parameter string. When the directory hands it the
+/// endpoint's new instance (an override, a re-registration: `Invoker::instance_changed`), it
+/// reads again what changed, and calls with that one compare a pointer again; a call with
+/// another instance compares its values with those kept and parses only what differs.
 pub struct DubboEndpoint {
     invoker: DubboInvoker,
     entry: Arc<Entry>,
@@ -348,5 +349,10 @@ impl Invoker for DubboEndpoint {
                 .await
                 .map(|reply| reply.value)
         })
+    }
+
+    fn instance_changed(&self, instance: &Arc<Instance>) {
+        self.params.adopt(instance);
+        self.token.adopt(instance);
     }
 }

@@ -377,10 +377,14 @@ fn no_method(address: &str, method: &str, has: &str) -> switchman_core::Error {
 }
 
 /// What one endpoint's client read.
+#[derive(Clone)]
 struct Seen {
     /// The instance read, while the calls come with that one (held, so the address compared
     /// cannot belong to another instance); `None` after a change.
     instance: Option<Arc<Instance>>,
+    /// Whether `instance` was handed over by the directory ([`EndpointParams::adopt`]): the
+    /// endpoint's current one, so a call with another is a straggler with an older one.
+    adopted: bool,
     /// The values read (in the order of [`KEYS`]).
     raw: [Option<Box<str>>; 3],
     params: ProviderParams,
@@ -427,6 +431,7 @@ impl EndpointParams {
         EndpointParams {
             seen: ArcSwap::from_pointee(Seen {
                 instance: Some(instance.clone()),
+                adopted: false,
                 raw: raw.map(|v| v.map(Into::into)),
                 params: ProviderParams::read(instance, &raw, &consumer, true),
                 methods_raw: methods_raw.map(Into::into),
@@ -448,29 +453,59 @@ impl EndpointParams {
     /// current instance.
     pub(crate) fn current(&self, target: &Instance) -> Current {
         let seen = self.seen.load();
-        let current = |seen: &Seen| Current {
-            params: seen.params,
-            methods: seen.methods.clone(),
-            shared: seen.shared.clone(),
-        };
         if seen
             .instance
             .as_deref()
             .is_some_and(|i| std::ptr::eq(i, target))
         {
-            return current(&seen);
+            return seen.current();
         }
+        // A straggler (a call in flight with the instance before the adopted one) reads for
+        // itself, quietly, and leaves what was adopted.
+        let Some(next) = self.changed(&seen, target, !seen.adopted) else {
+            return seen.current();
+        };
+        let out = next.current();
+        if !seen.adopted {
+            // Not over what `adopt` stored meanwhile.
+            self.seen.compare_and_swap(&seen, Arc::new(next));
+        }
+        out
+    }
+
+    /// Takes `instance` as the endpoint's current one (see `Invoker::instance_changed`): its
+    /// values read again if they changed, and calls with it compare a pointer.
+    pub(crate) fn adopt(&self, instance: &Arc<Instance>) {
+        let seen = self.seen.load();
+        if seen
+            .instance
+            .as_ref()
+            .is_some_and(|i| Arc::ptr_eq(i, instance))
+        {
+            return;
+        }
+        let mut next = self
+            .changed(&seen, instance, true)
+            .unwrap_or_else(|| Seen::clone(&seen));
+        next.instance = Some(instance.clone());
+        next.adopted = true;
+        self.seen.store(Arc::new(next));
+    }
+
+    /// What `target` gives when its values differ from `seen`'s (`None`: the same), reading
+    /// again only what changed; `loud`: out-of-range values logged at `warn`.
+    fn changed(&self, seen: &Seen, target: &Instance, loud: bool) -> Option<Seen> {
         let raw = raw_of(target);
         let methods_raw = target.param("methods");
         let shared_changed = seen.shared_raw.changed(target);
         let same_raw = raw.iter().zip(&seen.raw).all(|(a, b)| *a == b.as_deref());
         if same_raw && methods_raw == seen.methods_raw.as_deref() && shared_changed.is_none() {
-            return current(&seen);
+            return None;
         }
         let params = if same_raw {
             seen.params
         } else {
-            ProviderParams::read(target, &raw, &self.consumer, true)
+            ProviderParams::read(target, &raw, &self.consumer, loud)
         };
         let methods = if methods_raw == seen.methods_raw.as_deref() {
             seen.methods.clone()
@@ -481,18 +516,27 @@ impl EndpointParams {
             Some(changed) => changed,
             None => (seen.shared_raw.clone(), seen.shared.clone()),
         };
-        let next = Seen {
+        Some(Seen {
             instance: None,
+            adopted: false,
             raw: raw.map(|v| v.map(Into::into)),
             params,
             methods_raw: methods_raw.map(Into::into),
             methods,
             shared_raw,
             shared,
-        };
-        let out = current(&next);
-        self.seen.store(Arc::new(next));
-        out
+        })
+    }
+}
+
+impl Seen {
+    /// What a call reads of it.
+    fn current(&self) -> Current {
+        Current {
+            params: self.params,
+            methods: self.methods.clone(),
+            shared: self.shared.clone(),
+        }
     }
 }
 

@@ -1294,3 +1294,49 @@ async fn an_endpoint_reads_ssl_enabled_once_and_again_when_it_changes() {
         "a direct call reads it too"
     );
 }
+
+/// The directory hands the endpoint its new instance (an override): calls with it compare a
+/// pointer and read no parameter; a call still in flight with the one before gets that one's
+/// values for itself and leaves the new one in place.
+#[tokio::test]
+async fn an_endpoint_handed_its_new_instance_reads_nothing_per_call() {
+    use crate::protocol::endpoint_params::{compares, reads};
+    use switchman_core::{Invoker, MakeEndpoint};
+    let (address, _) = fake(|_, s| answers_five(s, None)).await;
+    let invoker = DubboInvoker::new();
+    let first = provider(&address, &[("prefer.serialization", "hessian2")]);
+    let endpoint = invoker.make(&first);
+    let weighted = provider(
+        &address,
+        &[("prefer.serialization", "hessian2"), ("weight", "5")],
+    );
+    endpoint.instance_changed(&weighted);
+    let (r, c) = (reads(), compares());
+    for _ in 0..3 {
+        assert_eq!(endpoint.invoke(&weighted, &add(), LONG).await.unwrap(), 5);
+    }
+    assert_eq!(
+        (reads() - r, compares() - c),
+        (0, 0),
+        "a pointer compared, nothing read"
+    );
+    // Handed one whose values changed: read once, then its verdict on every call.
+    let json = provider(&address, &[("prefer.serialization", "fastjson2")]);
+    let r = reads();
+    endpoint.instance_changed(&json);
+    assert_eq!(reads() - r, 1, "read when handed over");
+    let (r, c) = (reads(), compares());
+    let e = endpoint.invoke(&json, &add(), LONG).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert_eq!((reads() - r, compares() - c), (0, 0));
+    // A straggler with the instance before: its own values, for itself.
+    assert_eq!(endpoint.invoke(&weighted, &add(), LONG).await.unwrap(), 5);
+    let (r, c) = (reads(), compares());
+    let e = endpoint.invoke(&json, &add(), LONG).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert_eq!(
+        (reads() - r, compares() - c),
+        (0, 0),
+        "the straggler left the current instance in place"
+    );
+}

@@ -95,6 +95,9 @@ struct Seen {
     /// The instance it was read from, while the calls come with that one (held, so the
     /// address compared cannot belong to another instance); `None` after a change.
     instance: Option<Arc<Instance>>,
+    /// Whether `instance` was handed over by the directory ([`EndpointToken::adopt`]): the
+    /// endpoint's current one, so a call with another is a straggler with an older one.
+    adopted: bool,
     /// The `token` parameter it was read from (`None`: absent).
     raw: Option<Box<str>>,
     token: Option<Token>,
@@ -126,6 +129,7 @@ impl EndpointToken {
         EndpointToken {
             seen: ArcSwap::from_pointee(Seen {
                 instance: Some(instance.clone()),
+                adopted: false,
                 raw: raw.map(Into::into),
                 token: read(instance, raw, true),
             }),
@@ -147,13 +151,45 @@ impl EndpointToken {
         if raw == seen.raw.as_deref() {
             return seen.token.clone();
         }
+        if seen.adopted {
+            // A call still in flight with the instance before the current one.
+            return read(target, raw, false);
+        }
         let token = read(target, raw, true);
-        self.seen.store(Arc::new(Seen {
+        let next = Arc::new(Seen {
             instance: None,
+            adopted: false,
             raw: raw.map(Into::into),
             token: token.clone(),
-        }));
+        });
+        // Not over what `adopt` stored meanwhile.
+        self.seen.compare_and_swap(&seen, next);
         token
+    }
+
+    /// Takes `instance` as the endpoint's current one (see `Invoker::instance_changed`): its
+    /// token read again if it changed, and calls with it compare a pointer.
+    pub(crate) fn adopt(&self, instance: &Arc<Instance>) {
+        let seen = self.seen.load();
+        if seen
+            .instance
+            .as_ref()
+            .is_some_and(|i| Arc::ptr_eq(i, instance))
+        {
+            return;
+        }
+        let raw = instance.param(TOKEN_KEY);
+        let token = if raw == seen.raw.as_deref() {
+            seen.token.clone()
+        } else {
+            read(instance, raw, true)
+        };
+        self.seen.store(Arc::new(Seen {
+            instance: Some(instance.clone()),
+            adopted: true,
+            raw: raw.map(Into::into),
+            token,
+        }));
     }
 }
 

@@ -674,10 +674,11 @@ impl Invoker for TripleInvoker {
 /// last endpoint at the address is dropped and its calls have ended. It reads the provider's
 /// `token`, `prefer.serialization`, `serialization`, `release` (whether it takes
 /// [`WrapperCodec`], see [`wrapper::speaks_wrapper`]) and `ssl-enabled` once, when it is made:
-/// a call with that instance compares a pointer and reads no parameter string. Once the
-/// directory hands it another instance (an override, a re-registration), a call compares that
-/// one's values with those read (no parsing, no allocation), and parses them again only when
-/// they changed.
+/// a call with that instance compares a pointer and reads no parameter string. When the
+/// directory hands it the endpoint's new instance (an override, a re-registration:
+/// `Invoker::instance_changed`), it reads again what changed, and calls with that one compare
+/// a pointer again; a call with another instance compares its values with those kept and
+/// parses only what differs.
 pub struct TripleEndpoint {
     invoker: TripleInvoker,
     entry: Arc<Entry>,
@@ -724,6 +725,11 @@ impl Invoker for TripleEndpoint {
                 )
                 .await
         })
+    }
+
+    fn instance_changed(&self, instance: &Arc<Instance>) {
+        self.shared.adopt(instance);
+        self.token.adopt(instance);
     }
 }
 
