@@ -16,6 +16,7 @@ DUBBO_END = "<!-- END generated: dubbo-java -->"
 # What the dubbo_java bench is held to (issue item "Benchmark").
 JAVA_TARGET = 1.5
 CLUSTER_TARGET = 0.95
+ENDPOINT_TARGET = 0.97
 
 
 def dubbo_java(target):
@@ -37,6 +38,8 @@ def dubbo_java(target):
     names = {
         "switchman/cluster": "Switchman, `ClusterInvoker` (failover, random, 1 provider)",
         "switchman/invoker": "Switchman, `DubboInvoker::invoke` on the instance (no cluster)",
+        "switchman/cluster-endpoints": "Switchman, `ClusterInvoker` over per-endpoint clients (what `Reference` runs)",
+        "switchman/endpoint": "Switchman, that endpoint's `DubboEndpoint` on its instance (no cluster)",
         "switchman/connection": "Switchman, `Connection::request`, body encoded once",
         "java/async": "Java Dubbo consumer, async (`async=true`, N future chains)",
         "java/sync": "Java Dubbo consumer, sync (N threads)",
@@ -56,7 +59,8 @@ def dubbo_java(target):
         f"One Java provider (Dubbo {fig['dubbo_version']}, Java {fig['java_version']}, "
         f"dubbo://, hessian2, registry `N/A`), typed `{fig['method']}`, N calls in flight "
         f"(closed loop), per-call timeout {fig['timeout_ms']} ms; one connection shared by the "
-        "three Switchman cases, one for the Java consumer. "
+        "shared-invoker Switchman cases, another by the two per-endpoint ones (when measured), "
+        "one for the Java consumer. "
         f"Both JVMs: `{' '.join(fig['jvm_flags'])}` (JIT defaults), each first warmed "
         f"{fig['provider_warm_up_s']:g} s; then every case {fig['warm_up_s']:g} s warm-up, "
         f"{fig['measure_s']:g} s measured (the Rust cases in {fig['rounds']} alternating slices). "
@@ -98,6 +102,19 @@ def dubbo_java(target):
                 f"| cluster layer within 5% of the bare client (`DubboInvoker::invoke`) | {n} | "
                 f"{num(cluster['calls_per_s'])} vs {num(bare['calls_per_s'])} | {ratio:.3f} | "
                 f"{'yes' if ratio >= CLUSTER_TARGET else '**no**'} |")
+    for n in levels:
+        cluster = by.get(("switchman/cluster-endpoints", n))
+        bare = by.get(("switchman/endpoint", n))
+        if cluster and bare:
+            ratio = cluster["calls_per_s"] / bare["calls_per_s"]
+            out.append(
+                f"| per-endpoint clients: cluster layer within 3% of the endpoint's client (issue 27) | {n} | "
+                f"{num(cluster['calls_per_s'])} vs {num(bare['calls_per_s'])} | {ratio:.3f} | "
+                f"{'yes' if ratio >= ENDPOINT_TARGET else '**no**'} |")
+            c, b = cluster["consumer_cpu_us"], bare["consumer_cpu_us"]
+            out.append(
+                f"| (no target) consumer CPU per call, cluster over endpoints vs the endpoint's client | {n} | "
+                f"{c:.1f} vs {b:.1f} µs ({c - b:+.1f} µs) | {c / b:.2f} | – |")
     for n in levels:
         cluster, bare = by.get(("switchman/cluster", n)), by.get(("switchman/invoker", n))
         if cluster and bare:

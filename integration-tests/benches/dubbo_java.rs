@@ -9,14 +9,20 @@
 //!   decoding of the result), so `cluster / invoker` is the cost of the cluster layer;
 //! - `switchman/connection`: a bare `Connection::request` with a body encoded once beforehand
 //!   (the transport alone: no encoding, no decoding beyond a byte check, no pool);
+//! - `switchman/cluster-endpoints`: the cluster over per-endpoint clients, what `Reference`
+//!   runs (a second directory whose maker is that `DubboInvoker`: each endpoint's
+//!   `DubboEndpoint`, its parameters read once, its own connection slot);
+//! - `switchman/endpoint`: that endpoint's client called directly on its instance, no
+//!   cluster, so `cluster-endpoints / endpoint` is the cost of the cluster layer on that path;
 //! - `java/async` and `java/sync`: Java Dubbo's own consumer, the peers' `bench` program
 //!   (`ReferenceConfig<DemoService>`, a direct `dubbo://127.0.0.1:PORT` URL, one shared
 //!   connection): N chains of async calls, or N threads making blocking calls.
 //!
-//! The three Rust cases share one connection (the invoker's pool hands the bare case the
-//! connection the other two use), so they differ only in the consumer's code path: with a
-//! connection each, the provider's CPU per call differed by up to 1.7× between connections
-//! in the same run, which swamped the cluster layer's cost.
+//! The first three Rust cases share one connection (the invoker's pool hands the bare case the
+//! connection the other two use), and the last two another (the endpoint's), so each
+//! comparison differs only in the consumer's code path: with a connection each, the
+//! provider's CPU per call differed by up to 1.7× between connections in the same run, which
+//! swamped the cluster layer's cost.
 //!
 //! Every client keeps N calls in flight (a closed loop: N tasks, chains or threads, each
 //! starting its next call when the last one answered), at 16 and 128. Both JVMs run with
@@ -145,11 +151,15 @@ fn target_dir() -> PathBuf {
 }
 
 /// One Rust client; `call` makes one checked call.
-#[allow(clippy::large_enum_variant, reason = "three of them, each in an Arc")]
+#[allow(clippy::large_enum_variant, reason = "five of them, each in an Arc")]
 enum Case {
     Cluster(ClusterInvoker, Invocation),
     Invoker(DubboInvoker, Instance, Invocation),
     Connection(Connection, Bytes),
+    /// The cluster over per-endpoint clients (what `Reference` runs).
+    ClusterEndpoints(ClusterInvoker, Invocation),
+    /// That endpoint's client (`DubboEndpoint`) called on the instance, no cluster.
+    Endpoint(Arc<dyn Invoker>, Arc<Instance>, Invocation),
 }
 
 impl Case {
@@ -158,13 +168,18 @@ impl Case {
             Case::Cluster(..) => "switchman/cluster",
             Case::Invoker(..) => "switchman/invoker",
             Case::Connection(..) => "switchman/connection",
+            Case::ClusterEndpoints(..) => "switchman/cluster-endpoints",
+            Case::Endpoint(..) => "switchman/endpoint",
         }
     }
 
     async fn call(&self) -> Result<(), String> {
         let value = match self {
-            Case::Cluster(cluster, inv) => cluster.invoke(inv).await,
+            Case::Cluster(cluster, inv) | Case::ClusterEndpoints(cluster, inv) => {
+                cluster.invoke(inv).await
+            }
             Case::Invoker(invoker, target, inv) => invoker.invoke(target, inv, TIMEOUT).await,
+            Case::Endpoint(client, target, inv) => client.invoke(target, inv, TIMEOUT).await,
             Case::Connection(conn, body) => {
                 let resp = conn
                     .request(HESSIAN2, body.clone(), TIMEOUT)
@@ -450,10 +465,42 @@ async fn rust_cases(port: u16, method: &str) -> (Vec<Arc<Case>>, Arc<RegistryDir
         .get(instance.address(), 0, TIMEOUT)
         .await
         .expect("a connection to the Java provider");
+    // The cluster over per-endpoint clients, as `Reference` runs it, and that endpoint's
+    // client alone: a second directory whose maker is the same invoker, so both share the
+    // endpoint's connection (one live endpoint at the address: one slot).
+    let with_clients = RegistryDirectory::subscribe(
+        &registry,
+        DirectoryConfig::new(ServiceKey::new(DEMO_SERVICE)).maker(dubbo.clone()),
+    )
+    .await
+    .expect("a directory with per-endpoint clients");
+    with_clients
+        .wait_until(Duration::from_secs(10), |s| s.endpoints().len() == 1)
+        .await
+        .expect("the provider in the directory");
+    let snap = with_clients.load();
+    let endpoint = snap.endpoints()[0]
+        .service
+        .clone()
+        .expect("the endpoint's own client");
+    // The very instance the endpoint was made with: its calls compare a pointer.
+    let endpoint_instance = snap.endpoints()[0].instance.clone();
+    drop(snap);
+    let over_clients = ClusterInvoker::new(
+        Arc::new(with_clients),
+        Arc::new(ProtocolInvoker::new().dubbo(dubbo.clone())),
+        ClusterConfig::default().timeout(TIMEOUT),
+    );
     let cases = vec![
         Arc::new(Case::Cluster(cluster, invocation(method))),
         Arc::new(Case::Invoker(dubbo, instance, invocation(method))),
         Arc::new(Case::Connection(conn, encoded_body(method))),
+        Arc::new(Case::ClusterEndpoints(over_clients, invocation(method))),
+        Arc::new(Case::Endpoint(
+            endpoint,
+            endpoint_instance,
+            invocation(method),
+        )),
     ];
     // The provider's first calls load and link much of Dubbo: allow them 30 s.
     for case in &cases {
@@ -511,7 +558,10 @@ fn main() {
     let (mut cases, dir) = rt.block_on(rust_cases(provider.port(), &opts.method));
     if let Some(only) = &opts.case {
         cases.retain(|c| c.name() == format!("switchman/{only}"));
-        assert!(!cases.is_empty(), "--case cluster|invoker|connection");
+        assert!(
+            !cases.is_empty(),
+            "--case cluster|invoker|connection|cluster-endpoints|endpoint"
+        );
     }
     let provider_pid = provider.pid().expect("the provider runs");
     let cpu = Cpu::new(provider_pid);
