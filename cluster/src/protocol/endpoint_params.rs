@@ -127,6 +127,13 @@ impl SharedParams {
     }
 }
 
+/// Whether `target` is the very instance `kept` (an endpoint's values read from it): a
+/// pointer comparison, what a call with its endpoint's current instance costs.
+#[inline]
+pub(crate) fn is_kept(kept: Option<&Arc<Instance>>, target: &Instance) -> bool {
+    kept.is_some_and(|i| std::ptr::eq(&**i, target))
+}
+
 /// Whether `target` registered `ssl-enabled=true` (for the callers that need only that).
 pub(crate) fn ssl_enabled(target: &Instance) -> bool {
     is_true(target.param(SSL_ENABLED))
@@ -241,11 +248,7 @@ impl EndpointShared {
     /// The shared parameters of `target`, this endpoint's current instance.
     pub(crate) fn get(&self, target: &Instance) -> SharedParams {
         let seen = self.seen.load();
-        if seen
-            .instance
-            .as_deref()
-            .is_some_and(|i| std::ptr::eq(i, target))
-        {
+        if is_kept(seen.instance.as_ref(), target) {
             return seen.params.clone();
         }
         let Some((raw, params)) = seen.raw.changed(target) else {
@@ -270,11 +273,7 @@ impl EndpointShared {
     /// values parsed again if they changed, and calls with it compare a pointer.
     pub(crate) fn adopt(&self, instance: &Arc<Instance>) {
         let seen = self.seen.load();
-        if seen
-            .instance
-            .as_ref()
-            .is_some_and(|i| Arc::ptr_eq(i, instance))
-        {
+        if is_kept(seen.instance.as_ref(), instance) {
             return;
         }
         let (raw, params) = seen

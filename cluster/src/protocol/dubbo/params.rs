@@ -30,7 +30,7 @@ use switchman_core::Instance;
 use tracing::{debug, warn};
 
 use super::ExchangeConfig;
-use crate::protocol::endpoint_params::{SharedParams, SharedRaw};
+use crate::protocol::endpoint_params::{SharedParams, SharedRaw, is_kept};
 
 /// The most connections a provider's `connections` parameter opens to its address.
 pub(crate) const MAX_CONNECTIONS: usize = 16;
@@ -453,11 +453,7 @@ impl EndpointParams {
     /// current instance.
     pub(crate) fn current(&self, target: &Instance) -> Current {
         let seen = self.seen.load();
-        if seen
-            .instance
-            .as_deref()
-            .is_some_and(|i| std::ptr::eq(i, target))
-        {
+        if is_kept(seen.instance.as_ref(), target) {
             return seen.current();
         }
         // A straggler (a call in flight with the instance before the adopted one) reads for
@@ -477,11 +473,7 @@ impl EndpointParams {
     /// values read again if they changed, and calls with it compare a pointer.
     pub(crate) fn adopt(&self, instance: &Arc<Instance>) {
         let seen = self.seen.load();
-        if seen
-            .instance
-            .as_ref()
-            .is_some_and(|i| Arc::ptr_eq(i, instance))
-        {
+        if is_kept(seen.instance.as_ref(), instance) {
             return;
         }
         let mut next = self

@@ -25,6 +25,8 @@ use arc_swap::ArcSwap;
 use switchman_core::Instance;
 use tracing::{debug, warn};
 
+use crate::protocol::endpoint_params::is_kept;
+
 /// The parameter and attachment name.
 pub(crate) const TOKEN_KEY: &str = "token";
 
@@ -140,11 +142,7 @@ impl EndpointToken {
     /// The token of `target`, this endpoint's current instance.
     pub(crate) fn get(&self, target: &Instance) -> Option<Token> {
         let seen = self.seen.load();
-        if seen
-            .instance
-            .as_deref()
-            .is_some_and(|i| std::ptr::eq(i, target))
-        {
+        if is_kept(seen.instance.as_ref(), target) {
             return seen.token.clone();
         }
         let raw = target.param(TOKEN_KEY);
@@ -171,11 +169,7 @@ impl EndpointToken {
     /// token read again if it changed, and calls with it compare a pointer.
     pub(crate) fn adopt(&self, instance: &Arc<Instance>) {
         let seen = self.seen.load();
-        if seen
-            .instance
-            .as_ref()
-            .is_some_and(|i| Arc::ptr_eq(i, instance))
-        {
+        if is_kept(seen.instance.as_ref(), instance) {
             return;
         }
         let raw = instance.param(TOKEN_KEY);
