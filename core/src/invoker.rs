@@ -56,7 +56,9 @@ impl<T: Invoker + ?Sized> Invoker for Arc<T> {
 /// A directory given a maker calls it when an endpoint (address, protocol, service key) first
 /// appears, never on the call path, and keeps the client in its snapshots beside the
 /// endpoint's live statistics; every attempt on that endpoint goes through it, with the
-/// endpoint's current instance as `target`. When the endpoint leaves, snapshots stop routing
+/// endpoint's current instance as `target`. When a registration or an override changes that
+/// instance, the directory hands the client the new one first
+/// ([`Invoker::instance_changed`]). When the endpoint leaves, snapshots stop routing
 /// to it; the directory keeps the client for its drain grace (an endpoint that comes back
 /// within it gets the same client) and then drops it, and dropping it drains it: its
 /// connections close once their last call ends.
