@@ -62,7 +62,11 @@ impl RetryBudget {
     }
 
     fn now_gen(&self) -> u64 {
-        self.start.elapsed().as_secs() / self.slot_secs + 1
+        self.gen_at(Instant::now())
+    }
+
+    fn gen_at(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.start).as_secs() / self.slot_secs + 1
     }
 
     /// The slot of `generation`, emptied first if it still holds an older generation. The
@@ -94,7 +98,12 @@ impl RetryBudget {
 
     /// Records a call (a first attempt).
     pub fn deposit(&self) {
-        let i = self.slot(self.now_gen());
+        self.deposit_at(Instant::now());
+    }
+
+    /// [`RetryBudget::deposit`] at `now`, a clock read the caller has already made.
+    pub fn deposit_at(&self, now: Instant) {
+        let i = self.slot(self.gen_at(now));
         self.deposits[i].fetch_add(1, Ordering::AcqRel);
     }
 

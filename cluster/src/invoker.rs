@@ -190,7 +190,7 @@ impl ClusterInvoker {
             return run_mock(action, invocation, None);
         }
         if let Some(b) = &shared.budget {
-            b.deposit();
+            b.deposit_at(started);
         }
         let telemetry = CallTelemetry::new(shared.metrics.method(&invocation.method));
         let span = info_span!("call",

@@ -191,8 +191,10 @@ impl<'c> Attempter<'c> {
         // from the URL of the instance being called), precomputed in the plan.
         let limits = plan.limits(self.settings, &self.invocation.method, i);
         let mut timeout = limits.timeout;
+        // One clock read for the deadline's check, the attempt's start and its timer.
+        let started = Instant::now();
         if let Some(d) = self.deadline {
-            let left = d.saturating_duration_since(Instant::now());
+            let left = d.saturating_duration_since(started);
             if left < DEADLINE_FLOOR {
                 return Err(Error::timeout(format!(
                     "deadline of {} reached before an attempt on {}",
@@ -214,7 +216,6 @@ impl<'c> Attempter<'c> {
             outcome = Empty,
             error_type = Empty,
         );
-        let started = Instant::now();
         // Counted for `poll_ready` only when the endpoint has a cap.
         let _room = limits.actives.map(|_| self.shared.room.enter());
         let guard = ep.stats.begin();
@@ -226,17 +227,18 @@ impl<'c> Attempter<'c> {
                 .invoker
                 .invoke(&ep.instance, self.invocation, timeout),
         };
-        let result = match tokio::time::timeout(timeout, fut)
-            .instrument(span.clone())
-            .await
-        {
-            Ok(r) => r,
-            Err(_) => Err(Error::timeout(format!(
-                "{} did not answer {} within {timeout:?}",
-                ep.instance.address(),
-                self.invocation.method
-            ))),
-        };
+        let result =
+            match tokio::time::timeout_at(crate::config::deadline_from(started, timeout), fut)
+                .instrument(span.clone())
+                .await
+            {
+                Ok(r) => r,
+                Err(_) => Err(Error::timeout(format!(
+                    "{} did not answer {} within {timeout:?}",
+                    ep.instance.address(),
+                    self.invocation.method
+                ))),
+            };
         // One clock read for the latency, the balancer's statistics and outlier detection.
         let ended = Instant::now();
         let elapsed = ended.saturating_duration_since(started);

@@ -19,7 +19,11 @@ pub const MAX_PROVIDER_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// provider's `timeout=9223372036854775807`) is a deadline about 30 years away, never the
 /// overflow panic of `Instant + Duration`.
 pub(crate) fn deadline_after(d: Duration) -> tokio::time::Instant {
-    let now = tokio::time::Instant::now();
+    deadline_from(tokio::time::Instant::now(), d)
+}
+
+/// [`deadline_after`] from `now`, a clock read the caller has already made.
+pub(crate) fn deadline_from(now: tokio::time::Instant, d: Duration) -> tokio::time::Instant {
     now.checked_add(d)
         .or_else(|| now.checked_add(Duration::from_secs(30 * 365 * 24 * 3600)))
         .unwrap_or(now)

@@ -45,8 +45,8 @@ use serde_json::Value;
 use switchman_core::{Error, Invocation};
 use switchman_loadbalance::OutlierConfig;
 
-pub(crate) use durations::deadline_after;
 pub use durations::{DEFAULT_TIMEOUT, MAX_PROVIDER_TIMEOUT, TRIPLE_DEFAULT_TIMEOUT};
+pub(crate) use durations::{deadline_after, deadline_from};
 pub use hedge::Hedge;
 pub use merger::{Merger, MergerFn};
 pub use mock::{FallbackFn, Mock, MockAction};
