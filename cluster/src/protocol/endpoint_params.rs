@@ -204,30 +204,125 @@ impl SharedRaw {
     }
 }
 
-/// What one endpoint's client read.
-struct Seen {
+/// What an endpoint's client reads of its instance, kept in a [`Kept`].
+pub(crate) trait ReadOnce: Clone {
+    /// What reading needs besides the instance (the consumer's own settings).
+    type Context;
+
+    /// `target`'s values when they differ from these (`None`: the same), read again; `loud`:
+    /// what is out of range logged at `warn` (else at `debug`).
+    fn changed(&self, target: &Instance, cx: &Self::Context, loud: bool) -> Option<Self>;
+}
+
+/// What one endpoint's client read, and from which instance.
+struct Held<V> {
     /// The instance read, while the calls come with that one (held, so the address compared
     /// cannot belong to another instance); `None` after a change.
     instance: Option<Arc<Instance>>,
-    /// Whether `instance` was handed over by the directory ([`EndpointShared::adopt`]).
+    /// Whether `instance` was handed over by the directory ([`Kept::adopt`]): the endpoint's
+    /// current one, so a call with another is a straggler with an older one.
     adopted: bool,
+    values: V,
+}
+
+/// Values an endpoint's client read of its instance when it was made (its token, its
+/// parameters). A call with that instance costs a pointer comparison. When the directory
+/// hands the endpoint its new instance ([`Kept::adopt`], `Invoker::instance_changed`), what
+/// changed is read again and calls with that one compare a pointer again. A call with another
+/// instance compares its values with those kept: before any hand-over it reads and keeps
+/// what changed; after one (a call still in flight with the instance before) it reads for
+/// itself, quietly, and leaves what was adopted.
+pub(crate) struct Kept<V> {
+    held: ArcSwap<Held<V>>,
+}
+
+impl<V: ReadOnce> Kept<V> {
+    /// `values`, read from `instance`.
+    pub(crate) fn new(instance: &Arc<Instance>, values: V) -> Self {
+        Kept {
+            held: ArcSwap::from_pointee(Held {
+                instance: Some(instance.clone()),
+                adopted: false,
+                values,
+            }),
+        }
+    }
+
+    /// `f` of the values of `target`, this endpoint's current instance.
+    #[inline]
+    pub(crate) fn with<R>(&self, target: &Instance, cx: &V::Context, f: impl FnOnce(&V) -> R) -> R {
+        let held = self.held.load();
+        if is_kept(held.instance.as_ref(), target) {
+            return f(&held.values);
+        }
+        let Some(values) = held.values.changed(target, cx, !held.adopted) else {
+            return f(&held.values);
+        };
+        let out = f(&values);
+        if !held.adopted {
+            let next = Arc::new(Held {
+                instance: None,
+                adopted: false,
+                values,
+            });
+            // Not over what `adopt` stored meanwhile.
+            self.held.compare_and_swap(&held, next);
+        }
+        out
+    }
+
+    /// Takes `instance` as the endpoint's current one (see `Invoker::instance_changed`): its
+    /// values read again if they changed, and calls with it compare a pointer.
+    pub(crate) fn adopt(&self, instance: &Arc<Instance>, cx: &V::Context) {
+        let held = self.held.load();
+        if is_kept(held.instance.as_ref(), instance) {
+            return;
+        }
+        let values = held
+            .values
+            .changed(instance, cx, true)
+            .unwrap_or_else(|| held.values.clone());
+        self.held.store(Arc::new(Held {
+            instance: Some(instance.clone()),
+            adopted: true,
+            values,
+        }));
+    }
+
+    /// `f` of the values kept now (for `Debug`).
+    pub(crate) fn peek<R>(&self, f: impl FnOnce(&V) -> R) -> R {
+        f(&self.held.load().values)
+    }
+}
+
+/// The shared values one endpoint read, and their parse.
+#[derive(Clone)]
+struct Shared {
     raw: SharedRaw,
     params: SharedParams,
 }
 
-/// An endpoint's shared parameters, read when the endpoint's client is made. A call with the
-/// same instance costs a pointer comparison; a call with another instance of the endpoint (an
-/// override, a re-registration) compares the values with those read, and parses them again
-/// when they changed.
+impl ReadOnce for Shared {
+    type Context = ();
+
+    fn changed(&self, target: &Instance, _: &(), _loud: bool) -> Option<Self> {
+        let (raw, params) = self.raw.changed(target)?;
+        Some(Shared { raw, params })
+    }
+}
+
+/// An endpoint's shared parameters, read when the endpoint's client is made (see [`Kept`]).
 pub(crate) struct EndpointShared {
-    seen: ArcSwap<Seen>,
+    kept: Kept<Shared>,
 }
 
 impl fmt::Debug for EndpointShared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EndpointShared")
-            .field("params", &self.seen.load().params)
-            .finish_non_exhaustive()
+        self.kept.peek(|v| {
+            f.debug_struct("EndpointShared")
+                .field("params", &v.params)
+                .finish_non_exhaustive()
+        })
     }
 }
 
@@ -236,56 +331,18 @@ impl EndpointShared {
     pub(crate) fn new(instance: &Arc<Instance>) -> Self {
         let (raw, params) = SharedRaw::read(instance);
         EndpointShared {
-            seen: ArcSwap::from_pointee(Seen {
-                instance: Some(instance.clone()),
-                adopted: false,
-                raw,
-                params,
-            }),
+            kept: Kept::new(instance, Shared { raw, params }),
         }
     }
 
     /// The shared parameters of `target`, this endpoint's current instance.
     pub(crate) fn get(&self, target: &Instance) -> SharedParams {
-        let seen = self.seen.load();
-        if is_kept(seen.instance.as_ref(), target) {
-            return seen.params.clone();
-        }
-        let Some((raw, params)) = seen.raw.changed(target) else {
-            return seen.params.clone();
-        };
-        if seen.adopted {
-            // A call still in flight with the instance before the current one.
-            return params;
-        }
-        let next = Arc::new(Seen {
-            instance: None,
-            adopted: false,
-            raw,
-            params: params.clone(),
-        });
-        // Not over what `adopt` stored meanwhile.
-        self.seen.compare_and_swap(&seen, next);
-        params
+        self.kept.with(target, &(), |v| v.params.clone())
     }
 
-    /// Takes `instance` as the endpoint's current one (see `Invoker::instance_changed`): its
-    /// values parsed again if they changed, and calls with it compare a pointer.
+    /// Takes `instance` as the endpoint's current one ([`Kept::adopt`]).
     pub(crate) fn adopt(&self, instance: &Arc<Instance>) {
-        let seen = self.seen.load();
-        if is_kept(seen.instance.as_ref(), instance) {
-            return;
-        }
-        let (raw, params) = seen
-            .raw
-            .changed(instance)
-            .unwrap_or_else(|| (seen.raw.clone(), seen.params.clone()));
-        self.seen.store(Arc::new(Seen {
-            instance: Some(instance.clone()),
-            adopted: true,
-            raw,
-            params,
-        }));
+        self.kept.adopt(instance, &());
     }
 }
 

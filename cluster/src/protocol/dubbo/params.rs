@@ -25,12 +25,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use switchman_core::Instance;
 use tracing::{debug, warn};
 
 use super::ExchangeConfig;
-use crate::protocol::endpoint_params::{SharedParams, SharedRaw, is_kept};
+use crate::protocol::endpoint_params::{Kept, ReadOnce, SharedParams, SharedRaw};
 
 /// The most connections a provider's `connections` parameter opens to its address.
 pub(crate) const MAX_CONNECTIONS: usize = 16;
@@ -379,12 +378,6 @@ fn no_method(address: &str, method: &str, has: &str) -> switchman_core::Error {
 /// What one endpoint's client read.
 #[derive(Clone)]
 struct Seen {
-    /// The instance read, while the calls come with that one (held, so the address compared
-    /// cannot belong to another instance); `None` after a change.
-    instance: Option<Arc<Instance>>,
-    /// Whether `instance` was handed over by the directory ([`EndpointParams::adopt`]): the
-    /// endpoint's current one, so a call with another is a straggler with an older one.
-    adopted: bool,
     /// The values read (in the order of [`KEYS`]).
     raw: [Option<Box<str>>; 3],
     params: ProviderParams,
@@ -405,20 +398,69 @@ pub(crate) struct Current {
     pub(crate) shared: SharedParams,
 }
 
-/// An endpoint's provider parameters, read when the endpoint's client is made. A call with
-/// the same instance costs a pointer comparison; a call with another instance of the endpoint
-/// (an override, a re-registration) compares the values with those read, and reads them again
-/// (logging what is out of range again) when they changed.
+impl Seen {
+    /// What a call reads of it.
+    fn current(&self) -> Current {
+        Current {
+            params: self.params,
+            methods: self.methods.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl ReadOnce for Seen {
+    type Context = Consumer;
+
+    /// Reads again only what changed (logging what is out of range again).
+    fn changed(&self, target: &Instance, consumer: &Consumer, loud: bool) -> Option<Seen> {
+        let raw = raw_of(target);
+        let methods_raw = target.param("methods");
+        let shared_changed = self.shared_raw.changed(target);
+        let same_raw = raw.iter().zip(&self.raw).all(|(a, b)| *a == b.as_deref());
+        if same_raw && methods_raw == self.methods_raw.as_deref() && shared_changed.is_none() {
+            return None;
+        }
+        let params = if same_raw {
+            self.params
+        } else {
+            ProviderParams::read(target, &raw, consumer, loud)
+        };
+        let methods = if methods_raw == self.methods_raw.as_deref() {
+            self.methods.clone()
+        } else {
+            methods_raw.and_then(MethodNames::parse).map(Arc::new)
+        };
+        let (shared_raw, shared) = match shared_changed {
+            Some(changed) => changed,
+            None => (self.shared_raw.clone(), self.shared.clone()),
+        };
+        Some(Seen {
+            raw: raw.map(|v| v.map(Into::into)),
+            params,
+            methods_raw: methods_raw.map(Into::into),
+            methods,
+            shared_raw,
+            shared,
+        })
+    }
+}
+
+/// An endpoint's provider parameters, read when the endpoint's client is made (see [`Kept`]:
+/// a call with the endpoint's current instance compares a pointer; what changed is read
+/// again, logging what is out of range again).
 pub(crate) struct EndpointParams {
-    seen: ArcSwap<Seen>,
+    kept: Kept<Seen>,
     consumer: Consumer,
 }
 
 impl fmt::Debug for EndpointParams {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EndpointParams")
-            .field("params", &self.seen.load().params)
-            .finish_non_exhaustive()
+        self.kept.peek(|s| {
+            f.debug_struct("EndpointParams")
+                .field("params", &s.params)
+                .finish_non_exhaustive()
+        })
     }
 }
 
@@ -428,17 +470,16 @@ impl EndpointParams {
         let raw = raw_of(instance);
         let methods_raw = instance.param("methods");
         let (shared_raw, shared) = SharedRaw::read(instance);
+        let seen = Seen {
+            raw: raw.map(|v| v.map(Into::into)),
+            params: ProviderParams::read(instance, &raw, &consumer, true),
+            methods_raw: methods_raw.map(Into::into),
+            methods: methods_raw.and_then(MethodNames::parse).map(Arc::new),
+            shared_raw,
+            shared,
+        };
         EndpointParams {
-            seen: ArcSwap::from_pointee(Seen {
-                instance: Some(instance.clone()),
-                adopted: false,
-                raw: raw.map(|v| v.map(Into::into)),
-                params: ProviderParams::read(instance, &raw, &consumer, true),
-                methods_raw: methods_raw.map(Into::into),
-                methods: methods_raw.and_then(MethodNames::parse).map(Arc::new),
-                shared_raw,
-                shared,
-            }),
+            kept: Kept::new(instance, seen),
             consumer,
         }
     }
@@ -452,83 +493,12 @@ impl EndpointParams {
     /// The parameters, method names and shared parameters of `target`, this endpoint's
     /// current instance.
     pub(crate) fn current(&self, target: &Instance) -> Current {
-        let seen = self.seen.load();
-        if is_kept(seen.instance.as_ref(), target) {
-            return seen.current();
-        }
-        // A straggler (a call in flight with the instance before the adopted one) reads for
-        // itself, quietly, and leaves what was adopted.
-        let Some(next) = self.changed(&seen, target, !seen.adopted) else {
-            return seen.current();
-        };
-        let out = next.current();
-        if !seen.adopted {
-            // Not over what `adopt` stored meanwhile.
-            self.seen.compare_and_swap(&seen, Arc::new(next));
-        }
-        out
+        self.kept.with(target, &self.consumer, Seen::current)
     }
 
-    /// Takes `instance` as the endpoint's current one (see `Invoker::instance_changed`): its
-    /// values read again if they changed, and calls with it compare a pointer.
+    /// Takes `instance` as the endpoint's current one ([`Kept::adopt`]).
     pub(crate) fn adopt(&self, instance: &Arc<Instance>) {
-        let seen = self.seen.load();
-        if is_kept(seen.instance.as_ref(), instance) {
-            return;
-        }
-        let mut next = self
-            .changed(&seen, instance, true)
-            .unwrap_or_else(|| Seen::clone(&seen));
-        next.instance = Some(instance.clone());
-        next.adopted = true;
-        self.seen.store(Arc::new(next));
-    }
-
-    /// What `target` gives when its values differ from `seen`'s (`None`: the same), reading
-    /// again only what changed; `loud`: out-of-range values logged at `warn`.
-    fn changed(&self, seen: &Seen, target: &Instance, loud: bool) -> Option<Seen> {
-        let raw = raw_of(target);
-        let methods_raw = target.param("methods");
-        let shared_changed = seen.shared_raw.changed(target);
-        let same_raw = raw.iter().zip(&seen.raw).all(|(a, b)| *a == b.as_deref());
-        if same_raw && methods_raw == seen.methods_raw.as_deref() && shared_changed.is_none() {
-            return None;
-        }
-        let params = if same_raw {
-            seen.params
-        } else {
-            ProviderParams::read(target, &raw, &self.consumer, loud)
-        };
-        let methods = if methods_raw == seen.methods_raw.as_deref() {
-            seen.methods.clone()
-        } else {
-            methods_raw.and_then(MethodNames::parse).map(Arc::new)
-        };
-        let (shared_raw, shared) = match shared_changed {
-            Some(changed) => changed,
-            None => (seen.shared_raw.clone(), seen.shared.clone()),
-        };
-        Some(Seen {
-            instance: None,
-            adopted: false,
-            raw: raw.map(|v| v.map(Into::into)),
-            params,
-            methods_raw: methods_raw.map(Into::into),
-            methods,
-            shared_raw,
-            shared,
-        })
-    }
-}
-
-impl Seen {
-    /// What a call reads of it.
-    fn current(&self) -> Current {
-        Current {
-            params: self.params,
-            methods: self.methods.clone(),
-            shared: self.shared.clone(),
-        }
+        self.kept.adopt(instance, &self.consumer);
     }
 }
 

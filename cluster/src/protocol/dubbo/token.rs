@@ -21,11 +21,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use arc_swap::ArcSwap;
 use switchman_core::Instance;
 use tracing::{debug, warn};
 
-use crate::protocol::endpoint_params::is_kept;
+use crate::protocol::endpoint_params::{Kept, ReadOnce};
 
 /// The parameter and attachment name.
 pub(crate) const TOKEN_KEY: &str = "token";
@@ -93,24 +92,30 @@ fn read(target: &Instance, raw: Option<&str>, loud: bool) -> Option<Token> {
 }
 
 /// What one endpoint's client knows of its provider's token.
-struct Seen {
-    /// The instance it was read from, while the calls come with that one (held, so the
-    /// address compared cannot belong to another instance); `None` after a change.
-    instance: Option<Arc<Instance>>,
-    /// Whether `instance` was handed over by the directory ([`EndpointToken::adopt`]): the
-    /// endpoint's current one, so a call with another is a straggler with an older one.
-    adopted: bool,
+#[derive(Clone)]
+struct Known {
     /// The `token` parameter it was read from (`None`: absent).
     raw: Option<Box<str>>,
     token: Option<Token>,
 }
 
-/// An endpoint's provider token, read when the endpoint's client is made. A call with the
-/// same instance costs a pointer comparison; a call with another instance of the endpoint
-/// (the directory replaced it: an override, a re-registration) compares the `token`
-/// parameter with the one read, and reads it again when it changed.
+impl ReadOnce for Known {
+    type Context = ();
+
+    fn changed(&self, target: &Instance, _: &(), loud: bool) -> Option<Self> {
+        let raw = target.param(TOKEN_KEY);
+        (raw != self.raw.as_deref()).then(|| Known {
+            raw: raw.map(Into::into),
+            token: read(target, raw, loud),
+        })
+    }
+}
+
+/// An endpoint's provider token, read when the endpoint's client is made (see [`Kept`]: a
+/// call with the endpoint's current instance compares a pointer, the `token` parameter is
+/// read again when it changed).
 pub(crate) struct EndpointToken {
-    seen: ArcSwap<Seen>,
+    kept: Kept<Known>,
     /// Whether a caller's own `token` attachment replacing the provider's was logged at `warn`
     /// (once per endpoint; later ones at `debug`).
     override_logged: AtomicBool,
@@ -118,9 +123,11 @@ pub(crate) struct EndpointToken {
 
 impl fmt::Debug for EndpointToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EndpointToken")
-            .field("token", &self.seen.load().token)
-            .finish_non_exhaustive()
+        self.kept.peek(|k| {
+            f.debug_struct("EndpointToken")
+                .field("token", &k.token)
+                .finish_non_exhaustive()
+        })
     }
 }
 
@@ -128,62 +135,24 @@ impl EndpointToken {
     /// Reads `instance`'s token.
     pub(crate) fn new(instance: &Arc<Instance>) -> Self {
         let raw = instance.param(TOKEN_KEY);
+        let known = Known {
+            raw: raw.map(Into::into),
+            token: read(instance, raw, true),
+        };
         EndpointToken {
-            seen: ArcSwap::from_pointee(Seen {
-                instance: Some(instance.clone()),
-                adopted: false,
-                raw: raw.map(Into::into),
-                token: read(instance, raw, true),
-            }),
+            kept: Kept::new(instance, known),
             override_logged: AtomicBool::new(false),
         }
     }
 
     /// The token of `target`, this endpoint's current instance.
     pub(crate) fn get(&self, target: &Instance) -> Option<Token> {
-        let seen = self.seen.load();
-        if is_kept(seen.instance.as_ref(), target) {
-            return seen.token.clone();
-        }
-        let raw = target.param(TOKEN_KEY);
-        if raw == seen.raw.as_deref() {
-            return seen.token.clone();
-        }
-        if seen.adopted {
-            // A call still in flight with the instance before the current one.
-            return read(target, raw, false);
-        }
-        let token = read(target, raw, true);
-        let next = Arc::new(Seen {
-            instance: None,
-            adopted: false,
-            raw: raw.map(Into::into),
-            token: token.clone(),
-        });
-        // Not over what `adopt` stored meanwhile.
-        self.seen.compare_and_swap(&seen, next);
-        token
+        self.kept.with(target, &(), |k| k.token.clone())
     }
 
-    /// Takes `instance` as the endpoint's current one (see `Invoker::instance_changed`): its
-    /// token read again if it changed, and calls with it compare a pointer.
+    /// Takes `instance` as the endpoint's current one ([`Kept::adopt`]).
     pub(crate) fn adopt(&self, instance: &Arc<Instance>) {
-        let seen = self.seen.load();
-        if is_kept(seen.instance.as_ref(), instance) {
-            return;
-        }
-        let raw = instance.param(TOKEN_KEY);
-        let token = if raw == seen.raw.as_deref() {
-            seen.token.clone()
-        } else {
-            read(instance, raw, true)
-        };
-        self.seen.store(Arc::new(Seen {
-            instance: Some(instance.clone()),
-            adopted: true,
-            raw: raw.map(Into::into),
-            token,
-        }));
+        self.kept.adopt(instance, &());
     }
 }
 
