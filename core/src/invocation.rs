@@ -41,6 +41,33 @@ pub trait TypedBody: Send + Sync {
     fn protobuf(&self) -> Option<Protobuf<'_>> {
         None
     }
+    /// Where a server-streaming protobuf call's replies go; `None` (the default): the call
+    /// has one reply. Triple then opens the stream (the attempt succeeds once the provider
+    /// has answered with its headers, and fails over like any call before that), hands it
+    /// to [`StreamSink::opened`] and answers the JSON that returns in place of a reply.
+    fn server_stream(&self) -> Option<&dyn StreamSink> {
+        None
+    }
+}
+
+/// The replies of a server-streaming call, as the transport reads them
+/// ([`TypedBody::server_stream`]).
+pub trait MessageStream: Send + 'static {
+    /// The next reply message (protobuf bytes, without gRPC's length prefix); `None` once
+    /// the provider ended the stream with OK. An error ends the stream: a non-OK status
+    /// (a Java exception), a broken connection, an invalid frame or the call's deadline.
+    fn poll_message(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<crate::Result<bytes::Bytes>>>;
+}
+
+/// Takes the stream a server-streaming call opened ([`TypedBody::server_stream`]).
+pub trait StreamSink: Send + Sync {
+    /// The provider accepted the call: its replies come through `stream`. Returns the JSON
+    /// the attempt answers with (a token the caller exchanges for the stream, as
+    /// [`TypedBody::read_result`]'s).
+    fn opened(&self, stream: Box<dyn MessageStream>) -> Value;
 }
 
 /// A protobuf (IDL) call's request ([`TypedBody::protobuf`]).

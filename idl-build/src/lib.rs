@@ -46,8 +46,12 @@
 //!   `timeout`/`retries`). The invocation's method is the proto name (`SayHello`), as in
 //!   Dubbo's Java stubs.
 //!
-//! Streaming rpcs get no method (the client's doc names them): Switchman's Triple client is
-//! unary.
+//! - per server-streaming rpc `Count(HelloRequest) returns (stream HelloReply)`:
+//!   `async fn count(&self, request) -> switchman::Result<switchman::Streaming<HelloReply>>`
+//!   and `count_with`: the cluster chooses the provider (failing over until one accepts the
+//!   call), then `Streaming::message` reads its replies in order.
+//!
+//! Client-streaming and bidirectional rpcs get no method (the client's doc names them).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, rust_2018_idioms, unreachable_pub)]
@@ -236,10 +240,11 @@ fn comments(c: &prost_build::Comments) -> String {
         .replace('<', "\\<")
 }
 
+/// The kind of a streaming rpc the clients do not call (`None`: unary or server streaming).
 fn streaming_kind(m: &Method) -> Option<&'static str> {
     match (m.client_streaming, m.server_streaming) {
         (false, false) => None,
-        (false, true) => Some("server streaming"),
+        (false, true) => None,
         (true, false) => Some("client streaming"),
         (true, true) => Some("bidirectional streaming"),
     }
@@ -267,13 +272,13 @@ impl ServiceGenerator for ClientGenerator {
         let _ = write!(
             text,
             "The Switchman client of the protobuf service `{full}` (registered by Dubbo as \
-             `{interface}`): each unary rpc is a call through a `switchman::Reference` over \
-             Triple (written by switchman-build)."
+             `{interface}`): each unary or server-streaming rpc is a call through a \
+             `switchman::Reference` over Triple (written by switchman-build)."
         );
         if !skipped.is_empty() {
             let _ = write!(
                 text,
-                "\n\nNot generated (Switchman's Triple client is unary): {}.",
+                "\n\nNot generated (Switchman's Triple client does not send streams): {}.",
                 skipped.join(", ")
             );
         }
@@ -336,9 +341,18 @@ fn write_method(buf: &mut String, m: &Method) {
     if !text.is_empty() {
         text.push_str("\n\n");
     }
+    let (returns, output, call) = if m.server_streaming {
+        (
+            "stream ",
+            format!("::switchman::Streaming<{output}>"),
+            "call_idl_server_stream",
+        )
+    } else {
+        ("", output.clone(), "call_idl")
+    };
     let _ = write!(
         text,
-        "`rpc {}({}) returns ({})`.",
+        "`rpc {}({}) returns ({returns}{})`.",
         m.proto_name,
         m.input_proto_type.trim_start_matches('.'),
         m.output_proto_type.trim_start_matches('.')
@@ -357,7 +371,7 @@ fn write_method(buf: &mut String, m: &Method) {
          parameters).\n    \
          pub async fn {with}(\n        &self,\n        request: {input},\n        \
          context: &::switchman::CallContext,\n    ) -> ::switchman::Result<{output}> {{\n        \
-         self.reference\n            .call_idl(Self::SERVICE, {}, &request, context)\n            \
+         self.reference\n            .{call}(Self::SERVICE, {}, &request, context)\n            \
          .await\n    }}",
         lit(&m.proto_name)
     );

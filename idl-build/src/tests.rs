@@ -126,13 +126,32 @@ fn a_client_per_service_registered_under_the_java_interface_called_by_the_proto_
     // A Rust keyword: a raw identifier, its `_with` twin without `r#`.
     assert!(has(&code, "pub async fn r#type(&self"), "{code}");
     assert!(has(&code, "pub async fn type_with("), "{code}");
-    // Streaming rpcs: no method, named in the client's docs.
-    assert!(!has(&code, "fn watch"), "{code}");
+    // A server-streaming rpc: a method answering a `Streaming` of its replies.
+    assert!(
+        has(
+            &code,
+            "pub async fn watch(&self, request: HelloRequest) -> \
+             ::switchman::Result<::switchman::Streaming<HelloReply>>"
+        ),
+        "{code}"
+    );
+    assert!(
+        has(
+            &code,
+            r#".call_idl_server_stream(Self::SERVICE, "Watch", &request, context)"#
+        ),
+        "{code}"
+    );
+    assert!(
+        has(&code, "returns (stream example.greeter.HelloReply)`"),
+        "{code}"
+    );
+    // Client and bidirectional streaming: no method, named in the client's docs.
     assert!(!has(&code, "fn chat"), "{code}");
     assert!(
         has(
             &code,
-            "`Watch` (server streaming), `Chat` (bidirectional streaming)"
+            "does not send streams): `Chat` (bidirectional streaming)."
         ),
         "{code}"
     );

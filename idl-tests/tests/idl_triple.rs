@@ -271,3 +271,127 @@ async fn the_request_is_the_bare_message_at_the_proto_path() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Reads `stream` to its end: the replies, and the error that ended it if any.
+async fn drain(
+    stream: &mut switchman::Streaming<HelloReply>,
+) -> (Vec<HelloReply>, Option<switchman::core::Error>) {
+    let mut replies = Vec::new();
+    loop {
+        match stream.message().await {
+            Ok(Some(r)) => replies.push(r),
+            Ok(None) => return (replies, None),
+            Err(e) => return (replies, Some(e)),
+        }
+    }
+}
+
+fn count(name: &str, times: i32, tags: &[&str]) -> HelloRequest {
+    HelloRequest {
+        name: name.to_string(),
+        times,
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+    }
+}
+
+/// `rpc Count(HelloRequest) returns (stream HelloReply)` of two Java Dubbo 3.3 providers,
+/// through the generated client: the replies in order from one provider, streams spread over
+/// both, a provider's exception after its replies ends the stream with that error, the
+/// deadline ends a slow stream, a dropped stream leaves the connection usable, and a killed
+/// provider is failed over when a stream opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_streams_from_java_idl_providers_through_the_cluster() {
+    if java_peer::skipped("server_streams_from_java_idl_providers_through_the_cluster") {
+        return;
+    }
+    let g = unique("idl-stream");
+    let mut p1 = provider(&g, "p1");
+    let p2 = provider(&g, "p2");
+    let greeter = GreeterClient::connect(
+        GreeterClient::builder()
+            .registry(format!("zookeeper://{}", zookeeper()))
+            .group(&g)
+            .cluster(Strategy::Failover)
+            .retries(2)
+            .timeout(Duration::from_secs(10))
+            .wait(Duration::from_secs(20)),
+    )
+    .await
+    .unwrap();
+
+    // Five replies, in order, from one provider; then the end, and the end again.
+    let mut seen = std::collections::BTreeSet::new();
+    for i in 0..20 {
+        let name = format!("s{i}");
+        let mut stream = greeter.count(count(&name, 5, &["t"])).await.unwrap();
+        let (replies, error) = drain(&mut stream).await;
+        assert!(error.is_none(), "stream {i}: {error:?}");
+        assert_eq!(replies.len(), 5, "stream {i}: {replies:?}");
+        let instance = replies[0].instance.clone();
+        for (k, r) in replies.iter().enumerate() {
+            let k = k as i64 + 1;
+            assert_eq!(r.message, format!("hello, {name} #{k} from {instance}"));
+            assert_eq!((r.length, r.instance.as_str()), (k, instance.as_str()));
+            assert_eq!(r.tags, ["t"]);
+        }
+        assert!(
+            stream.message().await.unwrap().is_none(),
+            "ended stays ended"
+        );
+        seen.insert(instance);
+    }
+    assert_eq!(seen.iter().collect::<Vec<_>>(), ["p1", "p2"], "balanced");
+
+    // The provider's exception after three replies: they come first, then its error.
+    let mut stream = greeter.count(count("boom", 3, &["fail"])).await.unwrap();
+    let (replies, error) = drain(&mut stream).await;
+    assert_eq!(replies.len(), 3, "{replies:?}");
+    let e = error.expect("the stream ends with the provider's error");
+    assert!(e.is_business(), "{e}");
+    assert!(e.to_string().contains("refused: boom"), "{e}");
+    assert!(
+        stream.message().await.unwrap().is_none(),
+        "after the error: the end"
+    );
+
+    // A reply every 200 ms, 20 of them, under a 1.5 s deadline: the deadline ends the stream.
+    let mut stream = greeter
+        .count_with(
+            count("slow", 20, &["slow"]),
+            &CallContext::new().timeout(Duration::from_millis(1500)),
+        )
+        .await
+        .unwrap();
+    let (replies, error) = drain(&mut stream).await;
+    let e = error.expect("the deadline ends the stream");
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    assert!(replies.len() < 20, "{} replies", replies.len());
+
+    // A stream dropped after its first reply: the next calls on the connections work.
+    let mut stream = greeter
+        .count(count("dropped", 10, &["slow"]))
+        .await
+        .unwrap();
+    assert_eq!(stream.message().await.unwrap().unwrap().length, 1);
+    drop(stream);
+    for i in 0..4 {
+        let reply = greeter.say_hello(hello(&format!("d{i}"))).await.unwrap();
+        assert!(reply.message.starts_with(&format!("hello, d{i} from p")));
+    }
+
+    // A killed provider (its node stays until its session expires): streams open on p2.
+    p1.kill9();
+    let before = p2.calls_of("Count");
+    for i in 0..10 {
+        let mut stream = greeter
+            .count(count(&format!("k{i}"), 2, &[]))
+            .await
+            .unwrap_or_else(|e| panic!("stream {i} after the kill: {e}"));
+        let (replies, error) = drain(&mut stream).await;
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(replies.len(), 2);
+        assert!(replies.iter().all(|r| r.instance == "p2"), "{replies:?}");
+    }
+    settle(&p2).await;
+    assert_eq!(p2.calls_of("Count") - before, 10, "each stream opened once");
+}

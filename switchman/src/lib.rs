@@ -48,6 +48,9 @@ mod reference;
 mod typed;
 
 pub use definitions::ReferenceFuture;
+/// The replies of a server-streaming IDL call ([`Reference::call_idl_server_stream`]).
+#[cfg(feature = "idl")]
+pub use idl::Streaming;
 #[cfg(feature = "prometheus")]
 pub use prometheus::{install_metrics_recorder, serve_metrics};
 pub use reference::{DEFAULT_WAIT, Reference, ReferenceBuilder, registered_as, registered_keys};

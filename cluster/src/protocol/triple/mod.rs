@@ -63,6 +63,7 @@ pub mod metadata;
 mod pool;
 mod server;
 pub mod status;
+mod stream;
 #[cfg(test)]
 mod tests;
 pub mod wrapper;
@@ -335,20 +336,14 @@ impl TripleInvoker {
         let method = call.method;
         let deadline = crate::config::deadline_after(timeout);
         let mut sent = false;
-        let outcome = tokio::time::timeout_at(
-            deadline,
-            self.send(entry, target, call, token, ssl_enabled, deadline, &mut sent),
-        )
+        let outcome = tokio::time::timeout_at(deadline, async {
+            let response = self
+                .open(entry, target, call, token, ssl_enabled, deadline, &mut sent)
+                .await?;
+            read_response(response, address, method, self.max_message).await
+        })
         .await;
-        match outcome {
-            Ok(r) => r,
-            Err(_) if sent => Err(Error::timeout(format!(
-                "{address} did not answer {method} within {timeout:?}"
-            ))),
-            Err(_) => Err(Error::timeout(format!(
-                "{method} on {address}: not sent within {timeout:?} (connecting, or waiting for a stream)"
-            ))),
-        }
+        outcome.unwrap_or_else(|_| Err(late(address, method, timeout, sent)))
     }
 
     /// The typed call for prost users (feature `prost`): `request` encoded, the reply decoded
@@ -380,8 +375,10 @@ impl TripleInvoker {
         })
     }
 
+    /// Sends the request and waits for the response's head; `sent` turns true once the
+    /// request is on its way (for the timeout's message).
     #[allow(clippy::too_many_arguments)]
-    async fn send(
+    async fn open(
         &self,
         entry: &Entry,
         target: &Instance,
@@ -390,7 +387,7 @@ impl TripleInvoker {
         ssl_enabled: bool,
         deadline: Instant,
         sent: &mut bool,
-    ) -> Result<Answer> {
+    ) -> Result<http::Response<hyper::body::Incoming>> {
         let address = target.address();
         let method = call.method;
         let mut request = build_request(target, &call, token, deadline)?;
@@ -428,7 +425,21 @@ impl TripleInvoker {
                     .with_source(e));
             }
         };
-        read_response(response, address, method, self.max_message).await
+        Ok(response)
+    }
+}
+
+/// The error of a call whose `timeout` passed before it was answered (`sent`: after the
+/// request left).
+fn late(address: &str, method: &str, timeout: Duration, sent: bool) -> Error {
+    if sent {
+        Error::timeout(format!(
+            "{address} did not answer {method} within {timeout:?}"
+        ))
+    } else {
+        Error::timeout(format!(
+            "{method} on {address}: not sent within {timeout:?} (connecting, or waiting for a stream)"
+        ))
     }
 }
 
@@ -561,18 +572,17 @@ struct Answer {
     trailers: Option<HeaderMap>,
 }
 
-async fn read_response(
-    response: http::Response<hyper::body::Incoming>,
+/// Checks a response's head: `Ok(None)` when messages follow, `Ok(Some(OK))` for a
+/// trailers-only OK (no message at all), the error of any other status, of an HTTP status
+/// other than 200 or of a content type that is not gRPC.
+fn check_head(
+    parts: &http::response::Parts,
     address: &str,
     method: &str,
-    max_message: usize,
-) -> Result<Answer> {
-    let (parts, mut body) = response.into_parts();
+) -> Result<Option<Status>> {
     // Trailers-only: the status is in the headers and there is no body worth reading.
     match status_in(&parts.headers) {
-        Some(Ok(s)) if s.code == Code::Ok => {
-            return Err(invalid(address, method, "OK without a message"));
-        }
+        Some(Ok(s)) if s.code == Code::Ok => return Ok(Some(s)),
         Some(Ok(s)) => return Err(s.into_error(address, method)),
         Some(Err(())) => return Err(invalid(address, method, "unparsable grpc-status")),
         None => {}
@@ -589,14 +599,26 @@ async fn read_response(
         .get(header::CONTENT_TYPE)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     match content_type {
-        Some(ct) if ct.starts_with("application/grpc") => {}
+        Some(ct) if ct.starts_with("application/grpc") => Ok(None),
         other => {
             let what = other.map_or("no content-type".to_string(), |ct| {
                 format!("content-type {ct:?}")
             });
-            return Err(Status::new(Code::Unknown, format!("{what} is not gRPC"))
-                .into_error(address, method));
+            Err(Status::new(Code::Unknown, format!("{what} is not gRPC"))
+                .into_error(address, method))
         }
+    }
+}
+
+async fn read_response(
+    response: http::Response<hyper::body::Incoming>,
+    address: &str,
+    method: &str,
+    max_message: usize,
+) -> Result<Answer> {
+    let (parts, mut body) = response.into_parts();
+    if check_head(&parts, address, method)?.is_some() {
+        return Err(invalid(address, method, "OK without a message"));
     }
     let mut decoder = FrameDecoder::new(max_message);
     let mut message: Option<Bytes> = None;
@@ -750,6 +772,7 @@ impl TripleInvoker {
         if let Some(typed) = &invocation.typed
             && let Some(proto) = typed.0.protobuf()
         {
+            let body: &dyn switchman_core::TypedBody = &*typed.0;
             return self
                 .call_idl(
                     entry,
@@ -757,11 +780,10 @@ impl TripleInvoker {
                     tls,
                     target,
                     invocation,
-                    proto,
+                    (proto, body),
                     timeout,
                 )
-                .await
-                .and_then(|message| typed.0.read_result(&message).map(|(_, v)| v));
+                .await;
         }
         {
             let service = service_name(target);
@@ -802,8 +824,11 @@ impl TripleInvoker {
 
 impl TripleInvoker {
     /// A protobuf (IDL) call ([`switchman_core::TypedBody::protobuf`]): the message as is, at
-    /// `/{proto service}/{method}`, `application/grpc+proto`, no codec; returns the reply
-    /// message. `ssl_enabled`: the provider's `ssl-enabled`, as read.
+    /// `/{proto service}/{method}`, `application/grpc+proto`, no codec. A unary call hands
+    /// the reply message to the body's `read_result`; a server-streaming one
+    /// ([`switchman_core::TypedBody::server_stream`]) hands the opened stream to its sink.
+    /// Either returns the JSON the body answers. `ssl_enabled`: the provider's
+    /// `ssl-enabled`, as read.
     #[allow(clippy::too_many_arguments)]
     async fn call_idl(
         &self,
@@ -812,9 +837,9 @@ impl TripleInvoker {
         ssl_enabled: bool,
         target: &Instance,
         invocation: &Invocation,
-        proto: switchman_core::Protobuf<'_>,
+        (proto, body): (switchman_core::Protobuf<'_>, &dyn switchman_core::TypedBody),
         timeout: Duration,
-    ) -> Result<Bytes> {
+    ) -> Result<Value> {
         let call = Unary {
             service: proto.service,
             method: &invocation.method,
@@ -823,9 +848,56 @@ impl TripleInvoker {
             attachments: &invocation.attachments,
         };
         let token = token::to_add(endpoint_token, target, &invocation.attachments, true);
-        self.unary_answer(entry, target, call, token.as_ref(), ssl_enabled, timeout)
-            .await
-            .map(|a| a.message)
+        if let Some(sink) = body.server_stream() {
+            let replies = self
+                .open_stream(entry, target, call, token.as_ref(), ssl_enabled, timeout)
+                .await?;
+            return Ok(sink.opened(replies));
+        }
+        let answer = self
+            .unary_answer(entry, target, call, token.as_ref(), ssl_enabled, timeout)
+            .await?;
+        body.read_result(&answer.message).map(|(_, v)| v)
+    }
+
+    /// Opens a server-streaming call: succeeds once the provider answered with a gRPC head
+    /// within `timeout`; the stream then ends at the same deadline (gRPC's: a deadline
+    /// covers the whole call, and `grpc-timeout` tells the provider so).
+    async fn open_stream(
+        &self,
+        entry: &Entry,
+        target: &Instance,
+        call: Unary<'_>,
+        token: Option<&Token>,
+        ssl_enabled: bool,
+        timeout: Duration,
+    ) -> Result<Box<dyn switchman_core::MessageStream>> {
+        let address = target.address();
+        let method = call.method;
+        let deadline = crate::config::deadline_after(timeout);
+        let mut sent = false;
+        let opened = tokio::time::timeout_at(deadline, async {
+            let response = self
+                .open(entry, target, call, token, ssl_enabled, deadline, &mut sent)
+                .await?;
+            let (parts, body) = response.into_parts();
+            let ended = check_head(&parts, address, method)?.is_some();
+            Ok::<_, Error>((body, ended))
+        })
+        .await;
+        let (body, ended) = opened.unwrap_or_else(|_| Err(late(address, method, timeout, sent)))?;
+        trace!(address, method, ended, "Triple server stream opened");
+        Ok(Box::new(stream::ReplyStream::new(
+            body,
+            stream::Limits {
+                address: address.to_string(),
+                method: method.to_string(),
+                deadline,
+                timeout,
+                max_message: self.max_message,
+            },
+            ended,
+        )))
     }
 }
 

@@ -651,6 +651,211 @@ mod malformed {
         assert!(e.message().contains("INTERNAL (13)"), "{e}");
     }
 
+    /// A server-streaming IDL call's body: keeps the stream the transport opens.
+    struct Streamed(std::sync::Mutex<Option<Box<dyn switchman_core::MessageStream>>>);
+
+    impl switchman_core::TypedBody for Streamed {
+        fn write_args(&self, _: &mut Vec<u8>) -> switchman_core::Result<()> {
+            unreachable!("Triple sends an IDL call's message")
+        }
+        fn each_arg(&self) -> switchman_core::Result<Vec<Vec<u8>>> {
+            unreachable!("Triple sends an IDL call's message")
+        }
+        fn read_result(&self, _: &[u8]) -> switchman_core::Result<(usize, serde_json::Value)> {
+            panic!("a streaming call has no single reply")
+        }
+        fn protobuf(&self) -> Option<switchman_core::Protobuf<'_>> {
+            Some(switchman_core::Protobuf {
+                service: "p.Greeter",
+                message: b"req",
+            })
+        }
+        fn server_stream(&self) -> Option<&dyn switchman_core::StreamSink> {
+            Some(self)
+        }
+    }
+
+    impl switchman_core::StreamSink for Streamed {
+        fn opened(&self, stream: Box<dyn switchman_core::MessageStream>) -> serde_json::Value {
+            *self.0.lock().unwrap() = Some(stream);
+            json!("opened")
+        }
+    }
+
+    /// Opens a stream on a server answering `respond()` within `timeout`, and reads it to
+    /// its end: the messages, then the error that ended it, if any.
+    async fn stream(
+        respond: fn() -> Response<Body>,
+        timeout: Duration,
+    ) -> switchman_core::Result<(Vec<Bytes>, Option<switchman_core::Error>)> {
+        let addr = raw_server(respond).await;
+        let target = Instance::builder("127.0.0.1", addr.port())
+            .protocol(Protocol::Tri)
+            .build();
+        let body = Arc::new(Streamed(std::sync::Mutex::new(None)));
+        let inv = Invocation::new("Count").with_typed(body.clone());
+        assert_eq!(raw().invoke(&target, &inv, timeout).await?, json!("opened"));
+        let mut replies = body
+            .0
+            .lock()
+            .unwrap()
+            .take()
+            .expect("the stream handed over");
+        let mut messages = Vec::new();
+        loop {
+            match std::future::poll_fn(|cx| replies.poll_message(cx)).await {
+                Some(Ok(m)) => messages.push(m),
+                Some(Err(e)) => {
+                    let after = std::future::poll_fn(|cx| replies.poll_message(cx)).await;
+                    assert!(after.is_none(), "an error ends the stream");
+                    return Ok((messages, Some(e)));
+                }
+                None => return Ok((messages, None)),
+            }
+        }
+    }
+
+    fn texts(t: &[&'static str]) -> Vec<Bytes> {
+        t.iter().map(|t| Bytes::from_static(t.as_bytes())).collect()
+    }
+
+    #[tokio::test]
+    async fn a_server_stream_yields_its_messages_in_order_across_frames() {
+        let (messages, error) = stream(
+            || {
+                let mut all = framing::encode_message(b"one").to_vec();
+                all.extend_from_slice(&framing::encode_message(b""));
+                all.extend_from_slice(&framing::encode_message(b"three"));
+                let all = Bytes::from(all);
+                grpc(vec![
+                    Frame::data(all.slice(..7)),
+                    Frame::data(all.slice(7..)),
+                    Frame::data(framing::encode_message(b"four")),
+                    trailers("0"),
+                ])
+            },
+            T,
+        )
+        .await
+        .unwrap();
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(messages, texts(&["one", "", "three", "four"]));
+    }
+
+    #[tokio::test]
+    async fn a_trailers_only_answer_is_an_empty_stream_or_the_calls_error() {
+        let (messages, error) = stream(
+            || {
+                let mut r = grpc(vec![]);
+                r.headers_mut()
+                    .insert("grpc-status", HeaderValue::from_static("0"));
+                r
+            },
+            T,
+        )
+        .await
+        .unwrap();
+        assert!(
+            messages.is_empty() && error.is_none(),
+            "{messages:?} {error:?}"
+        );
+
+        // A refusal in the head fails the attempt itself (the cluster may fail it over).
+        let e = stream(
+            || {
+                let mut r = grpc(vec![]);
+                r.headers_mut()
+                    .insert("grpc-status", HeaderValue::from_static("14"));
+                r
+            },
+            T,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
+        assert!(e.is_retryable(), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_server_streams_error_status_or_broken_framing_ends_it_after_its_messages() {
+        let (messages, error) = stream(
+            || {
+                grpc(vec![
+                    Frame::data(framing::encode_message(b"a")),
+                    Frame::data(framing::encode_message(b"b")),
+                    trailers("13"),
+                ])
+            },
+            T,
+        )
+        .await
+        .unwrap();
+        assert_eq!(messages, texts(&["a", "b"]));
+        let e = error.unwrap();
+        assert!(
+            e.is_business() && e.message().contains("INTERNAL (13)"),
+            "{e}"
+        );
+
+        for respond in [
+            (|| grpc(vec![Frame::data(framing::encode_message(b"a"))])) as fn() -> Response<Body>,
+            || {
+                grpc(vec![
+                    Frame::data(framing::encode_message(b"a")),
+                    Frame::data(Bytes::from_static(b"\x00\x00\x00\x00\x09half")),
+                    trailers("0"),
+                ])
+            },
+            || {
+                grpc(vec![
+                    Frame::data(framing::encode_message(b"a")),
+                    Frame::data(Bytes::from_static(b"\x07\x00\x00\x00\x01z")),
+                ])
+            },
+            || {
+                grpc(vec![
+                    Frame::data(framing::encode_message(b"a")),
+                    Frame::trailers(HeaderMap::new()),
+                ])
+            },
+        ] {
+            let (messages, error) = stream(respond, T).await.unwrap();
+            assert_eq!(messages, texts(&["a"]));
+            let e = error.expect("an invalid stream ends with an error");
+            assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
+            assert!(!e.is_retryable(), "{e}");
+            assert!(e.message().contains("invalid Triple response"), "{e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_calls_deadline_ends_a_stream_that_does_not() {
+        let (messages, error) = stream(
+            || {
+                let first = futures::stream::iter([Ok::<_, Infallible>(Frame::data(
+                    framing::encode_message(b"first"),
+                ))]);
+                let body =
+                    StreamBody::new(futures::StreamExt::chain(first, futures::stream::pending()));
+                let mut r = Response::new(BodyExt::boxed(body));
+                r.headers_mut()
+                    .insert("content-type", HeaderValue::from_static("application/grpc"));
+                r
+            },
+            Duration::from_millis(300),
+        )
+        .await
+        .unwrap();
+        assert_eq!(messages, texts(&["first"]));
+        let e = error.expect("the deadline ends the stream");
+        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+        assert!(
+            e.message()
+                .contains("did not end its stream of Count within 300ms"),
+            "{e}"
+        );
+    }
+
     #[tokio::test]
     async fn non_grpc_content_types_are_refused() {
         let e = call(|| {

@@ -2,6 +2,8 @@ package io.switchman.peers.idl;
 
 import java.io.PrintStream;
 
+import org.apache.dubbo.common.stream.StreamObserver;
+
 /**
  * The protobuf (IDL) service of {@code src/main/proto/greeter.proto}, on the stub Dubbo's
  * compiler plugin generated ({@link DubboGreeterTriple.GreeterImplBase}). Exported by
@@ -50,5 +52,33 @@ public final class IdlGreeter extends DubboGreeterTriple.GreeterImplBase {
     public HelloReply ping(Empty request) {
         call("Ping");
         return HelloReply.newBuilder().setInstance(instanceName).build();
+    }
+
+    @Override
+    public void count(HelloRequest request, StreamObserver<HelloReply> replies) {
+        call("Count");
+        boolean slow = request.getTagsList().contains("slow");
+        int n = Math.max(1, request.getTimes());
+        for (int i = 1; i <= n; i++) {
+            if (slow) {
+                try {
+                    Thread.sleep(200);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return;
+                }
+            }
+            replies.onNext(HelloReply.newBuilder()
+                    .setMessage("hello, " + request.getName() + " #" + i + " from " + instanceName)
+                    .setInstance(instanceName)
+                    .addAllTags(request.getTagsList())
+                    .setLength(i)
+                    .build());
+        }
+        if (request.getTagsList().contains("fail")) {
+            replies.onError(new IllegalStateException("refused: " + request.getName()));
+            return;
+        }
+        replies.onCompleted();
     }
 }
