@@ -378,10 +378,7 @@ impl Forward {
     /// What a failed handshake says: a refusal by the server points at the client certificate,
     /// anything else (an unknown issuer, a wrong name) at the CA file.
     fn handshake_error(&self, e: &std::io::Error) -> String {
-        let refused = e
-            .get_ref()
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-            .is_some_and(|e| matches!(e, rustls::Error::AlertReceived(_)));
+        let refused = alert(e).is_some();
         let hint = match (&self.cert, refused) {
             (None, true) => {
                 "the server refused it: does it need a client certificate (tls.cert)?".to_string()
@@ -445,7 +442,33 @@ async fn forward(mut local: TcpStream, t: Forward) {
     };
     let _ = local.set_nodelay(true);
     if let Err(e) = tokio::io::copy_bidirectional(&mut local, &mut tls).await {
-        t.failed(format!("the TLS connection to {} failed: {e}", t.server));
+        // TLS 1.3: the client's side of the handshake ends before the server has checked
+        // the client's certificate, so a refusal of it arrives as an alert on the first read.
+        let refusal = alert(&e).is_some_and(|a| {
+            use rustls::AlertDescription as A;
+            matches!(
+                a,
+                A::CertificateRequired
+                    | A::BadCertificate
+                    | A::UnsupportedCertificate
+                    | A::CertificateUnknown
+                    | A::UnknownCA
+                    | A::AccessDenied
+            )
+        });
+        t.failed(if refusal {
+            t.handshake_error(&e)
+        } else {
+            format!("the TLS connection to {} failed: {e}", t.server)
+        });
+    }
+}
+
+/// The alert the peer sent, when that is what `e` is.
+fn alert(e: &std::io::Error) -> Option<rustls::AlertDescription> {
+    match e.get_ref()?.downcast_ref::<rustls::Error>()? {
+        rustls::Error::AlertReceived(a) => Some(*a),
+        _ => None,
     }
 }
 

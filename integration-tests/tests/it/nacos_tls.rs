@@ -16,7 +16,7 @@ use switchman_discovery::nacos::NacosRegistry;
 use switchman_discovery::{DirectoryConfig, Registrar, RegistryDirectory};
 use switchman_integration_tests::nacos_api;
 
-use super::test_pki::{ca, leaf_pair, write};
+use super::test_pki::{ca, leaf, leaf_pair, write};
 use switchman_integration_tests::nacos_server::{NacosServer, scratch_dir};
 use switchman_integration_tests::unique;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -28,12 +28,16 @@ const PASSWORD: &str = "s3cret-tls-pass";
 /// refresh at the SDK's pace can keep it fresh, and short enough for a test.
 const TOKEN_TTL: Duration = Duration::from_secs(40);
 
-/// A CA, the server's certificate for 127.0.0.1 signed by it, and a second CA.
+/// A CA, the server's certificate for 127.0.0.1 signed by it, and a second CA; a client
+/// certificate and key signed by the CA, and a server configuration that requires one.
 struct Pki {
     dir: PathBuf,
     ca: PathBuf,
     other_ca: PathBuf,
     server: Arc<rustls::ServerConfig>,
+    client_cert: PathBuf,
+    client_key: PathBuf,
+    mutual: Arc<rustls::ServerConfig>,
 }
 
 impl Drop for Pki {
@@ -48,25 +52,44 @@ fn pki() -> Pki {
     let (ca_cert, issuer) = ca("switchman nacos test CA");
     let (other_cert, _) = ca("another CA");
     let (cert, key) = leaf_pair(&issuer);
-    let server = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-        vec![cert.der().clone()],
-        rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = || {
+        rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+    };
+    let chain = vec![cert.der().clone()];
+    let key = || rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+    let server = builder()
+        .with_no_client_auth()
+        .with_single_cert(chain.clone(), key())
+        .unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca_cert.der().clone()).unwrap();
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
     )
+    .build()
     .unwrap();
+    let mutual = builder()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key())
+        .unwrap();
+    let (client_cert, client_key) = leaf(&issuer);
     let p = Pki {
         ca: dir.join("ca.pem"),
         other_ca: dir.join("other-ca.pem"),
         server: Arc::new(server),
+        client_cert: dir.join("client.pem"),
+        client_key: dir.join("client.key"),
+        mutual: Arc::new(mutual),
         dir,
     };
     write(&p.ca, &ca_cert.pem());
     write(&p.other_ca, &other_cert.pem());
+    write(&p.client_cert, &client_cert);
+    write(&p.client_key, &client_key);
     p
 }
 
@@ -341,5 +364,81 @@ async fn a_wrong_ca_fails_clearly_naming_the_server_and_the_ca_file() {
     );
     drop(dir);
     drop(reg);
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+/// mTLS: a terminator that requires a client certificate signed by the CA. Without one the
+/// client is refused, logged naming the server and the missing `tls.cert`; with one (the Nacos
+/// Java client's property names, `mutualAuth=true` as Dubbo users write it) a subscription sees
+/// an instance registered over the same mTLS.
+#[tokio::test(flavor = "current_thread")]
+async fn mutual_tls_needs_the_client_certificate_and_works_with_it() {
+    use tracing_subscriber::util::SubscriberInitExt;
+    let logs = switchman_integration_tests::logs::CapturedLog::default();
+    let writer = logs.clone();
+    let _guard = tracing_subscriber::fmt()
+        .with_max_level(tracing_subscriber::filter::LevelFilter::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish()
+        .set_default();
+    let p = pki();
+    let server = NacosServer::start();
+    let port = terminator(p.mutual.clone(), &server).await;
+    let cache = scratch_dir("switchman-nacos-mtls");
+
+    let no_cert = registry(&format!(
+        "nacos://127.0.0.1:{port}?secure=true&tls.ca={}&naming=plain&rules=false&cache_dir={}",
+        p.ca.display(),
+        cache.join("refused").display()
+    ));
+    let refused = RegistryDirectory::subscribe(
+        &no_cert,
+        DirectoryConfig::new(ServiceKey::new(unique("it.nacos.mtls.refused"))),
+    )
+    .await
+    .unwrap();
+    let line = logs
+        .line_with(
+            &["not ready", "client certificate (tls.cert)"],
+            Duration::from_secs(40),
+        )
+        .await
+        .unwrap_or_else(|log| panic!("no refusal for the missing certificate logged; log:\n{log}"));
+    assert!(
+        line.contains(&format!("127.0.0.1:{port}")),
+        "names the server: {line}"
+    );
+    assert_eq!(refused.load().epoch(), 0, "not ready without a connection");
+    drop((refused, no_cert));
+
+    let key = ServiceKey::new(unique("it.nacos.mtls"));
+    let url = format!(
+        "nacos://127.0.0.1:{port}?nacos.remote.client.rpc.tls.enable=true\
+         &nacos.remote.client.rpc.tls.mutualAuth=true\
+         &nacos.remote.client.rpc.tls.trustCollectionChainPath={}\
+         &nacos.remote.client.rpc.tls.certChainFile={}\
+         &nacos.remote.client.rpc.tls.certPrivateKeyFile={}&naming=plain&rules=false&cache_dir={}",
+        p.ca.display(),
+        p.client_cert.display(),
+        p.client_key.display(),
+        cache.join("mutual").display()
+    );
+    let reg = registry(&url);
+    reg.register(
+        &Instance::builder("127.0.0.1", 18_131)
+            .service(key.clone())
+            .warmup(Duration::ZERO)
+            .build(),
+    )
+    .await
+    .expect("registered over mTLS");
+    let dir = RegistryDirectory::subscribe(&reg, DirectoryConfig::new(key))
+        .await
+        .expect("subscribe");
+    dir.wait_until(Duration::from_secs(20), |s| s.endpoints().len() == 1)
+        .await
+        .expect("a subscription over mTLS sees the instance registered over mTLS");
+    drop((dir, reg));
     let _ = std::fs::remove_dir_all(&cache);
 }
