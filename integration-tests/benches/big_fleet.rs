@@ -14,6 +14,8 @@
 //! ```
 //!
 //! `BIG_FLEET_SIZES=1000,5000` and `BIG_FLEET_REGISTRIES=zk` (or `nacos`) narrow the run;
+//! `BIG_FLEET_CONSUMERS=rust,java` also measures a Java Dubbo 3.3 consumer of each fleet (the
+//! peers' `fleet` program, `SWITCHMAN_JAVA_PEERS`; default `rust` only), on a fleet of its own;
 //! `BIG_FLEET_NACOS_PARAMS=list_interval=1000` adds parameters to the Nacos registry URL;
 //! `BIG_FLEET_SHOW_LOG=1` prints every consumer's log (`RUST_LOG`), not only a failed one's. The
 //! parent process writes each fleet with its own client, then runs one consumer process per
@@ -32,6 +34,7 @@ use switchman_core::{ServiceKey, Url};
 use switchman_discovery::nacos::NacosRegistry;
 use switchman_discovery::zookeeper::ZookeeperRegistry;
 use switchman_discovery::{DirectoryConfig, Registry, RegistryDirectory, Snapshot};
+use switchman_integration_tests::java_peer::JavaFleet;
 use switchman_integration_tests::nacos_api::{OpenApiInstance, publish_config};
 use switchman_integration_tests::ports::FAKE_PORTS;
 use switchman_integration_tests::zk_server::raw_client;
@@ -210,7 +213,7 @@ async fn zk_child(connect: &str, iface: &str, n: usize, extra: &str) {
     println!("{}", figures.line("zookeeper", n));
 }
 
-async fn zk_fleet(n: usize) -> Option<String> {
+async fn zk_fleet(n: usize, consumer: &str) -> Option<String> {
     let connect = zookeeper();
     let client = raw_client(&connect, Duration::from_secs(10)).await;
     let iface = unique("bench.BigFleet").replace('-', "_");
@@ -224,7 +227,39 @@ async fn zk_fleet(n: usize) -> Option<String> {
         "zookeeper: {n} providers ({bytes} bytes of names) written in {:?}",
         t.elapsed()
     );
-    let out = run_child(&["zk", &connect, &iface, &n.to_string()]);
+    let out = if consumer == "java" {
+        let registry = format!("zookeeper://{connect}");
+        let k = (n / 100).max(1);
+        let removed: Vec<String> = (0..k).map(|i| provider_node(&iface, i)).collect();
+        let added: Vec<String> = (n..n + k).map(|i| provider_node(&iface, i)).collect();
+        // Curator reads a reply up to `jute.maxbuffer` (1 MB by default: about 1,840 of these
+        // providers), so the JVM runs with 16 MB, as a Java consumer of such a fleet must.
+        java_fleet(
+            "zookeeper",
+            n,
+            &[
+                "--registry",
+                &registry,
+                "--interface",
+                &iface,
+                "--migration",
+                "FORCE_INTERFACE",
+            ],
+            &["-Djute.maxbuffer=16777216"],
+            || {
+                tokio::task::block_in_place(|| {
+                    tokio::runtime::Handle::current().block_on(async {
+                        tokio::join!(
+                            zk_delete_all(&client, &parent, &removed),
+                            zk_create_all(&client, &parent, &added)
+                        );
+                    })
+                })
+            },
+        )
+    } else {
+        run_child(&["zk", &connect, &iface, &n.to_string()])
+    };
     // Every node this run made, the child's 1% included.
     let k = (n / 100).max(1);
     let all: Vec<String> = (0..n + k).map(|i| provider_node(&iface, i)).collect();
@@ -373,7 +408,7 @@ async fn nacos_child(addr: &str, app: &str, iface: &str, n: usize, cache: &str) 
     println!("{}", figures.line("nacos", n));
 }
 
-fn nacos_fleet(n: usize) -> Option<String> {
+fn nacos_fleet(n: usize, consumer: &str) -> Option<String> {
     let app = unique("big-fleet-app");
     let iface = unique("bench.NacosFleet").replace('-', "_");
     // The metadata report every instance points to (revision r1): one fetch for the fleet.
@@ -403,18 +438,96 @@ fn nacos_fleet(n: usize) -> Option<String> {
         t.elapsed()
     );
     let cache = std::env::temp_dir().join(unique("big-fleet-nacos-cache"));
-    let out = run_child(&[
-        "nacos",
-        &nacos(),
-        &app,
-        &iface,
-        &n.to_string(),
-        &cache.display().to_string(),
-    ]);
     let k = (n / 100).max(1);
+    let out = if consumer == "java" {
+        let registry = format!("nacos://{}", nacos());
+        java_fleet(
+            "nacos",
+            n,
+            &[
+                "--registry",
+                &registry,
+                "--interface",
+                &iface,
+                "--provided-by",
+                &app,
+                "--migration",
+                "FORCE_APPLICATION",
+                "--metadata-report",
+                &registry,
+            ],
+            &[],
+            || {
+                std::thread::scope(|s| {
+                    s.spawn(|| nacos_deregister(&app, 0..k));
+                    s.spawn(|| nacos_register(&app, n..n + k));
+                });
+            },
+        )
+    } else {
+        run_child(&[
+            "nacos",
+            &nacos(),
+            &app,
+            &iface,
+            &n.to_string(),
+            &cache.display().to_string(),
+        ])
+    };
     nacos_deregister(&app, 0..n + k);
     let _ = std::fs::remove_dir_all(&cache);
     out
+}
+
+// ---- a Java consumer ----
+
+/// A Java Dubbo 3.3 consumer of the fleet (`fleet` in the peers, `args` naming the registry
+/// and the reference, `jvm_extra` added to its JVM flags): the time until its directory holds
+/// exactly providers `0..n`, then until it holds `k..n + k` after `churn` (which makes that
+/// change). The JVM's RSS after the first phase, the heap in use after a full GC, and VmHWM.
+fn java_fleet(
+    registry: &str,
+    n: usize,
+    args: &[&str],
+    jvm_extra: &[&str],
+    churn: impl FnOnce(),
+) -> Option<String> {
+    let k = (n / 100).max(1);
+    let dir = std::env::temp_dir().join(unique("big-fleet-java"));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let write = |name: &str, range: std::ops::Range<usize>| {
+        let path = dir.join(name);
+        let text: Vec<String> = addrs(range).into_iter().collect();
+        std::fs::write(&path, text.join("\n")).expect("write the address list");
+        path.display().to_string()
+    };
+    let (first, then) = (write("first.txt", 0..n), write("then.txt", k..n + k));
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--expect-file", &first, "--then-file", &then]);
+    let mut flags = vec!["-Xmx2g", "-XX:-UsePerfData"];
+    flags.extend_from_slice(jvm_extra);
+    let mut java = JavaFleet::start(&all, &flags);
+    let result = (|| {
+        let first = java.next(FIRST_WAIT)?;
+        if first["ok"] != json!(true) {
+            return Err(format!("first phase: {first}"));
+        }
+        java.go();
+        churn();
+        let change = java.next(FIRST_WAIT)?;
+        if change["ok"] != json!(true) {
+            return Err(format!("1% change: {change}"));
+        }
+        Ok(format!(
+            "RESULT java-{registry} n={n} first_ms={} churn_ms={} rss_after_kb={} heap_kb={} hwm_kb={}",
+            first["ms"], change["ms"], first["rss_kb"], first["heap_kb"], change["hwm_kb"]
+        ))
+    })();
+    drop(java);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+        .map_err(|e| eprintln!("java consumer of {n} ({registry}): {e}"))
+        .ok()
 }
 
 // ---- driver ----
@@ -493,20 +606,27 @@ fn main() {
         .map(|s| s.parse().expect("BIG_FLEET_SIZES: numbers"))
         .collect();
     let registries = list_env("BIG_FLEET_REGISTRIES", "zk,nacos");
+    let consumers = list_env("BIG_FLEET_CONSUMERS", "rust");
     let mut lines = Vec::new();
     for r in &registries {
         for &n in &sizes {
-            let line = match r.as_str() {
-                "zk" => rt.block_on(zk_fleet(n)),
-                "nacos" => nacos_fleet(n),
-                other => panic!("BIG_FLEET_REGISTRIES: unknown {other}"),
-            };
-            match line {
-                Some(l) => {
-                    println!("{l}");
-                    lines.push(l);
+            for c in &consumers {
+                assert!(
+                    c == "rust" || c == "java",
+                    "BIG_FLEET_CONSUMERS: unknown {c}"
+                );
+                let line = match r.as_str() {
+                    "zk" => rt.block_on(zk_fleet(n, c)),
+                    "nacos" => nacos_fleet(n, c),
+                    other => panic!("BIG_FLEET_REGISTRIES: unknown {other}"),
+                };
+                match line {
+                    Some(l) => {
+                        println!("{l}");
+                        lines.push(l);
+                    }
+                    None => println!("RESULT {c} {r} n={n} failed (see above)"),
                 }
-                None => println!("RESULT {r} n={n} failed (see above)"),
             }
         }
     }

@@ -21,7 +21,7 @@ pub use peers::{
     DEMO_SERVICE, DEMO_SERVICE_V2_JAR, IDL_PROTO_SERVICE, IDL_SERVICE, peers_dir, skipped,
 };
 pub use programs::{
-    BENCH_TIMEOUT, JavaConsumer, RUN_TIMEOUT, force_application_adds, run_bench, run_consumer,
-    vectors_bench, vectors_decode, vectors_encode,
+    BENCH_TIMEOUT, JavaConsumer, JavaFleet, RUN_TIMEOUT, force_application_adds, run_bench,
+    run_consumer, vectors_bench, vectors_decode, vectors_encode,
 };
 pub use provider::{JavaProvider, PROVIDER_STDOUT_THREAD, START_TIMEOUT, TERMINATE_TIMEOUT};

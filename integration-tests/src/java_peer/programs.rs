@@ -215,16 +215,13 @@ pub fn run_bench(args: &[&str]) -> Vec<Value> {
 /// failback's background retries). One JVM start instead of one per run. The JVM ends when
 /// this is dropped (its stdin closes), killed if it does not within [`RUN_TIMEOUT`].
 pub struct JavaConsumer {
-    child: std::process::Child,
-    stdin: Option<std::process::ChildStdin>,
-    lines: std::sync::mpsc::Receiver<String>,
-    stderr: Arc<Mutex<String>>,
+    process: LineProcess,
 }
 
 impl std::fmt::Debug for JavaConsumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JavaConsumer")
-            .field("pid", &self.child.id())
+            .field("pid", &self.process.child.id())
             .finish()
     }
 }
@@ -235,32 +232,10 @@ impl JavaConsumer {
     /// # Panics
     /// When java cannot be started.
     pub fn start(registry: &str, interface: &str) -> JavaConsumer {
-        let mut child = java("consumer-serve")
-            .args(["--registry", registry, "--interface", interface])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("java starts (the Java consumer-serve): {e}"));
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        collect_stderr(child.stderr.take().expect("piped stderr"), stderr.clone());
-        let stdin = child.stdin.take();
+        let mut cmd = java("consumer-serve");
+        cmd.args(["--registry", registry, "--interface", interface]);
         JavaConsumer {
-            child,
-            stdin,
-            lines,
-            stderr,
+            process: LineProcess::spawn(cmd, "the Java consumer-serve"),
         }
     }
 
@@ -284,18 +259,20 @@ impl JavaConsumer {
         command: &Value,
         progress: &std::sync::atomic::AtomicUsize,
     ) -> Vec<Value> {
-        let stdin = self.stdin.as_mut().expect("the consumer's stdin is open");
-        writeln!(stdin, "{command}")
-            .and_then(|()| stdin.flush())
-            .unwrap_or_else(|e| panic!("the Java consumer took no command ({e}): {}", self.err()));
+        self.process.send(&command.to_string()).unwrap_or_else(|e| {
+            panic!(
+                "the Java consumer took no command ({e}): {}",
+                self.process.err()
+            )
+        });
         let deadline = std::time::Instant::now() + RUN_TIMEOUT;
         let mut out = Vec::new();
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let line = self.lines.recv_timeout(left).unwrap_or_else(|e| {
+            let line = self.process.lines.recv_timeout(left).unwrap_or_else(|e| {
                 panic!(
                     "the Java consumer did not finish {command} ({e}); stderr:\n{}",
-                    self.err()
+                    self.process.err()
                 )
             });
             if !line.trim_start().starts_with('{') {
@@ -310,6 +287,53 @@ impl JavaConsumer {
             progress.fetch_add(1, std::sync::atomic::Ordering::Release);
         }
     }
+}
+
+/// A JVM whose stdin this process writes and whose stdout lines it reads (stderr kept for
+/// messages). Dropping it closes its stdin (the peers end then) and waits for it, killed
+/// after [`RUN_TIMEOUT`].
+struct LineProcess {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl LineProcess {
+    fn spawn(mut cmd: std::process::Command, what: &str) -> LineProcess {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("java starts ({what}): {e}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        collect_stderr(child.stderr.take().expect("piped stderr"), stderr.clone());
+        let stdin = child.stdin.take();
+        LineProcess {
+            child,
+            stdin,
+            lines,
+            stderr,
+        }
+    }
+
+    /// Writes `line` to its stdin.
+    fn send(&mut self, line: &str) -> std::io::Result<()> {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        writeln!(stdin, "{line}").and_then(|()| stdin.flush())
+    }
 
     fn err(&self) -> String {
         self.stderr
@@ -319,10 +343,61 @@ impl JavaConsumer {
     }
 }
 
-impl Drop for JavaConsumer {
+impl Drop for LineProcess {
     fn drop(&mut self) {
         // End of stdin ends the JVM; bounded, then killed.
         drop(self.stdin.take());
         let _ = wait_bounded(&mut self.child, RUN_TIMEOUT);
+    }
+}
+
+/// The Java big-fleet watcher (`fleet`, `Fleet.java`): a Java Dubbo consumer of a big fleet,
+/// printing when its directory holds exactly the expected providers, then, after
+/// [`JavaFleet::go`], when it holds the changed set.
+pub struct JavaFleet {
+    process: LineProcess,
+}
+
+impl std::fmt::Debug for JavaFleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JavaFleet")
+            .field("pid", &self.process.child.id())
+            .finish()
+    }
+}
+
+impl JavaFleet {
+    /// Starts `fleet` with `args` under `jvm_flags`.
+    ///
+    /// # Panics
+    /// When java cannot be started.
+    pub fn start(args: &[&str], jvm_flags: &[&str]) -> JavaFleet {
+        let mut cmd = java_with("fleet", jvm_flags);
+        cmd.args(args);
+        JavaFleet {
+            process: LineProcess::spawn(cmd, "the Java fleet watcher"),
+        }
+    }
+
+    /// Its next JSON line, within `timeout`; `Err` with its stderr when none comes.
+    pub fn next(&mut self, timeout: Duration) -> Result<Value, String> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = self.process.lines.recv_timeout(left).map_err(|e| {
+                format!(
+                    "no line from the Java fleet watcher ({e}); stderr:\n{}",
+                    self.process.err()
+                )
+            })?;
+            if line.trim_start().starts_with('{') {
+                return serde_json::from_str(&line).map_err(|e| format!("bad JSON ({e}): {line}"));
+            }
+        }
+    }
+
+    /// Starts its second phase (the fleet has just been changed).
+    pub fn go(&mut self) {
+        let _ = self.process.send("go");
     }
 }

@@ -44,6 +44,9 @@ public final class Main {
                 case "bench":
                     code = Bench.run(new Args(argv, 1));
                     break;
+                case "fleet":
+                    code = Fleet.run(new Args(argv, 1));
+                    break;
                 default:
                     usage();
                     code = 2;
@@ -124,6 +127,9 @@ public final class Main {
                 "  consumer-serve --registry URL --interface I [--application A]",
                 "           then one JSON command a line on stdin: {group, cluster, method, types,",
                 "           args, count, timeout_ms, retries?}; a JSON line per call, then {\"done\":true}",
+                "  fleet --registry URL --interface I --expect-file F --then-file F2 [--timeout-ms N]",
+                "           [--provided-by APP] [--migration STEP] [--metadata-report URL]",
+                "           (big-fleet benchmark: JSON lines; \"go\" on stdin between the phases)",
                 "  vectors encode          (JSON on stdout)",
                 "  vectors decode          (JSON on stdin, JSON on stdout)"));
     }
