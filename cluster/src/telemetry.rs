@@ -419,7 +419,7 @@ impl Metrics {
         &self,
         series: &MethodSeries,
         system: System,
-        target: (&str, &str, u16),
+        target: &switchman_core::Instance,
         outcome: Outcome,
         elapsed: Duration,
     ) {
@@ -428,7 +428,7 @@ impl Metrics {
             series.attempt.get(system, outcome).record(secs);
             return;
         }
-        let (address, host, port) = target;
+        let (address, host, port) = (target.address(), target.host(), target.port());
         let slots = series.instances.get(address, |label| {
             let (host, port): (Arc<str>, Arc<str>) = if label == OTHER {
                 (OTHER.into(), OTHER.into())

@@ -311,15 +311,18 @@ impl Instance {
     }
 
     /// Host (IPv6 without brackets).
+    #[inline]
     pub fn host(&self) -> &str {
         &self.host
     }
     /// Port.
+    #[inline]
     pub fn port(&self) -> u16 {
         self.port
     }
     /// `host:port`, IPv6 in brackets. One process may export a service under several groups,
     /// versions or protocols at one address: the identity of an endpoint is [`Instance::key`].
+    #[inline]
     pub fn address(&self) -> &str {
         &self.key[..self.address_len]
     }
@@ -328,18 +331,22 @@ impl Instance {
     /// `10.0.0.1:20880 dubbo g1/com.foo.Bar:1.0.0`. Two groups exported on one port are two
     /// endpoints, each with its own statistics, outlier state and weight. Keys sort by address
     /// first.
+    #[inline]
     pub fn key(&self) -> &str {
         &self.key
     }
     /// Protocol.
+    #[inline]
     pub fn protocol(&self) -> &Protocol {
         &self.protocol
     }
     /// URL path (context path for REST providers), without leading `/`.
+    #[inline]
     pub fn path(&self) -> &str {
         &self.path
     }
     /// Service key.
+    #[inline]
     pub fn service(&self) -> &ServiceKey {
         &self.service
     }

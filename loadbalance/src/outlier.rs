@@ -328,6 +328,13 @@ impl OutlierState {
         }
     }
 
+    /// Whether the instance is in rotation (not ejected, no probe out): one atomic load. What
+    /// [`OutlierState::admits`] answers first, without its arguments.
+    #[inline]
+    pub fn in_rotation(&self) -> bool {
+        self.word.load(Ordering::Relaxed) == 0
+    }
+
     /// Whether a pick may send a call here: in rotation (one atomic load, `now` not called),
     /// or ejected with the penalty over and the probe claimed by this caller, which must then
     /// make the call. A claimed probe that never reports back (cancelled) frees the instance
@@ -573,9 +580,11 @@ mod tests {
             s.record(Outcome::Strike, t0, t0, &c),
             Verdict::ShouldEject(EjectReason::ConsecutiveFailures(5))
         );
+        assert!(s.in_rotation(), "strikes alone do not take it out");
         let p = s.eject(t0, &c).unwrap();
         assert!(s.eject(t0, &c).is_none(), "only once");
         assert!(s.is_ejected());
+        assert!(!s.in_rotation());
         assert!(!s.admits(|| t0 + p / 2, LEASE));
         // A call that started before the ejection says nothing.
         let before = t0 - Duration::from_millis(5);
@@ -586,7 +595,9 @@ mod tests {
             "the first pick after the penalty probes"
         );
         assert!(!s.admits(|| t1, LEASE), "one probe at a time");
+        assert!(!s.in_rotation(), "a probe is out");
         assert_eq!(s.record(Outcome::Success, t1, t1, &c), Verdict::Readmitted);
+        assert!(s.in_rotation());
         assert!(!s.is_ejected());
         assert_eq!(s.ejections(), 0);
         assert!(s.admits(|| unreachable!("no clock read while healthy"), LEASE));

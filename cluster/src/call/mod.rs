@@ -243,15 +243,10 @@ impl<'c> Attempter<'c> {
         let ended = Instant::now();
         let elapsed = ended.saturating_duration_since(started);
         let outcome = Outcome::of(&result);
-        let target = (
-            ep.instance.address(),
-            ep.instance.host(),
-            ep.instance.port(),
-        );
         self.shared.metrics.record_attempt(
             &self.telemetry.series,
             system,
-            target,
+            &ep.instance,
             outcome,
             elapsed,
         );
@@ -594,8 +589,12 @@ impl<'c> Call<'c> {
     /// Whether outlier ejection lets a call go to endpoint `i` (one atomic load for an
     /// instance in rotation; claims the probe of an instance whose penalty is over).
     pub(crate) fn admitted(&self, plan: &Plan, i: usize) -> bool {
-        !self.shared.outlier.enabled
-            || plan.snapshot().endpoints()[i].stats.outlier().admits(
+        if !self.shared.outlier.enabled {
+            return true;
+        }
+        let outlier = plan.snapshot().endpoints()[i].stats.outlier();
+        outlier.in_rotation()
+            || outlier.admits(
                 || Instant::now().into_std(),
                 plan.limits(self.settings, &self.invocation.method, i)
                     .timeout
