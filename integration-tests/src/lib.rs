@@ -10,6 +10,7 @@
 
 pub mod chaos;
 pub mod java_peer;
+pub mod kdc;
 pub mod logs;
 pub mod nacos_api;
 pub mod nacos_server;

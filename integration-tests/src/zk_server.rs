@@ -6,7 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -169,6 +169,31 @@ impl ZkServer {
         Self::standalone_secure(tls, Some(sasl))
     }
 
+    /// Starts a standalone server that authenticates clients with SASL GSSAPI (Kerberos): a
+    /// JAAS `Server` section with `Krb5LoginModule`, the service `principal` (such as
+    /// `zookeeper/localhost@REALM`) and its `keytab`, `krb5_conf` for the realm, and
+    /// `enforce.auth` (no session for a client that does not authenticate with SASL).
+    /// Principals are mapped to their first part (`client@REALM` is `sasl:client` in ACLs).
+    pub fn standalone_kerberos(principal: &str, keytab: &Path, krb5_conf: &Path) -> ZkServer {
+        let extra = "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n\
+                     enforce.auth.enabled=true\nenforce.auth.schemes=sasl\n\
+                     kerberos.removeHostFromPrincipal=true\nkerberos.removeRealmFromPrincipal=true\n";
+        let jaas = format!(
+            "Server {{\n    com.sun.security.auth.module.Krb5LoginModule required\n    \
+             useKeyTab=true\n    keyTab=\"{}\"\n    storeKey=true\n    useTicketCache=false\n    \
+             principal=\"{principal}\";\n}};\n",
+            keytab.display()
+        );
+        let ports = Self::allocate_ensemble(1);
+        Self::start_members_jvm(
+            &ports,
+            &|_, to| (ports[to].quorum, ports[to].election),
+            extra,
+            Some(&jaas),
+            &[format!("-Djava.security.krb5.conf={}", krb5_conf.display())],
+        )
+    }
+
     fn standalone_secure(tls: Option<&ZkTlsFiles>, sasl: Option<&ZkSasl>) -> ZkServer {
         let port = tls.map(|_| allocate());
         let mut extra = String::new();
@@ -283,10 +308,21 @@ impl ZkServer {
         extra: &str,
         jaas: Option<&str>,
     ) -> ZkServer {
+        Self::start_members_jvm(ports, peer, extra, jaas, &[])
+    }
+
+    /// [`ZkServer::start_members_with`] with more JVM options for every member.
+    fn start_members_jvm(
+        ports: &[MemberPorts],
+        peer: &dyn Fn(usize, usize) -> (u16, u16),
+        extra: &str,
+        jaas: Option<&str>,
+        jvm_extra: &[String],
+    ) -> ZkServer {
         let n = ports.len();
         let dir = std::env::temp_dir().join(crate::unique("switchman-zk"));
         std::fs::create_dir_all(&dir).expect("create the server directory");
-        let mut jvm_options = Vec::new();
+        let mut jvm_options = jvm_extra.to_vec();
         if let Some(text) = jaas {
             let file = dir.join("jaas.conf");
             std::fs::write(&file, text).expect("write the JAAS file");

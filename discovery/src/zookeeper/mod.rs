@@ -32,9 +32,10 @@
 //! | `tls.cert` (`zookeeper.ssl.keyStore.location`) | | PEM client certificate chain, for servers with `ssl.clientAuth=need`; may hold the key too (ZooKeeper's PEM key store) |
 //! | `tls.key` | the `tls.cert` file | PEM private key of the client certificate (unencrypted) |
 //! | `tls.hostname-verification` (`zookeeper.ssl.hostnameVerification`) | `true` | `false`: the certificate chain is checked, not the name |
-//! | `sasl` | | `digest-md5` (SASL DIGEST-MD5, `sasl.rs`) or `none`; implied by `sasl.username` or `sasl.jaas` |
+//! | `sasl` | | `digest-md5` (SASL DIGEST-MD5, `sasl.rs`), `gssapi` (Kerberos, feature `zookeeper-gssapi`) or `none`; implied by `sasl.username` or `sasl.jaas` |
 //! | `sasl.username`, `sasl.password` | | the SASL user (else `sasl.jaas`, else the address's `user:password`) |
-//! | `sasl.jaas` (`java.security.auth.login.config`) | | a JAAS file whose `DigestLoginModule` entry gives the SASL user and password |
+//! | `sasl.jaas` (`java.security.auth.login.config`) | | a JAAS file whose `DigestLoginModule` entry gives the SASL user and password, or whose `Krb5LoginModule` asks for GSSAPI |
+//! | `sasl.service`, `sasl.host` (`zookeeper.sasl.client.username`, `zookeeper.server.principal`) | `zookeeper`, each server's host | GSSAPI: the server principal `service/host` |
 //! | `sasl.jaas.section` (`zookeeper.sasl.clientconfig`) | `Client` | the JAAS section read |
 //! | `zookeeper.sasl.client` | `true` | `false`: no SASL, as in Java |
 //!
@@ -271,6 +272,9 @@ impl ZkConfig {
         }
         let tls = tls::ZkTls::from_url(url, &servers).map_err(bad)?;
         let sasl = sasl::ZkSasl::from_url(url).map_err(bad)?;
+        if let (Some(sasl), Some(_)) = (&sasl, &tls) {
+            sasl.check_relayed(servers.len()).map_err(bad)?;
+        }
         Ok(ZkConfig {
             servers: servers.join(","),
             chroot,

@@ -1,23 +1,33 @@
-//! SASL authentication to ZooKeeper (DIGEST-MD5), from the registry URL.
+//! SASL authentication to ZooKeeper (DIGEST-MD5, and GSSAPI/Kerberos with the
+//! `zookeeper-gssapi` feature), from the registry URL.
 //!
 //! What a Java ZooKeeper client takes from a JAAS file's `Client` section and system properties,
 //! Switchman takes from URL parameters:
 //!
 //! | parameter | Java | meaning |
 //! |---|---|---|
-//! | `sasl` | (the login module) | `digest-md5`, or `none`; implied by `sasl.username` or `sasl.jaas` |
-//! | `sasl.username`, `sasl.password` | `DigestLoginModule` `username`, `password` | the SASL user and password |
-//! | `sasl.jaas` (`java.security.auth.login.config`) | the same system property | a JAAS file to read the user and password from |
+//! | `sasl` | (the login module) | `digest-md5`, `gssapi` (or `kerberos`), or `none`; implied by `sasl.username` or `sasl.jaas` |
+//! | `sasl.username`, `sasl.password` | `DigestLoginModule` `username`, `password` | the SASL user and password (DIGEST-MD5) |
+//! | `sasl.jaas` (`java.security.auth.login.config`) | the same system property | a JAAS file: its `DigestLoginModule` gives the user and password, its `Krb5LoginModule` asks for GSSAPI |
 //! | `sasl.jaas.section` (`zookeeper.sasl.clientconfig`) | the same | the JAAS section, `Client` by default |
 //! | `zookeeper.sasl.client` | the same | `false` turns SASL off, as in Java |
-//! | `zookeeper.sasl.client.username` | the same | the Kerberos service name: accepted and unused (DIGEST-MD5 always uses `zookeeper/zk-sasl-md5`, as the Java client does) |
+//! | `sasl.service` (`zookeeper.sasl.client.username`) | the same | GSSAPI: the server principal's first part, `zookeeper` by default (DIGEST-MD5 always uses `zookeeper/zk-sasl-md5`, as Java does) |
+//! | `sasl.host` | (the server's host name) | GSSAPI: the server principal's host part; by default the host of each server in the address |
+//! | `zookeeper.server.principal` | the same | GSSAPI: the whole server principal `service/host@REALM` (the realm comes from `krb5.conf`) |
 //!
 //! With `sasl=digest-md5` and none of `sasl.username` or `sasl.jaas`, the address's
 //! `user:password@` is the SASL user too (it stays the `digest` identity as well).
 //!
-//! GSSAPI (Kerberos) is not supported: it needs a KDC and a ticket cache, and zookeeper-client's
-//! GSSAPI feature links the system's Kerberos libraries; `sasl=gssapi` or a JAAS section with
-//! `Krb5LoginModule` is a configuration error that says so.
+//! GSSAPI takes the process's Kerberos credentials as the system's Kerberos library finds
+//! them (MIT: the ticket cache `KRB5CCNAME` that `kinit` fills, or the client keytab
+//! `KRB5_CLIENT_KTNAME`; `KRB5_CONFIG` for the realm and KDC): no password goes through
+//! Switchman. A JAAS `Krb5LoginModule` entry with `useKeyTab=true keyTab="FILE"` is honoured
+//! only when `KRB5_CLIENT_KTNAME` names that file (a library cannot hand a keytab to the
+//! Kerberos library of a running process), else it is an error that says so. GSSAPI links the
+//! system's Kerberos library (`libgssapi_krb5`), so it needs the `zookeeper-gssapi` feature;
+//! without it `sasl=gssapi` is a configuration error naming the feature. Behind the TLS relay
+//! (`secure=true`) the client sees relay addresses, so the server principal's host is the one
+//! server's host, or `sasl.host` with several servers.
 //!
 //! The JAAS file is read once, when the URL is parsed, by a strict parser of the JAAS grammar
 //! (`Name { module.Class flag key="value" ...; };`, `//` and `/* */` comments, values quoted with
@@ -40,7 +50,11 @@ const JAAS: [&str; 2] = ["sasl.jaas", "java.security.auth.login.config"];
 const SECTION: [&str; 2] = ["sasl.jaas.section", "zookeeper.sasl.clientconfig"];
 const CLIENT: [&str; 1] = ["zookeeper.sasl.client"];
 /// The Kerberos service name: DIGEST-MD5 does not use it (in Java neither).
-const SERVICE: &str = "zookeeper.sasl.client.username";
+const SERVICE: [&str; 2] = ["sasl.service", "zookeeper.sasl.client.username"];
+const HOST: [&str; 1] = ["sasl.host"];
+const PRINCIPAL: [&str; 1] = ["zookeeper.server.principal"];
+/// Where MIT Kerberos reads a client keytab from.
+const CLIENT_KTNAME: &str = "KRB5_CLIENT_KTNAME";
 /// The largest JAAS file read.
 const MAX_JAAS: u64 = 64 * 1024;
 const DIGEST_MODULE: &str = "org.apache.zookeeper.server.auth.DigestLoginModule";
@@ -53,37 +67,71 @@ enum Source {
     UserInfo,
 }
 
-/// DIGEST-MD5 credentials of a registry. `Debug` and `Display` never show the password.
+/// The SASL settings of a registry. `Debug` and `Display` never show a password.
 #[derive(Clone)]
-pub(crate) struct ZkSasl {
+pub(crate) enum ZkSasl {
+    /// DIGEST-MD5 with a user and password.
+    Digest(Digest),
+    /// GSSAPI (Kerberos) with the process's credentials.
+    Gssapi(Gssapi),
+}
+
+/// DIGEST-MD5 credentials.
+#[derive(Clone)]
+pub(crate) struct Digest {
     username: String,
     password: String,
     source: Source,
 }
 
+/// What GSSAPI needs besides the process's Kerberos credentials: the server principal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Gssapi {
+    /// The server principal's first part (`zookeeper`).
+    service: String,
+    /// Its host part; `None`: each server's host in the address.
+    host: Option<String>,
+    /// Where GSSAPI was asked for (for logs and errors).
+    origin: String,
+}
+
 impl fmt::Debug for ZkSasl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ZkSasl")
-            .field("mechanism", &"DIGEST-MD5")
-            .field("username", &self.username)
-            .field("source", &self.source)
-            .finish()
+        match self {
+            ZkSasl::Digest(d) => f
+                .debug_struct("ZkSasl")
+                .field("mechanism", &"DIGEST-MD5")
+                .field("username", &d.username)
+                .field("source", &d.source)
+                .finish(),
+            ZkSasl::Gssapi(g) => f
+                .debug_struct("ZkSasl")
+                .field("mechanism", &"GSSAPI")
+                .field("service", &g.service)
+                .field("host", &g.host)
+                .finish(),
+        }
     }
 }
 
 impl fmt::Display for ZkSasl {
-    /// `SASL DIGEST-MD5 as alice (sasl.jaas /etc/jaas.conf, section Client)`.
+    /// `SASL DIGEST-MD5 as alice (sasl.jaas /etc/jaas.conf, section Client)`, `SASL GSSAPI to
+    /// zookeeper/{server host} with this process's Kerberos credentials (sasl=gssapi)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "SASL DIGEST-MD5 as {:?} ({})",
-            self.username,
-            self.origin()
-        )
+        match self {
+            ZkSasl::Digest(d) => write!(f, "SASL DIGEST-MD5 as {:?} ({})", d.username, d.origin()),
+            ZkSasl::Gssapi(g) => write!(
+                f,
+                "SASL GSSAPI to {}/{} with this process's Kerberos credentials ({})",
+                g.service,
+                g.host.as_deref().unwrap_or("{server host}"),
+                g.origin
+            ),
+        }
     }
 }
 
-impl ZkSasl {
+impl Digest {
     /// Where the user and password came from: `sasl.jaas FILE, section Client`.
     fn origin(&self) -> String {
         match &self.source {
@@ -94,6 +142,21 @@ impl ZkSasl {
             Source::UserInfo => "the address's user:password".into(),
         }
     }
+}
+
+/// The mechanism `sasl=` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mech {
+    None,
+    Digest,
+    Gssapi,
+}
+
+impl ZkSasl {
+    /// Whether a refusal of it is about a user and password (DIGEST-MD5).
+    pub(crate) fn is_digest(&self) -> bool {
+        matches!(self, ZkSasl::Digest(_))
+    }
 
     /// The SASL settings of `url`; `None` when it asks for no SASL.
     pub(crate) fn from_url(url: &Url) -> Result<Option<ZkSasl>, String> {
@@ -103,19 +166,16 @@ impl ZkSasl {
         let password = param(url, &PASSWORD)?;
         let jaas = param(url, &JAAS)?;
         let section = param(url, &SECTION)?;
-        if let Some(s) = param(url, &[SERVICE])? {
-            debug!("{SERVICE}={s:?} names a Kerberos service; DIGEST-MD5 does not use it");
-        }
-        let digest = match mechanism {
+        let mech = match mechanism {
             None => None,
-            Some(m) if m.eq_ignore_ascii_case("digest-md5") => Some(true),
-            Some(m) if m.eq_ignore_ascii_case("none") => Some(false),
+            Some(m) if m.eq_ignore_ascii_case("digest-md5") => Some(Mech::Digest),
+            Some(m) if m.eq_ignore_ascii_case("none") => Some(Mech::None),
             Some(m) if m.eq_ignore_ascii_case("gssapi") || m.eq_ignore_ascii_case("kerberos") => {
-                return Err(format!(
-                    "sasl={m}: GSSAPI (Kerberos) is not supported, only sasl=digest-md5"
-                ));
+                Some(Mech::Gssapi)
             }
-            Some(m) => return Err(format!("sasl={m:?} is neither digest-md5 nor none")),
+            Some(m) => {
+                return Err(format!("sasl={m:?} is neither digest-md5, gssapi nor none"));
+            }
         };
         if section.is_some() && jaas.is_none() {
             return Err(
@@ -125,11 +185,18 @@ impl ZkSasl {
             );
         }
         let given = username.is_some() || password.is_some() || jaas.is_some();
-        let on = match (digest, enabled) {
-            (Some(true), false) => {
-                return Err("sasl=digest-md5 and zookeeper.sasl.client=false disagree".into());
+        let on = match (mech, enabled) {
+            (Some(m @ (Mech::Digest | Mech::Gssapi)), false) => {
+                let name = if m == Mech::Digest {
+                    "digest-md5"
+                } else {
+                    "gssapi"
+                };
+                return Err(format!(
+                    "sasl={name} and zookeeper.sasl.client=false disagree"
+                ));
             }
-            (Some(false), _) | (None, false) => {
+            (Some(Mech::None), _) | (None, false) => {
                 if given {
                     return Err(format!(
                         "SASL credentials (sasl.username, sasl.password or sasl.jaas) are \
@@ -143,7 +210,7 @@ impl ZkSasl {
                 }
                 false
             }
-            (Some(true), true) => true,
+            (Some(_), true) => true,
             (None, true) => given,
         };
         if !on {
@@ -152,21 +219,63 @@ impl ZkSasl {
         if jaas.is_some() && (username.is_some() || password.is_some()) {
             return Err("give sasl.username/sasl.password or sasl.jaas, not both".into());
         }
-        let sasl = match (username, password, jaas) {
-            (_, _, Some(file)) => {
+        let login = match jaas {
+            Some(file) => {
                 let section = section.unwrap_or("Client");
-                let (username, password) = read_jaas(Path::new(file), section)
+                let login = read_jaas(Path::new(file), section)
                     .map_err(|e| format!("sasl.jaas {file}: {e}"))?;
-                ZkSasl {
-                    username,
-                    password,
-                    source: Source::Jaas {
-                        file: PathBuf::from(file),
-                        section: section.to_string(),
-                    },
-                }
+                Some((file, section, login))
             }
-            (Some(u), Some(p), None) => ZkSasl {
+            None => None,
+        };
+        let kerberos = matches!(login, Some((_, _, Login::Krb5 { .. })));
+        match (mech, kerberos) {
+            (Some(Mech::Gssapi), false) if login.is_some() => {
+                return Err(
+                    "sasl=gssapi, but the JAAS section has a DigestLoginModule (DIGEST-MD5)".into(),
+                );
+            }
+            (Some(Mech::Digest), true) => {
+                return Err(
+                    "sasl=digest-md5, but the JAAS section has a Krb5LoginModule (GSSAPI)".into(),
+                );
+            }
+            _ => {}
+        }
+        if mech == Some(Mech::Gssapi) || kerberos {
+            if username.is_some() || password.is_some() {
+                return Err(
+                    "GSSAPI (Kerberos) takes no sasl.username or sasl.password: it uses this \
+                     process's Kerberos credentials"
+                        .into(),
+                );
+            }
+            let origin = match &login {
+                Some((file, section, Login::Krb5 { keytab })) => {
+                    check_keytab(keytab.as_deref())
+                        .map_err(|e| format!("sasl.jaas {file}, section {section}: {e}"))?;
+                    format!("sasl.jaas {file}, section {section}")
+                }
+                _ => "sasl=gssapi".to_string(),
+            };
+            return gssapi(url, origin).map(|g| Some(ZkSasl::Gssapi(g)));
+        }
+        for p in SERVICE.iter().chain(&HOST).chain(&PRINCIPAL) {
+            if let Some(v) = url.param(p) {
+                debug!("{p}={v:?} names a Kerberos principal; DIGEST-MD5 does not use it");
+            }
+        }
+        let digest = match (username, password, login) {
+            (_, _, Some((file, section, Login::Digest { username, password }))) => Digest {
+                username,
+                password,
+                source: Source::Jaas {
+                    file: PathBuf::from(file),
+                    section: section.to_string(),
+                },
+            },
+            (_, _, Some((_, _, Login::Krb5 { .. }))) => unreachable!("GSSAPI returned above"),
+            (Some(u), Some(p), None) => Digest {
                 username: u.to_string(),
                 password: p.to_string(),
                 source: Source::Params,
@@ -178,7 +287,7 @@ impl ZkSasl {
                 return Err("sasl.password is given without sasl.username".into());
             }
             (None, None, None) => match (url.username(), url.password()) {
-                (Some(u), Some(p)) if !u.is_empty() && !p.is_empty() => ZkSasl {
+                (Some(u), Some(p)) if !u.is_empty() && !p.is_empty() => Digest {
                     username: u.to_string(),
                     password: p.to_string(),
                     source: Source::UserInfo,
@@ -192,16 +301,124 @@ impl ZkSasl {
                 }
             },
         };
-        check_credential("user name", &sasl.username)
-            .and_then(|()| check_credential("password", &sasl.password))
-            .map_err(|e| format!("{}: {e}", sasl.origin()))?;
-        Ok(Some(sasl))
+        check_credential("user name", &digest.username)
+            .and_then(|()| check_credential("password", &digest.password))
+            .map_err(|e| format!("{}: {e}", digest.origin()))?;
+        Ok(Some(ZkSasl::Digest(digest)))
     }
 
-    /// The client's SASL options.
-    pub(crate) fn options(&self) -> zk::SaslOptions {
-        zk::SaslOptions::digest_md5(self.username.clone(), self.password.clone()).into()
+    /// The client's SASL options; `relayed_host`: the one server's host when the client
+    /// talks to it through the TLS relay (its connect string then names 127.0.0.1).
+    pub(crate) fn options(&self, relayed_host: Option<&str>) -> zk::SaslOptions {
+        match self {
+            ZkSasl::Digest(d) => {
+                zk::SaslOptions::digest_md5(d.username.clone(), d.password.clone()).into()
+            }
+            ZkSasl::Gssapi(g) => gssapi_options(g, relayed_host),
+        }
     }
+
+    /// GSSAPI behind the TLS relay with several servers and no `sasl.host`: the client would
+    /// ask for a ticket to `zookeeper/127.0.0.1`.
+    pub(crate) fn check_relayed(&self, servers: usize) -> Result<(), String> {
+        match self {
+            ZkSasl::Gssapi(g) if g.host.is_none() && servers > 1 => Err(
+                "sasl=gssapi with secure=true and several servers needs sasl.host (the \
+                 server principal's host part): the client connects through local TLS relays"
+                    .into(),
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(feature = "zookeeper-gssapi")]
+fn gssapi_options(g: &Gssapi, relayed_host: Option<&str>) -> zk::SaslOptions {
+    let mut o = zk::SaslOptions::gssapi().with_username(g.service.clone());
+    if let Some(h) = g.host.as_deref().or(relayed_host) {
+        o = o.with_hostname(h.to_string());
+    }
+    o.into()
+}
+
+#[cfg(not(feature = "zookeeper-gssapi"))]
+fn gssapi_options(_: &Gssapi, _: Option<&str>) -> zk::SaslOptions {
+    unreachable!("ZkSasl::from_url makes no Gssapi without the zookeeper-gssapi feature")
+}
+
+/// The server principal of a GSSAPI registry, from `sasl.service`/`sasl.host` or
+/// `zookeeper.server.principal`; an error without the `zookeeper-gssapi` feature.
+fn gssapi(url: &Url, origin: String) -> Result<Gssapi, String> {
+    let service = param(url, &SERVICE)?;
+    let host = param(url, &HOST)?;
+    let (service, host) = match param(url, &PRINCIPAL)? {
+        Some(p) => {
+            let name = p.split('@').next().unwrap_or_default();
+            let (svc, h) = name.split_once('/').ok_or_else(|| {
+                format!("zookeeper.server.principal={p:?} is not service/host[@REALM]")
+            })?;
+            if svc.is_empty() || h.is_empty() {
+                return Err(format!(
+                    "zookeeper.server.principal={p:?} is not service/host[@REALM]"
+                ));
+            }
+            if service.is_some_and(|s| s != svc) || host.is_some_and(|x| x != h) {
+                return Err(format!(
+                    "zookeeper.server.principal={p:?} and sasl.service/sasl.host disagree"
+                ));
+            }
+            (svc.to_string(), Some(h.to_string()))
+        }
+        None => (
+            service.unwrap_or("zookeeper").to_string(),
+            host.map(str::to_string),
+        ),
+    };
+    for (what, v) in [
+        ("service", Some(service.as_str())),
+        ("host", host.as_deref()),
+    ] {
+        if let Some(v) = v
+            && (v.is_empty() || v.contains(['/', '@']) || v.chars().any(char::is_control))
+        {
+            return Err(format!(
+                "the GSSAPI server principal's {what} {v:?} is empty or holds '/', '@' or a \
+                 control character"
+            ));
+        }
+    }
+    if !cfg!(feature = "zookeeper-gssapi") {
+        return Err(format!(
+            "{origin} asks for GSSAPI (Kerberos), which this build lacks: build Switchman \
+             with the `zookeeper-gssapi` feature (it links the system's Kerberos library, \
+             libgssapi_krb5)"
+        ));
+    }
+    Ok(Gssapi {
+        service,
+        host,
+        origin,
+    })
+}
+
+/// A JAAS entry's `keyTab` is honoured through `KRB5_CLIENT_KTNAME` only.
+fn check_keytab(keytab: Option<&str>) -> Result<(), String> {
+    let Some(keytab) = keytab else {
+        return Ok(());
+    };
+    let env = std::env::var(CLIENT_KTNAME).ok();
+    let named = env.as_deref().map(|e| e.strip_prefix("FILE:").unwrap_or(e));
+    if named == Some(keytab) {
+        return Ok(());
+    }
+    Err(format!(
+        "Krb5LoginModule keyTab={keytab:?}: the Kerberos library reads a client keytab from \
+         the environment, so run with {CLIENT_KTNAME}={keytab} ({})",
+        match env {
+            Some(e) => format!("it is {e:?}"),
+            None => "it is not set".to_string(),
+        }
+    ))
 }
 
 /// DIGEST-MD5 sends the user name quoted: no control characters, no quote or backslash in it
@@ -222,9 +439,18 @@ fn check_credential(what: &str, value: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The `username` and `password` of the `DigestLoginModule` entry of `section` in the JAAS
-/// file at `path`.
-fn read_jaas(path: &Path, section: &str) -> Result<(String, String), String> {
+/// What a JAAS section's login module asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Login {
+    /// `DigestLoginModule`: its `username` and `password`.
+    Digest { username: String, password: String },
+    /// `Krb5LoginModule`: GSSAPI; its `keyTab` when `useKeyTab=true`.
+    Krb5 { keytab: Option<String> },
+}
+
+/// The login of `section` in the JAAS file at `path`: the `username` and `password` of its
+/// `DigestLoginModule` entry, or its `Krb5LoginModule`.
+fn read_jaas(path: &Path, section: &str) -> Result<Login, String> {
     let len = std::fs::metadata(path)
         .map_err(|e| format!("cannot read it: {e}"))?
         .len();
@@ -261,15 +487,29 @@ fn read_jaas(path: &Path, section: &str) -> Result<(String, String), String> {
             }
             found = Some(e);
         } else if e.module.ends_with("Krb5LoginModule") {
-            return Err(format!(
-                "section {section}, line {}: {}: GSSAPI (Kerberos) is not supported, only \
-                 {DIGEST_MODULE} (DIGEST-MD5)",
-                e.line, e.module
-            ));
+            if entries.len() > 1 {
+                return Err(format!(
+                    "section {section}, line {}: a Krb5LoginModule must be the section's only \
+                     login module",
+                    e.line
+                ));
+            }
+            let opt = |key: &str| {
+                e.options
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| k == key)
+                    .map(|(_, v)| v.clone())
+            };
+            let keytab = match opt("useKeyTab").as_deref() {
+                Some(v) if v.eq_ignore_ascii_case("true") => opt("keyTab"),
+                _ => None,
+            };
+            return Ok(Login::Krb5 { keytab });
         } else {
             return Err(format!(
                 "section {section}, line {}: login module {} is not supported, only \
-                 {DIGEST_MODULE}",
+                 {DIGEST_MODULE} or Krb5LoginModule",
                 e.line, e.module
             ));
         }
@@ -291,7 +531,10 @@ fn read_jaas(path: &Path, section: &str) -> Result<(String, String), String> {
             )),
         }
     };
-    Ok((get("username")?, get("password")?))
+    Ok(Login::Digest {
+        username: get("username")?,
+        password: get("password")?,
+    })
 }
 
 /// One section of a JAAS file.
@@ -500,6 +743,13 @@ mod tests {
         ZkSasl::from_url(&Url::parse(address).unwrap())
     }
 
+    fn d(s: &ZkSasl) -> &Digest {
+        match s {
+            ZkSasl::Digest(d) => d,
+            other => panic!("not DIGEST-MD5: {other:?}"),
+        }
+    }
+
     fn jaas_file(name: &str, text: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
             "switchman-zk-sasl-unit-{}-{name}",
@@ -537,20 +787,24 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(
-            (s.username.as_str(), s.password.as_str()),
+            (d(&s).username.as_str(), d(&s).password.as_str()),
             ("alice", "secret")
         );
-        assert_eq!(s.source, Source::Params);
+        assert_eq!(d(&s).source, Source::Params);
         // sasl= implied by the user.
         let s = parse("zookeeper://h:1?sasl.username=alice&sasl.password=secret")
             .unwrap()
             .unwrap();
-        assert_eq!(s.username, "alice");
+        assert_eq!(d(&s).username, "alice");
         let s = parse("zookeeper://bob:pw@h:1?sasl=digest-md5")
             .unwrap()
             .unwrap();
         assert_eq!(
-            (s.username.as_str(), s.password.as_str(), &s.source),
+            (
+                d(&s).username.as_str(),
+                d(&s).password.as_str(),
+                &d(&s).source
+            ),
             ("bob", "pw", &Source::UserInfo)
         );
         // Never the password in Debug or Display.
@@ -562,10 +816,6 @@ mod tests {
     #[test]
     fn bad_settings_are_named() {
         for (address, want) in [
-            (
-                "zookeeper://h:1?sasl=gssapi",
-                "GSSAPI (Kerberos) is not supported",
-            ),
             ("zookeeper://h:1?sasl=plain", "sasl=\"plain\" is neither"),
             (
                 "zookeeper://h:1?sasl=digest-md5",
@@ -627,7 +877,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(
-            (s.username.as_str(), s.password.as_str()),
+            (d(&s).username.as_str(), d(&s).password.as_str()),
             ("alice", "s e\"c\\ret")
         );
         assert!(s.to_string().contains("section Client"), "{s}");
@@ -637,7 +887,10 @@ mod tests {
         ))
         .unwrap()
         .unwrap();
-        assert_eq!((s.username.as_str(), s.password.as_str()), ("bob", "pw"));
+        assert_eq!(
+            (d(&s).username.as_str(), d(&s).password.as_str()),
+            ("bob", "pw")
+        );
         let _ = std::fs::remove_dir_all(f.parent().unwrap());
     }
 
@@ -645,7 +898,6 @@ mod tests {
     fn bad_jaas_files_are_named_without_the_password() {
         for (i, (text, want)) in [
             ("Server { org.apache.zookeeper.server.auth.DigestLoginModule required user_a=\"x\"; };", "no section \"Client\" (the file has Server"),
-            ("Client { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true; };", "GSSAPI (Kerberos) is not supported"),
             ("Client { org.apache.zookeeper.server.auth.DigestLoginModule required username=\"a\"; };", "has no password"),
             ("Client { org.apache.zookeeper.server.auth.DigestLoginModule required username=\"a\" password=\"hunter2\" };", "line 1: an option name or ';' was expected"),
             ("Client { org.apache.zookeeper.server.auth.DigestLoginModule username=\"a\" password=\"hunter2\"; };", "needs a flag"),
@@ -671,6 +923,106 @@ mod tests {
         let e = parse(&format!("zookeeper://h:1?sasl.jaas={}", f.display())).unwrap_err();
         assert!(e.contains("larger than"), "{e}");
         let _ = std::fs::remove_dir_all(f.parent().unwrap());
+    }
+
+    #[test]
+    fn gssapi_principal_and_mistakes() {
+        // Mistakes named whether or not this build has GSSAPI.
+        for (address, want) in [
+            (
+                "zookeeper://h:1?sasl=gssapi&sasl.username=a&sasl.password=b",
+                "takes no sasl.username",
+            ),
+            (
+                "zookeeper://h:1?sasl=gssapi&zookeeper.server.principal=zookeeper",
+                "is not service/host",
+            ),
+            (
+                "zookeeper://h:1?sasl=gssapi&zookeeper.server.principal=zookeeper/a&sasl.host=b",
+                "disagree",
+            ),
+            (
+                "zookeeper://h:1?sasl=gssapi&zookeeper.sasl.client=false",
+                "disagree",
+            ),
+            ("zookeeper://h:1?sasl=kerberos&sasl.host=a/b", "holds '/'"),
+            ("zookeeper://h:1?sasl=gssapi&sasl.service=zk@X", "holds '/'"),
+        ] {
+            let e = parse(address).expect_err(address);
+            assert!(e.contains(want), "{address}: {e}");
+        }
+        let digest_jaas = jaas_file(
+            "gss-digest",
+            "Client { org.apache.zookeeper.server.auth.DigestLoginModule required username=a password=b; };",
+        );
+        let e = parse(&format!(
+            "zookeeper://h:1?sasl=gssapi&sasl.jaas={}",
+            digest_jaas.display()
+        ))
+        .unwrap_err();
+        assert!(e.contains("has a DigestLoginModule"), "{e}");
+        let krb = jaas_file(
+            "gss-krb",
+            "Client {\n  com.sun.security.auth.module.Krb5LoginModule required\n  useTicketCache=true;\n};",
+        );
+        let e = parse(&format!(
+            "zookeeper://h:1?sasl=digest-md5&sasl.jaas={}",
+            krb.display()
+        ))
+        .unwrap_err();
+        assert!(e.contains("has a Krb5LoginModule"), "{e}");
+        if std::env::var_os(CLIENT_KTNAME).is_none() {
+            let keytab = jaas_file(
+                "gss-keytab",
+                "Client { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true keyTab=\"/etc/zk-client.keytab\" principal=\"client@EXAMPLE.COM\"; };",
+            );
+            let e = parse(&format!("zookeeper://h:1?sasl.jaas={}", keytab.display())).unwrap_err();
+            assert!(
+                e.contains("KRB5_CLIENT_KTNAME=/etc/zk-client.keytab") && e.contains("not set"),
+                "{e}"
+            );
+            let _ = std::fs::remove_dir_all(keytab.parent().unwrap());
+        }
+
+        let from_jaas = parse(&format!("zookeeper://h:1?sasl.jaas={}", krb.display()));
+        let plain = parse("zookeeper://h:1?sasl=gssapi");
+        if cfg!(feature = "zookeeper-gssapi") {
+            let principal = |s: &ZkSasl| match s {
+                ZkSasl::Gssapi(g) => (g.service.clone(), g.host.clone()),
+                other => panic!("not GSSAPI: {other:?}"),
+            };
+            let s = plain.unwrap().unwrap();
+            assert_eq!(principal(&s), ("zookeeper".to_string(), None));
+            assert!(
+                s.to_string()
+                    .contains("SASL GSSAPI to zookeeper/{server host}"),
+                "{s}"
+            );
+            assert!(!s.is_digest());
+            assert!(s.check_relayed(1).is_ok());
+            assert!(s.check_relayed(2).unwrap_err().contains("needs sasl.host"));
+            let s = parse("zookeeper://h:1?sasl=Kerberos&sasl.service=zk&sasl.host=zk1.example")
+                .unwrap()
+                .unwrap();
+            assert_eq!(principal(&s), ("zk".into(), Some("zk1.example".into())));
+            assert!(s.check_relayed(2).is_ok());
+            let s = parse(
+                "zookeeper://h:1?sasl=GSSAPI&zookeeper.server.principal=zookeeper/zk1@EXAMPLE.COM",
+            )
+            .unwrap()
+            .unwrap();
+            assert_eq!(principal(&s), ("zookeeper".into(), Some("zk1".into())));
+            let s = from_jaas.unwrap().unwrap();
+            assert!(s.to_string().contains("section Client"), "{s}");
+        } else {
+            for r in [plain, from_jaas] {
+                let e = r.unwrap_err();
+                assert!(e.contains("`zookeeper-gssapi` feature"), "{e}");
+            }
+        }
+        for f in [digest_jaas, krb] {
+            let _ = std::fs::remove_dir_all(f.parent().unwrap());
+        }
     }
 
     #[test]

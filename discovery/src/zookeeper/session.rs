@@ -249,15 +249,26 @@ impl From<String> for ConnectError {
 /// server wants SASL.
 fn refusal(config: &ZkConfig) -> String {
     match &config.sasl {
-        Some(sasl) => format!(
+        Some(sasl) if sasl.is_digest() => format!(
             "{sasl} was refused by ZooKeeper (authentication failed): the user or password \
              is not the server's (its JAAS Server section)"
+        ),
+        Some(sasl) => format!(
+            "{sasl} was refused by ZooKeeper (authentication failed): no valid ticket for \
+             the server principal (kinit, or KRB5_CLIENT_KTNAME), or the server does not \
+             accept this client's principal"
         ),
         None => "ZooKeeper refused the session (authentication failed): a server that \
              requires SASL (enforce.auth.enabled, enforce.auth.schemes=sasl) needs \
              sasl=digest-md5 with sasl.username and sasl.password, or sasl.jaas"
             .to_string(),
     }
+}
+
+/// The host of `host:port` (`[v6]:port` too).
+fn host_of(server: &str) -> &str {
+    let host = server.rsplit_once(':').map_or(server, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
 }
 
 /// Connects a new session. With `secure=true` the client talks to the TLS relays of `relay`
@@ -273,7 +284,13 @@ async fn connect(
         connector = connector.with_auth("digest", auth.as_bytes());
     }
     if let Some(sasl) = &config.sasl {
-        connector = connector.with_sasl(sasl.options());
+        // Behind the TLS relay the client sees 127.0.0.1: name the one server's host.
+        let relayed_host = config
+            .tls
+            .as_ref()
+            .and_then(|_| config.servers.split(',').next())
+            .map(host_of);
+        connector = connector.with_sasl(sasl.options(relayed_host));
     }
     if let Some(tls) = &config.tls
         && relay.is_none()
@@ -300,7 +317,19 @@ async fn connect(
                 refused: true,
             });
         }
-        Ok(Err(e)) => return Err(why(e.to_string()).into()),
+        Ok(Err(e)) => {
+            let mut e = why(e.to_string());
+            if let Some(sasl) = config.sasl.as_ref().filter(|s| !s.is_digest()) {
+                // zookeeper-client logs the Kerberos reason (a warning) and answers "no
+                // available hosts": say which handshake it was.
+                e = format!(
+                    "{e} ({sasl}: with the servers up, the Kerberos handshake failed; \
+                     zookeeper_client's warning gives the reason, such as an unknown server \
+                     principal or no ticket)"
+                );
+            }
+            return Err(e.into());
+        }
         Err(_) => return Err(why(format!("no session within {:?}", config.timeout)).into()),
     };
     match &config.chroot {
