@@ -201,7 +201,7 @@ impl ClusterInvoker {
             error_type = Empty,
             attempts = Empty,
         );
-        let book = AttemptBook::new();
+        let book = AttemptBook::new(started, self.custom.is_none());
         let result = async {
             let mut call = Call::new(shared, &plan, invocation, settings, &telemetry, &book);
             let result = self.run(&mut call).await;
@@ -213,6 +213,7 @@ impl ClusterInvoker {
                     debug!(method = %invocation.method, error = %e,
                         "application level unavailable for this call: falling back to the interface level");
                     let plan = shared.planner.fallback(snapshot);
+                    book.forgo_start();
                     let overridden = apply_attachments(plan.settings(&invocation.method), invocation)?;
                     let settings = overridden
                         .as_ref()
@@ -231,7 +232,7 @@ impl ClusterInvoker {
         let outcome = telemetry::Outcome::of(&result);
         telemetry
             .series
-            .record_call(telemetry.system(), outcome, started.elapsed());
+            .record_call(telemetry.system(), outcome, book.call_elapsed());
         if !span.is_disabled() {
             span.record("outcome", outcome.as_str());
             span.record("attempts", telemetry.attempts());

@@ -37,17 +37,84 @@ const PROBE_LEASE_MARGIN: Duration = Duration::from_secs(1);
 
 /// What the attempts of one call have used so far, shared by every [`Attempter`] of the call
 /// (attempts may run at once): attempts started, retries granted by [`Call::retry_allowed`]
-/// and not yet used, retries taken without asking.
-#[derive(Debug, Default)]
+/// and not yet used, retries taken without asking; and the call's clock.
+///
+/// The clock: a call reads it when it starts; the built-in strategies go from there to their
+/// first attempt without waiting, so that attempt takes the call's start as its own (the
+/// routing before it, a few hundred nanoseconds, is then in its latency) instead of reading
+/// the clock again, and the call takes the end of its last attempt as its own end. A custom
+/// strategy may wait before its first attempt: its attempts read the clock themselves.
+#[derive(Debug)]
 pub(crate) struct AttemptBook {
     started: AtomicU32,
     granted: AtomicU32,
     unasked: AtomicU32,
+    /// When the call started.
+    call_start: Instant,
+    /// Whether the first attempt may take `call_start` as its start (built-in strategies).
+    lend_start: bool,
+    /// The start was taken by an attempt.
+    start_taken: std::sync::atomic::AtomicBool,
+    /// Nanoseconds from `call_start` to the end of the latest attempt, plus one (0: none yet).
+    last_end: std::sync::atomic::AtomicU64,
 }
 
 impl AttemptBook {
-    pub(crate) fn new() -> Self {
-        AttemptBook::default()
+    /// The book of a call that started at `call_start`; `lend_start`: its first attempt may
+    /// take that instant as its own start (see the type's docs).
+    pub(crate) fn new(call_start: Instant, lend_start: bool) -> Self {
+        AttemptBook {
+            started: AtomicU32::new(0),
+            granted: AtomicU32::new(0),
+            unasked: AtomicU32::new(0),
+            call_start,
+            lend_start,
+            start_taken: std::sync::atomic::AtomicBool::new(false),
+            last_end: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// When the call started.
+    pub(crate) fn call_start(&self) -> Instant {
+        self.call_start
+    }
+
+    /// An attempt's start: the call's for the first attempt of a built-in strategy (a plain
+    /// load and store: two attempts of a fork racing here both take it, having started at
+    /// that moment alike), else the clock.
+    #[inline]
+    fn attempt_start(&self) -> Instant {
+        if self.lend_start && !self.start_taken.load(Ordering::Relaxed) {
+            self.start_taken.store(true, Ordering::Relaxed);
+            return self.call_start;
+        }
+        Instant::now()
+    }
+
+    /// No attempt takes the call's start any more (the call did other work first: the
+    /// `APPLICATION_FIRST` fallback's plan).
+    pub(crate) fn forgo_start(&self) {
+        self.start_taken.store(true, Ordering::Relaxed);
+    }
+
+    /// Notes that an attempt ended at `ended`.
+    #[inline]
+    fn attempt_ended(&self, ended: Instant) {
+        let ns = ended.saturating_duration_since(self.call_start).as_nanos();
+        self.last_end.store(
+            u64::try_from(ns).unwrap_or(u64::MAX - 1) + 1,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// How long the call took: to the end of its latest attempt, or to now when it made none
+    /// (or when it waited after the attempt: a custom strategy).
+    pub(crate) fn call_elapsed(&self) -> Duration {
+        match self.last_end.load(Ordering::Relaxed) {
+            0 => self.call_start.elapsed(),
+            _ if !self.lend_start => self.call_start.elapsed(),
+            n => Duration::from_nanos(n - 1),
+        }
     }
 
     /// Whether no attempt of the call has sent anything so far (each one ended before
@@ -191,8 +258,9 @@ impl<'c> Attempter<'c> {
         // from the URL of the instance being called), precomputed in the plan.
         let limits = plan.limits(self.settings, &self.invocation.method, i);
         let mut timeout = limits.timeout;
-        // One clock read for the deadline's check, the attempt's start and its timer.
-        let started = Instant::now();
+        // One clock read (or the call's, for its first attempt) for the deadline's check, the
+        // attempt's start and its timer.
+        let started = self.book.attempt_start();
         if let Some(d) = self.deadline {
             let left = d.saturating_duration_since(started);
             if left < DEADLINE_FLOOR {
@@ -239,8 +307,10 @@ impl<'c> Attempter<'c> {
                     self.invocation.method
                 ))),
             };
-        // One clock read for the latency, the balancer's statistics and outlier detection.
+        // One clock read for the latency, the balancer's statistics, outlier detection and
+        // the call's end.
         let ended = Instant::now();
+        self.book.attempt_ended(ended);
         let elapsed = ended.saturating_duration_since(started);
         let outcome = Outcome::of(&result);
         self.shared.metrics.record_attempt(
@@ -323,7 +393,9 @@ impl<'c> Call<'c> {
             settings,
             telemetry,
             book,
-            deadline: settings.deadline.map(crate::config::deadline_after),
+            deadline: settings
+                .deadline
+                .map(|d| crate::config::deadline_from(book.call_start(), d)),
             rng: fastrand::Rng::new(),
             tried: Tried::new(),
             failed: Vec::new(),
@@ -630,5 +702,60 @@ impl<'c> Call<'c> {
         } else {
             e.with_tried(tried)
         }
+    }
+}
+
+#[cfg(test)]
+mod clock_tests {
+    use super::*;
+
+    fn second_ago() -> Instant {
+        Instant::now()
+            .checked_sub(Duration::from_secs(1))
+            .expect("a second after boot")
+    }
+
+    #[test]
+    fn the_first_attempt_of_a_built_in_strategy_takes_the_calls_start() {
+        let start = second_ago();
+        let book = AttemptBook::new(start, true);
+        assert_eq!(
+            book.attempt_start(),
+            start,
+            "the first attempt: the call's start"
+        );
+        assert!(
+            book.attempt_start() >= start + Duration::from_millis(500),
+            "later ones read the clock"
+        );
+        // The call ends with its last attempt.
+        assert!(
+            book.call_elapsed() >= Duration::from_millis(500),
+            "no attempt ended yet"
+        );
+        book.attempt_ended(start + Duration::from_millis(5));
+        book.attempt_ended(start + Duration::from_millis(7));
+        assert_eq!(book.call_elapsed(), Duration::from_millis(7));
+        book.attempt_ended(start);
+        assert_eq!(
+            book.call_elapsed(),
+            Duration::ZERO,
+            "zero is a real end too"
+        );
+    }
+
+    #[test]
+    fn custom_strategies_and_a_fallback_read_the_clock() {
+        let start = second_ago();
+        let custom = AttemptBook::new(start, false);
+        assert!(custom.attempt_start() >= start + Duration::from_millis(500));
+        custom.attempt_ended(start + Duration::from_millis(5));
+        assert!(
+            custom.call_elapsed() >= Duration::from_millis(500),
+            "a custom strategy may wait after its last attempt"
+        );
+        let fallback = AttemptBook::new(start, true);
+        fallback.forgo_start();
+        assert!(fallback.attempt_start() >= start + Duration::from_millis(500));
     }
 }

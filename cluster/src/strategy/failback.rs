@@ -83,7 +83,7 @@ impl Shared {
                 tokio::time::sleep(delay).await;
                 let Some(inner) = weak.upgrade() else { return };
                 let telemetry = CallTelemetry::new(inner.metrics.method(&inv.method));
-                let book = AttemptBook::new();
+                let book = AttemptBook::new(tokio::time::Instant::now(), true);
                 // Each retry sees the directory's current list.
                 let plan = inner.plan();
                 let mut call = Call::new(&inner, &plan, &inv, &settings, &telemetry, &book);
