@@ -34,6 +34,7 @@ mod rust_provider_app_level;
 mod scenario_oracle;
 mod servers_up;
 mod test_pki;
+mod thread_logs;
 mod traceparent;
 mod triple_python_peer;
 mod zookeeper_registry;

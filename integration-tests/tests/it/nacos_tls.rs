@@ -313,20 +313,9 @@ async fn subscription_over_tls_with_a_login_whose_token_is_refreshed_before_it_e
     let _ = std::fs::remove_dir_all(&cache);
 }
 
-/// Log lines written while the guard lives, on this thread (a current-thread runtime runs the
-/// registry's connect task here too).
-
 #[tokio::test(flavor = "current_thread")]
 async fn a_wrong_ca_fails_clearly_naming_the_server_and_the_ca_file() {
-    use tracing_subscriber::util::SubscriberInitExt;
-    let logs = switchman_integration_tests::logs::CapturedLog::default();
-    let writer = logs.clone();
-    let _guard = tracing_subscriber::fmt()
-        .with_max_level(tracing_subscriber::filter::LevelFilter::DEBUG)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish()
-        .set_default();
+    let (logs, _guard) = super::thread_logs::debug_logs_on_this_thread();
     let p = pki();
     let server = NacosServer::start();
     let port = terminator(p.server.clone(), &server).await;
@@ -373,15 +362,7 @@ async fn a_wrong_ca_fails_clearly_naming_the_server_and_the_ca_file() {
 /// an instance registered over the same mTLS.
 #[tokio::test(flavor = "current_thread")]
 async fn mutual_tls_needs_the_client_certificate_and_works_with_it() {
-    use tracing_subscriber::util::SubscriberInitExt;
-    let logs = switchman_integration_tests::logs::CapturedLog::default();
-    let writer = logs.clone();
-    let _guard = tracing_subscriber::fmt()
-        .with_max_level(tracing_subscriber::filter::LevelFilter::DEBUG)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish()
-        .set_default();
+    let (logs, _guard) = super::thread_logs::debug_logs_on_this_thread();
     let p = pki();
     let server = NacosServer::start();
     let port = terminator(p.mutual.clone(), &server).await;

@@ -128,20 +128,9 @@ async fn provider_registered_with_sasl_is_seen_with_sasl() {
     assert_eq!(snap.instances()[0].address(), "127.0.0.1:18121");
 }
 
-/// Log lines written while the guard lives, on this thread (a current-thread runtime runs the
-/// session tasks here too).
-
 #[tokio::test(flavor = "current_thread")]
 async fn wrong_password_and_no_sasl_are_refused_clearly() {
-    use tracing_subscriber::util::SubscriberInitExt;
-    let logs = switchman_integration_tests::logs::CapturedLog::default();
-    let writer = logs.clone();
-    let _guard = tracing_subscriber::fmt()
-        .with_max_level(tracing_subscriber::filter::LevelFilter::DEBUG)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish()
-        .set_default();
+    let (logs, _guard) = super::thread_logs::debug_logs_on_this_thread();
     let server = ZkServer::standalone_sasl(&users(), None);
     let port = server.port(0);
     let iface = unique("it.zk.sasl.Refused").replace('-', "_");

@@ -143,20 +143,9 @@ async fn provider_registered_over_tls_is_seen_over_tls_with_digest_acl() {
     assert_eq!(owner.list_children(&parent).await.unwrap().len(), 1);
 }
 
-/// Log lines written while the guard lives, on this thread (a current-thread runtime runs the
-/// session tasks here too).
-
 #[tokio::test(flavor = "current_thread")]
 async fn missing_client_certificate_and_wrong_ca_fail_clearly() {
-    use tracing_subscriber::util::SubscriberInitExt;
-    let logs = switchman_integration_tests::logs::CapturedLog::default();
-    let writer = logs.clone();
-    let _guard = tracing_subscriber::fmt()
-        .with_max_level(tracing_subscriber::filter::LevelFilter::DEBUG)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish()
-        .set_default();
+    let (logs, _guard) = super::thread_logs::debug_logs_on_this_thread();
     let p = pki();
     let server = tls_server(&p);
     let port = server.secure_port();

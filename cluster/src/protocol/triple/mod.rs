@@ -332,15 +332,35 @@ impl TripleInvoker {
         ssl_enabled: bool,
         timeout: Duration,
     ) -> Result<Answer> {
-        let address = target.address();
-        let method = call.method;
+        let (address, method) = (target.address(), call.method);
         let deadline = crate::config::deadline_after(timeout);
+        let request = (entry, target, call, token, ssl_enabled);
+        self.within(request, deadline, timeout, |response| {
+            read_response(response, address, method, self.max_message)
+        })
+        .await
+    }
+
+    /// Sends `request` and hands its response to `read`, all before `deadline` (`timeout`
+    /// from now): a late one is a timeout error that says whether the request had left.
+    async fn within<T, F, Fut>(
+        &self,
+        (entry, target, call, token, ssl_enabled): Outgoing<'_>,
+        deadline: Instant,
+        timeout: Duration,
+        read: F,
+    ) -> Result<T>
+    where
+        F: FnOnce(http::Response<hyper::body::Incoming>) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let (address, method) = (target.address(), call.method);
         let mut sent = false;
         let outcome = tokio::time::timeout_at(deadline, async {
             let response = self
                 .open(entry, target, call, token, ssl_enabled, deadline, &mut sent)
                 .await?;
-            read_response(response, address, method, self.max_message).await
+            read(response).await
         })
         .await;
         outcome.unwrap_or_else(|_| Err(late(address, method, timeout, sent)))
@@ -460,6 +480,10 @@ fn retry_elsewhere(e: &(dyn std::error::Error + 'static)) -> bool {
     }
     false
 }
+
+/// What one request is sent with: the endpoint's connection entry, the instance, the request,
+/// the token to send and the provider's `ssl-enabled`.
+type Outgoing<'a> = (&'a Entry, &'a Instance, Unary<'a>, Option<&'a Token>, bool);
 
 /// One encoded unary request, for [`TripleInvoker::unary`].
 #[derive(Debug, Clone, Copy)]
@@ -872,20 +896,16 @@ impl TripleInvoker {
         ssl_enabled: bool,
         timeout: Duration,
     ) -> Result<Box<dyn switchman_core::MessageStream>> {
-        let address = target.address();
-        let method = call.method;
+        let (address, method) = (target.address(), call.method);
         let deadline = crate::config::deadline_after(timeout);
-        let mut sent = false;
-        let opened = tokio::time::timeout_at(deadline, async {
-            let response = self
-                .open(entry, target, call, token, ssl_enabled, deadline, &mut sent)
-                .await?;
-            let (parts, body) = response.into_parts();
-            let ended = check_head(&parts, address, method)?.is_some();
-            Ok::<_, Error>((body, ended))
-        })
-        .await;
-        let (body, ended) = opened.unwrap_or_else(|_| Err(late(address, method, timeout, sent)))?;
+        let request = (entry, target, call, token, ssl_enabled);
+        let (body, ended) = self
+            .within(request, deadline, timeout, |response| async move {
+                let (parts, body) = response.into_parts();
+                let ended = check_head(&parts, address, method)?.is_some();
+                Ok((body, ended))
+            })
+            .await?;
         trace!(address, method, ended, "Triple server stream opened");
         Ok(Box::new(stream::ReplyStream::new(
             body,
