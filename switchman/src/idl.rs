@@ -176,6 +176,10 @@ impl StreamSink for StreamCall {
 ///
 /// Replies are read from the connection only as they are asked for: a provider faster than
 /// the reader is held back by HTTP/2 flow control, not buffered.
+///
+/// It is also a `futures_core::Stream` of `Result<T>` (as tonic's `Streaming` is), for
+/// `futures::StreamExt` and `tokio_stream` combinators: `while let Some(reply) =
+/// replies.next().await { let reply = reply?; ... }`.
 pub struct Streaming<T> {
     replies: Option<Box<dyn MessageStream>>,
     call: Arc<str>,
@@ -199,8 +203,7 @@ impl<T: prost::Message + Default> Streaming<T> {
             .transpose()
     }
 
-    /// [`Streaming::message`] as a poll, for adapting the stream to a `futures::Stream`
-    /// (`futures::stream::poll_fn(move |cx| replies.poll_message(cx))`).
+    /// [`Streaming::message`] as a poll (what its `futures_core::Stream` impl runs).
     pub fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<T>>> {
         let Some(replies) = self.replies.as_mut() else {
             return Poll::Ready(None);
@@ -329,6 +332,14 @@ impl Reference {
     }
 }
 
+impl<T: prost::Message + Default> futures_core::Stream for Streaming<T> {
+    type Item = Result<T>;
+
+    fn poll_next(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<T>>> {
+        self.get_mut().poll_message(cx)
+    }
+}
+
 /// The invocation of an IDL call: `method`, the typed body, the context's attachments.
 fn idl_invocation(method: &str, body: Arc<dyn TypedBody>, context: &CallContext) -> Invocation {
     let mut inv = Invocation::new(method).with_typed(body);
@@ -441,6 +452,24 @@ mod tests {
         );
         assert!(s.message().await.unwrap().is_none(), "ended by its error");
         assert!(format!("{s:?}").contains("ended: true"));
+    }
+
+    #[tokio::test]
+    async fn a_stream_is_a_futures_stream_of_results() {
+        use futures_core::Stream;
+        let (c, token) = streaming(vec![Ok(reply("a")), Ok(reply("b"))]);
+        let mut s: Streaming<Reply> = Streaming {
+            replies: c.0.take_kept(token, "a stream").unwrap(),
+            call: "example.Greeter/Count".into(),
+            reply: PhantomData,
+        };
+        let mut got = Vec::new();
+        while let Some(r) =
+            std::future::poll_fn(|cx| std::pin::Pin::new(&mut s).poll_next(cx)).await
+        {
+            got.push(r.unwrap().message);
+        }
+        assert_eq!(got, ["a", "b"]);
     }
 
     #[test]
