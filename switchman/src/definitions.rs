@@ -108,7 +108,7 @@ impl Definitions {
 }
 
 /// The future of a [`Reference`](crate::Reference) called as a `tower::Service`: the call's,
-/// and on the rare error [`Definitions::explain`] words better, that explanation (no second
+/// and on the rare error the definitions of the service word better, that explanation (no second
 /// allocation on any other call).
 pub struct ReferenceFuture {
     state: State,

@@ -94,7 +94,7 @@ impl fmt::Debug for Number {
     }
 }
 
-/// An untyped YAML document: what [`from_str`] gives for `T = Value`.
+/// An untyped YAML document: what [`from_str`](super::from_str) gives for `T = Value`.
 #[derive(Clone, PartialEq, Default)]
 pub enum Value {
     /// `~`, `null`, or nothing.
@@ -407,7 +407,7 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
 }
 
-/// A [`Value`] read as a typed value ([`from_value`]).
+/// A [`Value`] read as a typed value ([`from_value`](super::from_value)).
 impl<'de> Deserializer<'de> for Value {
     type Error = de::value::Error;
 
