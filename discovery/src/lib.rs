@@ -19,6 +19,7 @@
     unreachable_pub
 )]
 
+mod address;
 pub mod cache;
 pub mod configurator;
 mod connect;

@@ -58,6 +58,7 @@
 use switchman_core::{Error, ErrorKind, Result, ServiceKey, Url};
 
 use crate::Configurator;
+use crate::address::host_of;
 
 /// Largest rule text accepted (256 KiB).
 pub const MAX_RULE_BYTES: usize = 256 * 1024;
@@ -339,17 +340,6 @@ fn with_address(base: &Configurator, address: Option<&str>) -> Configurator {
     let mut c = base.clone();
     c.address = address.map(str::to_string);
     c
-}
-
-/// The host of `host[:port]` / `[v6][:port]`.
-fn host_of(addr: &str) -> &str {
-    if let Some(rest) = addr.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    match addr.rsplit_once(':') {
-        Some((h, _)) if !h.contains(':') => h,
-        _ => addr,
-    }
 }
 
 /// Intersects a host constraint (`None`: any) with one `providerAddresses` entry.

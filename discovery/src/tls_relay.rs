@@ -96,8 +96,7 @@ fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
 
 /// The name a server's certificate must carry: its host (a DNS name or an IP address).
 pub(crate) fn server_name(server: &str) -> Result<ServerName<'static>, String> {
-    let host = server.rsplit_once(':').map_or(server, |(h, _)| h);
-    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let host = crate::address::host_of(server);
     ServerName::try_from(host.to_string()).map_err(|_| {
         format!("server {server}: {host:?} is neither a DNS name nor an IP address a certificate can carry")
     })

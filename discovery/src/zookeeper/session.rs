@@ -265,12 +265,6 @@ fn refusal(config: &ZkConfig) -> String {
     }
 }
 
-/// The host of `host:port` (`[v6]:port` too).
-fn host_of(server: &str) -> &str {
-    let host = server.rsplit_once(':').map_or(server, |(h, _)| h);
-    host.trim_start_matches('[').trim_end_matches(']')
-}
-
 /// Connects a new session. With `secure=true` the client talks to the TLS relays of `relay`
 /// (started on first use, kept by the session task), and a failure says why TLS failed.
 async fn connect(
@@ -289,7 +283,7 @@ async fn connect(
             .tls
             .as_ref()
             .and_then(|_| config.servers.split(',').next())
-            .map(host_of);
+            .map(crate::address::host_of);
         connector = connector.with_sasl(sasl.options(relayed_host));
     }
     if let Some(tls) = &config.tls
