@@ -93,6 +93,10 @@ pub(crate) struct Gssapi {
     host: Option<String>,
     /// Where GSSAPI was asked for (for logs and errors).
     origin: String,
+    /// Without the `zookeeper-gssapi` feature there is no GSSAPI to set up: the type cannot
+    /// be made ([`gssapi`] refuses it), which the compiler checks.
+    #[cfg(not(feature = "zookeeper-gssapi"))]
+    never: std::convert::Infallible,
 }
 
 impl fmt::Debug for ZkSasl {
@@ -228,21 +232,25 @@ impl ZkSasl {
             }
             None => None,
         };
-        let kerberos = matches!(login, Some((_, _, Login::Krb5 { .. })));
-        match (mech, kerberos) {
-            (Some(Mech::Gssapi), false) if login.is_some() => {
-                return Err(
-                    "sasl=gssapi, but the JAAS section has a DigestLoginModule (DIGEST-MD5)".into(),
-                );
+        // The JAAS section's login: DIGEST-MD5's user and password, or Kerberos (its keytab).
+        let (jaas_digest, jaas_krb5) = match login {
+            Some((file, section, Login::Digest { username, password })) => {
+                (Some((file, section, username, password)), None)
             }
-            (Some(Mech::Digest), true) => {
-                return Err(
-                    "sasl=digest-md5, but the JAAS section has a Krb5LoginModule (GSSAPI)".into(),
-                );
-            }
-            _ => {}
+            Some((file, section, Login::Krb5 { keytab })) => (None, Some((file, section, keytab))),
+            None => (None, None),
+        };
+        if mech == Some(Mech::Gssapi) && jaas_digest.is_some() {
+            return Err(
+                "sasl=gssapi, but the JAAS section has a DigestLoginModule (DIGEST-MD5)".into(),
+            );
         }
-        if mech == Some(Mech::Gssapi) || kerberos {
+        if mech == Some(Mech::Digest) && jaas_krb5.is_some() {
+            return Err(
+                "sasl=digest-md5, but the JAAS section has a Krb5LoginModule (GSSAPI)".into(),
+            );
+        }
+        if mech == Some(Mech::Gssapi) || jaas_krb5.is_some() {
             if username.is_some() || password.is_some() {
                 return Err(
                     "GSSAPI (Kerberos) takes no sasl.username or sasl.password: it uses this \
@@ -250,13 +258,13 @@ impl ZkSasl {
                         .into(),
                 );
             }
-            let origin = match &login {
-                Some((file, section, Login::Krb5 { keytab })) => {
+            let origin = match jaas_krb5 {
+                Some((file, section, keytab)) => {
                     check_keytab(keytab.as_deref())
                         .map_err(|e| format!("sasl.jaas {file}, section {section}: {e}"))?;
                     format!("sasl.jaas {file}, section {section}")
                 }
-                _ => "sasl=gssapi".to_string(),
+                None => "sasl=gssapi".to_string(),
             };
             return gssapi(url, origin).map(|g| Some(ZkSasl::Gssapi(g)));
         }
@@ -265,8 +273,8 @@ impl ZkSasl {
                 debug!("{p}={v:?} names a Kerberos principal; DIGEST-MD5 does not use it");
             }
         }
-        let digest = match (username, password, login) {
-            (_, _, Some((file, section, Login::Digest { username, password }))) => Digest {
+        let digest = match (username, password, jaas_digest) {
+            (_, _, Some((file, section, username, password))) => Digest {
                 username,
                 password,
                 source: Source::Jaas {
@@ -274,7 +282,6 @@ impl ZkSasl {
                     section: section.to_string(),
                 },
             },
-            (_, _, Some((_, _, Login::Krb5 { .. }))) => unreachable!("GSSAPI returned above"),
             (Some(u), Some(p), None) => Digest {
                 username: u.to_string(),
                 password: p.to_string(),
@@ -342,8 +349,8 @@ fn gssapi_options(g: &Gssapi, relayed_host: Option<&str>) -> zk::SaslOptions {
 }
 
 #[cfg(not(feature = "zookeeper-gssapi"))]
-fn gssapi_options(_: &Gssapi, _: Option<&str>) -> zk::SaslOptions {
-    unreachable!("ZkSasl::from_url makes no Gssapi without the zookeeper-gssapi feature")
+fn gssapi_options(g: &Gssapi, _: Option<&str>) -> zk::SaslOptions {
+    match g.never {}
 }
 
 /// The server principal of a GSSAPI registry, from `sasl.service`/`sasl.host` or
@@ -387,13 +394,16 @@ fn gssapi(url: &Url, origin: String) -> Result<Gssapi, String> {
             ));
         }
     }
-    if !cfg!(feature = "zookeeper-gssapi") {
-        return Err(format!(
+    #[cfg(not(feature = "zookeeper-gssapi"))]
+    {
+        let _ = (service, host);
+        Err(format!(
             "{origin} asks for GSSAPI (Kerberos), which this build lacks: build Switchman \
              with the `zookeeper-gssapi` feature (it links the system's Kerberos library, \
              libgssapi_krb5)"
-        ));
+        ))
     }
+    #[cfg(feature = "zookeeper-gssapi")]
     Ok(Gssapi {
         service,
         host,
