@@ -59,7 +59,7 @@ impl<Resp> IdlCall<Resp> {
 
     /// What the call's answer stands for: the kept answer its token names, `Ok(None)` for
     /// failsafe's empty answer (`null`); any other JSON (a mock) is an error.
-    fn take_kept(&self, answer: Value, what: &str) -> Result<Option<Resp>> {
+    fn take_kept(&self, answer: Value, what: impl fmt::Display) -> Result<Option<Resp>> {
         if answer.is_null() {
             return Ok(None);
         }
@@ -127,8 +127,8 @@ impl<Resp: Default> IdlCall<Resp> {
     /// The call's reply: the one the transport decoded; failsafe's empty answer (`null`) is the
     /// default message; any other JSON (a mock) is an error.
     fn take(&self, answer: Value) -> Result<Resp> {
-        let what = format!("a {}", std::any::type_name::<Resp>());
-        Ok(self.take_kept(answer, &what)?.unwrap_or_default())
+        let what = format_args!("a {}", std::any::type_name::<Resp>());
+        Ok(self.take_kept(answer, what)?.unwrap_or_default())
     }
 }
 
