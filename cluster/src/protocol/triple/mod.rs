@@ -596,17 +596,13 @@ struct Answer {
     trailers: Option<HeaderMap>,
 }
 
-/// Checks a response's head: `Ok(None)` when messages follow, `Ok(Some(OK))` for a
+/// Checks a response's head: `Ok(false)` when messages follow, `Ok(true)` for a
 /// trailers-only OK (no message at all), the error of any other status, of an HTTP status
 /// other than 200 or of a content type that is not gRPC.
-fn check_head(
-    parts: &http::response::Parts,
-    address: &str,
-    method: &str,
-) -> Result<Option<Status>> {
+fn check_head(parts: &http::response::Parts, address: &str, method: &str) -> Result<bool> {
     // Trailers-only: the status is in the headers and there is no body worth reading.
     match status_in(&parts.headers) {
-        Some(Ok(s)) if s.code == Code::Ok => return Ok(Some(s)),
+        Some(Ok(s)) if s.code == Code::Ok => return Ok(true),
         Some(Ok(s)) => return Err(s.into_error(address, method)),
         Some(Err(())) => return Err(invalid(address, method, "unparsable grpc-status")),
         None => {}
@@ -623,7 +619,7 @@ fn check_head(
         .get(header::CONTENT_TYPE)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     match content_type {
-        Some(ct) if ct.starts_with("application/grpc") => Ok(None),
+        Some(ct) if ct.starts_with("application/grpc") => Ok(false),
         other => {
             let what = other.map_or("no content-type".to_string(), |ct| {
                 format!("content-type {ct:?}")
@@ -641,7 +637,7 @@ async fn read_response(
     max_message: usize,
 ) -> Result<Answer> {
     let (parts, mut body) = response.into_parts();
-    if check_head(&parts, address, method)?.is_some() {
+    if check_head(&parts, address, method)? {
         return Err(invalid(address, method, "OK without a message"));
     }
     let mut decoder = FrameDecoder::new(max_message);
@@ -902,7 +898,7 @@ impl TripleInvoker {
         let (body, ended) = self
             .within(request, deadline, timeout, |response| async move {
                 let (parts, body) = response.into_parts();
-                let ended = check_head(&parts, address, method)?.is_some();
+                let ended = check_head(&parts, address, method)?;
                 Ok((body, ended))
             })
             .await?;
