@@ -198,19 +198,21 @@ async fn zk_child(connect: &str, iface: &str, n: usize, extra: &str) {
     let url = format!("zookeeper://{connect}?app-level=false&timeout=30000{extra}");
     let reg = ZookeeperRegistry::from_url(&Url::parse(&url).unwrap()).unwrap();
     let writer = raw_client(connect, Duration::from_secs(10)).await;
+    let figures = measure(&reg, ServiceKey::new(iface), n, zk_churn(&writer, iface, n)).await;
+    println!("{}", figures.line("zookeeper", n));
+}
+
+/// The 1% change of a fleet of `n`: providers `0..k` deleted and `n..n + k` created, both at
+/// once, as a rolling restart of 1% of the fleet would do.
+async fn zk_churn(client: &zk::Client, iface: &str, n: usize) {
     let parent = format!("/dubbo/{iface}/providers");
     let k = (n / 100).max(1);
     let removed: Vec<String> = (0..k).map(|i| provider_node(iface, i)).collect();
     let added: Vec<String> = (n..n + k).map(|i| provider_node(iface, i)).collect();
-    let figures = measure(&reg, ServiceKey::new(iface), n, async {
-        // Both at once, as a rolling restart of 1% of the fleet would do.
-        tokio::join!(
-            zk_delete_all(&writer, &parent, &removed),
-            zk_create_all(&writer, &parent, &added)
-        );
-    })
-    .await;
-    println!("{}", figures.line("zookeeper", n));
+    tokio::join!(
+        zk_delete_all(client, &parent, &removed),
+        zk_create_all(client, &parent, &added)
+    );
 }
 
 async fn zk_fleet(n: usize, consumer: &str) -> Option<String> {
@@ -229,9 +231,6 @@ async fn zk_fleet(n: usize, consumer: &str) -> Option<String> {
     );
     let out = if consumer == "java" {
         let registry = format!("zookeeper://{connect}");
-        let k = (n / 100).max(1);
-        let removed: Vec<String> = (0..k).map(|i| provider_node(&iface, i)).collect();
-        let added: Vec<String> = (n..n + k).map(|i| provider_node(&iface, i)).collect();
         // Curator reads a reply up to `jute.maxbuffer` (1 MB by default: about 1,840 of these
         // providers), so the JVM runs with 16 MB, as a Java consumer of such a fleet must.
         java_fleet(
@@ -248,12 +247,7 @@ async fn zk_fleet(n: usize, consumer: &str) -> Option<String> {
             &["-Djute.maxbuffer=16777216"],
             || {
                 tokio::task::block_in_place(|| {
-                    tokio::runtime::Handle::current().block_on(async {
-                        tokio::join!(
-                            zk_delete_all(&client, &parent, &removed),
-                            zk_create_all(&client, &parent, &added)
-                        );
-                    })
+                    tokio::runtime::Handle::current().block_on(zk_churn(&client, &iface, n))
                 })
             },
         )
@@ -392,20 +386,24 @@ async fn nacos_child(addr: &str, app: &str, iface: &str, n: usize, cache: &str) 
         "nacos://{addr}?cache_dir={cache}&provided-by={app}&migration.step=FORCE_APPLICATION&{extra}"
     );
     let reg = NacosRegistry::from_url(&Url::parse(&url).unwrap()).unwrap();
-    let k = (n / 100).max(1);
-    let (app2, app3) = (app.to_string(), app.to_string());
+    let app = app.to_string();
     let figures = measure(&reg, ServiceKey::new(iface), n, async move {
-        tokio::task::spawn_blocking(move || {
-            std::thread::scope(|s| {
-                s.spawn(|| nacos_deregister(&app2, 0..k));
-                s.spawn(|| nacos_register(&app3, n..n + k));
-            });
-        })
-        .await
-        .expect("churn");
+        tokio::task::spawn_blocking(move || nacos_churn(&app, n))
+            .await
+            .expect("churn");
     })
     .await;
     println!("{}", figures.line("nacos", n));
+}
+
+/// The 1% change of a fleet of `n` instances of `app`: `0..k` deregistered and `n..n + k`
+/// registered, at once.
+fn nacos_churn(app: &str, n: usize) {
+    let k = (n / 100).max(1);
+    std::thread::scope(|s| {
+        s.spawn(|| nacos_deregister(app, 0..k));
+        s.spawn(|| nacos_register(app, n..n + k));
+    });
 }
 
 fn nacos_fleet(n: usize, consumer: &str) -> Option<String> {
@@ -457,12 +455,7 @@ fn nacos_fleet(n: usize, consumer: &str) -> Option<String> {
                 &registry,
             ],
             &[],
-            || {
-                std::thread::scope(|s| {
-                    s.spawn(|| nacos_deregister(&app, 0..k));
-                    s.spawn(|| nacos_register(&app, n..n + k));
-                });
-            },
+            || nacos_churn(&app, n),
         )
     } else {
         run_child(&[
