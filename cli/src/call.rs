@@ -132,6 +132,10 @@ impl<I: Invoker> Invoker for Counting<I> {
             r
         })
     }
+
+    fn bounds_timeout(&self) -> bool {
+        self.inner.bounds_timeout()
+    }
 }
 
 type Parsed = (Vec<Value>, Vec<(String, String)>);

@@ -34,6 +34,15 @@ pub trait Invoker: Send + Sync + fmt::Debug {
     fn instance_changed(&self, instance: &Arc<Instance>) {
         let _ = instance;
     }
+
+    /// Whether every future [`invoke`](Invoker::invoke) returns ends by itself within the
+    /// `timeout` it was given (connecting, queueing and the reply included), with a timeout
+    /// error at the latest. The cluster then arms no timer of its own around the attempt: one
+    /// timer per attempt instead of two. Default `false`: the cluster bounds the attempt.
+    /// Switchman's dubbo://, Triple and HTTP clients bound their own.
+    fn bounds_timeout(&self) -> bool {
+        false
+    }
 }
 
 impl<T: Invoker + ?Sized> Invoker for Arc<T> {
@@ -48,6 +57,10 @@ impl<T: Invoker + ?Sized> Invoker for Arc<T> {
 
     fn instance_changed(&self, instance: &Arc<Instance>) {
         (**self).instance_changed(instance)
+    }
+
+    fn bounds_timeout(&self) -> bool {
+        (**self).bounds_timeout()
     }
 }
 

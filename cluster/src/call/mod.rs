@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
-use switchman_core::{Error, ErrorKind, Invocation, Result};
+use switchman_core::{Error, ErrorKind, Invocation, Invoker, Result};
 use switchman_discovery::{Balancing, Routed};
 use tokio::time::Instant;
 use tracing::field::Empty;
@@ -288,14 +288,15 @@ impl<'c> Attempter<'c> {
         let _room = limits.actives.map(|_| self.shared.room.enter());
         let guard = ep.stats.begin();
         // The endpoint's own client when the directory made one, else the shared transport.
-        let fut = match &ep.service {
-            Some(service) => service.invoke(&ep.instance, self.invocation, timeout),
-            None => self
-                .shared
-                .invoker
-                .invoke(&ep.instance, self.invocation, timeout),
+        let client: &dyn Invoker = match &ep.service {
+            Some(service) => &**service,
+            None => &*self.shared.invoker,
         };
-        let result =
+        let fut = client.invoke(&ep.instance, self.invocation, timeout);
+        let result = if client.bounds_timeout() {
+            // The client's own timer bounds it: no second one.
+            fut.instrument(span.clone()).await
+        } else {
             match tokio::time::timeout_at(crate::config::deadline_from(started, timeout), fut)
                 .instrument(span.clone())
                 .await
@@ -306,7 +307,8 @@ impl<'c> Attempter<'c> {
                     ep.instance.address(),
                     self.invocation.method
                 ))),
-            };
+            }
+        };
         // One clock read for the latency, the balancer's statistics, outlier detection and
         // the call's end.
         let ended = Instant::now();

@@ -106,6 +106,11 @@ impl Invoker for ProtocolInvoker {
             _ => Unsupported.invoke(target, invocation, timeout),
         }
     }
+
+    /// Each of its clients bounds its own.
+    fn bounds_timeout(&self) -> bool {
+        true
+    }
 }
 
 /// The default endpoint maker: the protocol is chosen once, when the endpoint appears: a
@@ -144,6 +149,10 @@ impl Invoker for Unsupported {
             ),
         );
         Box::pin(async move { Err(e) })
+    }
+
+    fn bounds_timeout(&self) -> bool {
+        true
     }
 }
 

@@ -192,6 +192,52 @@ async fn timeouts_are_retried_and_bounded_by_the_attempt_timeout() {
     assert_eq!(start.elapsed(), Duration::from_millis(750));
 }
 
+/// A client that bounds its own attempts (`Invoker::bounds_timeout`) gets no second timer
+/// from the cluster: its own timeout error is the one the caller sees. Any other client is
+/// cut at the attempt's timeout by the cluster.
+#[tokio::test(start_paused = true)]
+async fn only_clients_that_do_not_bound_their_timeout_get_the_clusters_timer() {
+    /// Answers its own timeout error 1 ms after the timeout it was given.
+    #[derive(Debug)]
+    struct OwnTimer(bool);
+    impl Invoker for OwnTimer {
+        fn invoke<'a>(
+            &'a self,
+            _target: &'a Instance,
+            _inv: &'a Invocation,
+            t: Duration,
+        ) -> BoxFuture<'a, Result<Value>> {
+            Box::pin(async move {
+                tokio::time::sleep(t + Duration::from_millis(1)).await;
+                Err(Error::timeout("the client's own timer"))
+            })
+        }
+        fn bounds_timeout(&self) -> bool {
+            self.0
+        }
+    }
+    for bounds in [true, false] {
+        let config = ClusterConfig::default()
+            .strategy(Strategy::Failfast)
+            .timeout(Duration::from_millis(250));
+        let c = ClusterInvoker::new(
+            directory(ports(&[1])).await,
+            Arc::new(OwnTimer(bounds)),
+            config,
+        );
+        let start = tokio::time::Instant::now();
+        let e = c.invoke(&inv()).await.unwrap_err();
+        assert!(e.is_timeout(), "{e}");
+        if bounds {
+            assert!(e.message().contains("the client's own timer"), "{e}");
+            assert_eq!(start.elapsed(), Duration::from_millis(251));
+        } else {
+            assert!(e.message().contains("did not answer m within 250ms"), "{e}");
+            assert_eq!(start.elapsed(), Duration::from_millis(250));
+        }
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn per_call_attachments_override_retries_and_timeout() {
     let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse]), (3, &[Refuse])]);

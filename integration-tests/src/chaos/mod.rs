@@ -248,6 +248,10 @@ impl Invoker for CountingInvoker {
             result
         })
     }
+
+    fn bounds_timeout(&self) -> bool {
+        self.inner.bounds_timeout()
+    }
 }
 
 /// A cluster invoker over `dir` whose attempts go through a [`CountingInvoker`] around a fresh

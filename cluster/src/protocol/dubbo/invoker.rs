@@ -300,6 +300,12 @@ impl Invoker for DubboInvoker {
                 .map(|reply| reply.value)
         })
     }
+
+    /// Connecting (within `connect_timeout`), queueing and the reply are bounded by the
+    /// call's timeout.
+    fn bounds_timeout(&self) -> bool {
+        true
+    }
 }
 
 /// The dubbo:// client of one endpoint, made by [`DubboInvoker`] as a [`MakeEndpoint`]: it
@@ -354,5 +360,9 @@ impl Invoker for DubboEndpoint {
     fn instance_changed(&self, instance: &Arc<Instance>) {
         self.params.adopt(instance);
         self.token.adopt(instance);
+    }
+
+    fn bounds_timeout(&self) -> bool {
+        true
     }
 }

@@ -345,6 +345,11 @@ impl Invoker for HttpInvoker {
             Err(status_error(status, closing, msg))
         })
     }
+
+    /// reqwest's request timeout covers connecting, the request and the whole body.
+    fn bounds_timeout(&self) -> bool {
+        true
+    }
 }
 
 /// The body, refused past `max` bytes: by its `content-length` before reading, else while the

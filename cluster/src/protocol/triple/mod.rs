@@ -708,6 +708,10 @@ impl Invoker for TripleInvoker {
                 .await
         })
     }
+
+    fn bounds_timeout(&self) -> bool {
+        true
+    }
 }
 
 /// The Triple client of one endpoint, made by [`TripleInvoker`] as a [`MakeEndpoint`]: it owns
@@ -772,6 +776,11 @@ impl Invoker for TripleEndpoint {
     fn instance_changed(&self, instance: &Arc<Instance>) {
         self.shared.adopt(instance);
         self.token.adopt(instance);
+    }
+
+    /// Connecting, sending and the reply share one deadline.
+    fn bounds_timeout(&self) -> bool {
+        true
     }
 }
 
