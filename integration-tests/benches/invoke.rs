@@ -9,7 +9,8 @@
 //! * `invoke/{strategy}/{lb}/{N}`: one call over a fixed directory of N instances.
 //!
 //! Allocations per call are counted by a counting global allocator and printed before the
-//! timings (`alloc: ...` lines); the transport's own future is one of them.
+//! timings (`alloc: ...` lines); the transport's own future is one of them. The size of
+//! `ClusterInvoker::invoke`'s future is printed too (`future: ...`).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -113,6 +114,11 @@ fn bench_invoke(c: &mut Criterion) {
                     "alloc: invoke/{}/{name}/{n}: {per:.2} allocations per call",
                     strategy.as_str()
                 );
+                if n == 10 && name == "random" {
+                    // What every call's state machine takes (the largest strategy inlined).
+                    let size = std::mem::size_of_val(&cl.invoke(&inv));
+                    println!("future: ClusterInvoker::invoke: {size} bytes");
+                }
                 group.bench_function(BenchmarkId::from_parameter(n), |b| {
                     b.iter(|| black_box(call(&cl, &inv)))
                 });

@@ -35,7 +35,9 @@ pub(crate) async fn run(call: &mut Call<'_>) -> Result<Value> {
             Err(e) => return Err(call.fail(last.unwrap_or(e))),
         };
         let result = match call.settings().hedge {
-            Some(h) if n == 0 => hedged(call, plan, pick, h).await,
+            // Boxed: two attempts and a timer would double the size of every failover call's
+            // future; a hedged call allocates for its race anyway.
+            Some(h) if n == 0 => Box::pin(hedged(call, plan, pick, h)).await,
             _ => call.attempter().attempt(pick).await,
         };
         match result {

@@ -49,9 +49,11 @@ pub(crate) async fn run(kind: Strategy, call: &mut Call<'_>) -> Result<Value> {
         Strategy::Failsafe => simple::failsafe(call).await,
         Strategy::Failback => failback::run(call).await,
         Strategy::Forking => forking::run(call).await,
-        Strategy::Broadcast => broadcast::run(call).await,
+        // Boxed, as the calls of several endpoints or groups allocate anyway: inline, their
+        // futures would set the size of every call's future.
+        Strategy::Broadcast => Box::pin(broadcast::run(call)).await,
         Strategy::Available => available::run(call).await,
-        Strategy::Mergeable => mergeable::run(call).await,
+        Strategy::Mergeable => Box::pin(mergeable::run(call)).await,
         Strategy::ZoneAware => zone_aware::run(call).await,
     }
 }
