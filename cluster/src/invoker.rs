@@ -8,8 +8,9 @@ use std::task::{Context, Poll};
 use arc_swap::ArcSwapOption;
 use serde_json::Value;
 use switchman_core::{BoxFuture, Error, Invocation, Invoker, Result};
-use switchman_discovery::Directory;
+use switchman_discovery::{Directory, Snapshot};
 use switchman_loadbalance::EjectionCount;
+use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::{Instrument, debug, info, info_span};
 
@@ -185,7 +186,7 @@ impl ClusterInvoker {
         let (plan, fallback) = shared.plan_for_call();
         let resolved = plan.settings(&invocation.method);
         let overridden = apply_attachments(resolved, invocation)?;
-        let settings = overridden.as_ref().unwrap_or(resolved);
+        let settings = overridden.as_deref().unwrap_or(resolved);
         if let Some(Mock::Force(action)) = &settings.mock {
             return run_mock(action, invocation, None);
         }
@@ -212,17 +213,11 @@ impl ClusterInvoker {
                 (Err(e), Some(snapshot)) if falls_back(&e) && book.nothing_sent() => {
                     debug!(method = %invocation.method, error = %e,
                         "application level unavailable for this call: falling back to the interface level");
-                    let plan = shared.planner.fallback(snapshot);
-                    book.forgo_start();
-                    let overridden = apply_attachments(plan.settings(&invocation.method), invocation)?;
-                    let settings = overridden
-                        .as_ref()
-                        .unwrap_or(plan.settings(&invocation.method));
+                    // Boxed, with its plan and settings: the rare path does not enlarge every
+                    // call's future.
                     let deadline = call.deadline();
-                    let mut call = Call::new(shared, &plan, invocation, settings, &telemetry, &book)
-                        .on_fallback(Some(deadline));
-                    // Boxed: the rare path does not double the size of every call's future.
-                    Box::pin(self.run(&mut call)).await
+                    Box::pin(self.fall_back(snapshot, invocation, &telemetry, &book, deadline))
+                        .await
                 }
                 (result, _) => result,
             }
@@ -251,6 +246,27 @@ impl ClusterInvoker {
 }
 
 impl ClusterInvoker {
+    /// `APPLICATION_FIRST`'s fallback: the call again on the interface level's `snapshot`,
+    /// within the deadline it already had.
+    async fn fall_back(
+        &self,
+        snapshot: Arc<Snapshot>,
+        invocation: &Invocation,
+        telemetry: &CallTelemetry,
+        book: &AttemptBook,
+        deadline: Option<Instant>,
+    ) -> Result<Value> {
+        let shared = &*self.shared;
+        let plan = shared.planner.fallback(snapshot);
+        book.forgo_start();
+        let resolved = plan.settings(&invocation.method);
+        let overridden = apply_attachments(resolved, invocation)?;
+        let settings = overridden.as_deref().unwrap_or(resolved);
+        let mut call = Call::new(shared, &plan, invocation, settings, telemetry, book)
+            .on_fallback(Some(deadline));
+        self.run(&mut call).await
+    }
+
     /// The strategy (the user's, else the settings') on `call`.
     async fn run(&self, call: &mut Call<'_>) -> Result<Value> {
         match &self.custom {

@@ -443,13 +443,14 @@ impl ClusterConfig {
 pub(crate) fn apply_attachments(
     e: &Effective,
     inv: &Invocation,
-) -> Result<Option<Effective>, Error> {
+) -> Result<Option<Box<Effective>>, Error> {
     let retries = inv.attachment("retries");
     let timeout = inv.attachment("timeout");
     if retries.is_none() && timeout.is_none() {
         return Ok(None);
     }
-    let mut o = e.clone();
+    // Boxed: the rare case does not enlarge every call's future.
+    let mut o = Box::new(e.clone());
     if let Some(r) = retries {
         let n: i64 = r
             .trim()
