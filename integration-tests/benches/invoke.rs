@@ -114,8 +114,9 @@ fn bench_invoke(c: &mut Criterion) {
                     "alloc: invoke/{}/{name}/{n}: {per:.2} allocations per call",
                     strategy.as_str()
                 );
-                if n == 10 && name == "random" {
-                    // What every call's state machine takes (the largest strategy inlined).
+                if strategy == Strategy::Failover && lb == BalancerKind::Random && n == 10 {
+                    // What every call's state machine takes (the largest strategy inlined),
+                    // whatever the strategy and balancer: printed once.
                     let size = std::mem::size_of_val(&cl.invoke(&inv));
                     println!("future: ClusterInvoker::invoke: {size} bytes");
                 }
