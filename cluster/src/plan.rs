@@ -12,12 +12,12 @@
 //! current snapshot, so no cache keeps a snapshot (and the clients of endpoints that left it)
 //! alive after the directory has moved on.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use arc_swap::ArcSwapOption;
-use switchman_discovery::{Balancing, Directory, Snapshot};
+use switchman_discovery::{Balancing, Directory, LocalReads, Published, Snapshot};
 use switchman_loadbalance::LoadBalance;
 
 use crate::config::{
@@ -32,6 +32,12 @@ use crate::config::{
 pub struct Plan {
     snapshot: Arc<Snapshot>,
     resolved: Arc<Resolved>,
+}
+
+thread_local! {
+    /// Each thread's last resolution per planner slot (see [`Published`]).
+    static RESOLVED_READS: RefCell<LocalReads<Resolved>> =
+        const { RefCell::new(LocalReads::new()) };
 }
 
 /// Every method's settings resolved for one snapshot.
@@ -118,10 +124,11 @@ impl Plan {
 /// the newest snapshot built so far.
 pub(crate) struct Planner {
     config: ClusterConfig,
-    current: ArcSwapOption<Resolved>,
+    /// The resolution of the newest snapshot, from the first plan on.
+    current: OnceLock<Published<Resolved>>,
     /// The resolution of the `APPLICATION_FIRST` fallback's newest snapshot (a second slot,
     /// so that calls alternating between both levels resolve neither again).
-    fallback: ArcSwapOption<Resolved>,
+    fallback: OnceLock<Published<Resolved>>,
     /// Locked only while a plan is built.
     balancers: Mutex<Vec<(BalancerSpec, Arc<dyn LoadBalance>)>>,
 }
@@ -134,8 +141,8 @@ impl Planner {
     pub(crate) fn new(config: ClusterConfig) -> Self {
         Planner {
             config,
-            current: ArcSwapOption::empty(),
-            fallback: ArcSwapOption::empty(),
+            current: OnceLock::new(),
+            fallback: OnceLock::new(),
             balancers: Mutex::new(Vec::new()),
         }
     }
@@ -144,8 +151,9 @@ impl Planner {
         &self.config
     }
 
-    /// The plan of `directory`'s current snapshot: the resolution built already (two atomic
-    /// loads and a comparison), or built now by the first call to see the snapshot.
+    /// The plan of `directory`'s current snapshot: the resolution built already (an owned
+    /// reference for one atomic read-modify-write when this thread read it before, see
+    /// [`Published`]), or built now by the first call to see the snapshot.
     #[inline]
     pub(crate) fn current(&self, directory: &dyn Directory) -> Plan {
         self.plan_in(&self.current, directory.load())
@@ -159,23 +167,33 @@ impl Planner {
 
     /// The plan of `snapshot` with the resolution cached in `slot`, or built now.
     #[inline]
-    fn plan_in(&self, slot: &ArcSwapOption<Resolved>, snapshot: Arc<Snapshot>) -> Plan {
-        let cached = slot.load();
-        if let Some(r) = cached.as_ref()
-            && r.snapshot == snapshot.id()
-        {
-            return Plan {
-                snapshot,
-                resolved: r.clone(),
-            };
+    fn plan_in(&self, slot: &OnceLock<Published<Resolved>>, snapshot: Arc<Snapshot>) -> Plan {
+        match slot.get().map(|p| p.load_local(&RESOLVED_READS)) {
+            Some(resolved) if resolved.snapshot == snapshot.id() => Plan { snapshot, resolved },
+            cached => self.resolve_into(slot, cached, snapshot),
         }
+    }
+
+    /// [`Planner::plan_in`] for a snapshot not resolved yet: resolves it, and keeps the
+    /// resolution in `slot` unless a newer one is there.
+    #[cold]
+    fn resolve_into(
+        &self,
+        slot: &OnceLock<Published<Resolved>>,
+        cached: Option<Arc<Resolved>>,
+        snapshot: Arc<Snapshot>,
+    ) -> Plan {
         let resolved = Arc::new(self.resolve(&snapshot));
-        // An older snapshot (read before a change) does not replace a newer resolution.
-        if cached
-            .as_ref()
-            .is_none_or(|c| c.snapshot < resolved.snapshot)
-        {
-            slot.store(Some(resolved.clone()));
+        match slot.get() {
+            None => {
+                // Another call's first plan may have got there first: then it stays.
+                let _ = slot.set(Published::new(resolved.clone()));
+            }
+            // An older snapshot (read before a change) does not replace a newer resolution.
+            Some(p) if cached.is_none_or(|c| c.snapshot < resolved.snapshot) => {
+                p.swap(resolved.clone());
+            }
+            Some(_) => {}
         }
         Plan { snapshot, resolved }
     }

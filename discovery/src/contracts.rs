@@ -100,6 +100,8 @@ impl Directory for RegistryDirectory {
 /// would build it for that list (epoch 1). No task, no registry.
 pub struct FixedDirectory {
     current: ArcSwap<Snapshot>,
+    /// The same snapshot, for `load`: a reference-count increment.
+    fixed: Arc<Snapshot>,
 }
 
 impl fmt::Debug for FixedDirectory {
@@ -114,11 +116,13 @@ impl FixedDirectory {
     /// The snapshot of `instances` (two with the same [`Instance::key`]: the later wins, as in
     /// a registry update) under `config`.
     pub fn new(config: &DirectoryConfig, instances: impl IntoIterator<Item = Instance>) -> Self {
+        let fixed = Arc::new(Snapshot::fixed(
+            config,
+            instances.into_iter().map(Arc::new).collect(),
+        ));
         FixedDirectory {
-            current: ArcSwap::from_pointee(Snapshot::fixed(
-                config,
-                instances.into_iter().map(Arc::new).collect(),
-            )),
+            current: ArcSwap::new(fixed.clone()),
+            fixed,
         }
     }
 }
@@ -126,5 +130,9 @@ impl FixedDirectory {
 impl Directory for FixedDirectory {
     fn snapshot(&self) -> Guard<Arc<Snapshot>> {
         self.current.load()
+    }
+
+    fn load(&self) -> Arc<Snapshot> {
+        self.fixed.clone()
     }
 }

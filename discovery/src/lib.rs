@@ -33,6 +33,7 @@ pub mod migration;
 #[cfg(feature = "nacos")]
 pub mod nacos;
 pub mod override_parse;
+pub mod published;
 mod registry;
 mod rules_file;
 mod snapshot;
@@ -48,6 +49,7 @@ pub use contracts::{Directory, FixedDirectory};
 pub use directory::{
     DEFAULT_DRAIN_GRACE, DirectoryConfig, DirectoryUpdater, EmptyPolicy, RegistryDirectory,
 };
+pub use published::{LocalReads, Published};
 pub use registry::{Registrar, Registry, Update, UpdateReceiver};
 pub use rules_file::{RulesFileWatch, watch_rules_file};
 pub use snapshot::{Balancing, MAX_BALANCERS, PickerSet, Routed, Snapshot};

@@ -13,7 +13,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use switchman_core::{Error, Instance, Invoker, MakeEndpoint, Protocol, Result, ServiceKey};
 use switchman_loadbalance::{LoadBalance, RandomBalance};
 use switchman_router::{ConsumerInfo, RouterChain};
@@ -21,6 +20,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
+use crate::published::{LocalReads, Published};
 use crate::snapshot::{AddrMap, Snapshot};
 use crate::{Registry, Update, UpdateReceiver, cache};
 
@@ -179,8 +179,14 @@ enum Control {
     Balancer(Arc<dyn LoadBalance>),
 }
 
+thread_local! {
+    /// Each thread's last snapshot per directory (see [`Published`]).
+    static SNAPSHOT_READS: std::cell::RefCell<LocalReads<Snapshot>> =
+        const { std::cell::RefCell::new(LocalReads::new()) };
+}
+
 struct Shared {
-    current: ArcSwap<Snapshot>,
+    current: Published<Snapshot>,
     /// The `APPLICATION_FIRST` fallback: the interface-level directory's state and the share
     /// of calls that stay on this one ([`Update::Fallback`]).
     fallback: arc_swap::ArcSwapOption<FallbackRef>,
@@ -221,7 +227,7 @@ impl DirectoryUpdater {
 ///
 /// One task owns the state: it applies registry [`Update`]s, the empty-list policy, rule and
 /// balancer changes, rebuilds route subsets and balancer tables, and publishes a new immutable
-/// [`Snapshot`] with a higher epoch through one `ArcSwap::store`. Readers never lock: a call
+/// [`Snapshot`] with a higher epoch through one `ArcSwap` swap ([`Published`]). Readers never lock: a call
 /// does [`RegistryDirectory::load`] once per attempt. Dropping the directory stops the task.
 #[derive(Debug)]
 pub struct RegistryDirectory {
@@ -234,7 +240,7 @@ pub struct RegistryDirectory {
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shared")
-            .field("current", &self.current.load())
+            .field("current", &self.current)
             .finish()
     }
 }
@@ -245,7 +251,7 @@ impl RegistryDirectory {
     pub fn spawn(config: DirectoryConfig, updates: Option<UpdateReceiver>) -> Self {
         let empty = Snapshot::empty(config.service.clone(), config.balancer.clone());
         let shared = Arc::new(Shared {
-            current: ArcSwap::from_pointee(empty),
+            current: Published::new(Arc::new(empty)),
             fallback: Default::default(),
             applied: std::sync::atomic::AtomicU64::new(0),
             lists: std::sync::Mutex::new(None),
@@ -329,17 +335,18 @@ impl RegistryDirectory {
     pub fn fallback(&self) -> Option<crate::contracts::FallbackSnapshot> {
         let f = self.shared.fallback.load();
         let f = f.as_ref()?;
-        let snapshot = f.shared.current.load_full();
+        let snapshot = f.shared.current.load_local(&SNAPSHOT_READS);
         (snapshot.epoch() > 0).then_some(crate::contracts::FallbackSnapshot {
             snapshot,
             proportion: f.proportion,
         })
     }
 
-    /// The current snapshot (one atomic load and a reference-count increment). Keep it as
-    /// long as you like, across `.await`s included.
+    /// The current snapshot (a thread that read this snapshot before: a reference-count
+    /// increment; else arc-swap's `load_full`, see [`Published`]). Keep it as long as you
+    /// like, across `.await`s included.
     pub fn load(&self) -> Arc<Snapshot> {
-        self.shared.current.load_full()
+        self.shared.current.load_local(&SNAPSHOT_READS)
     }
 
     /// The current snapshot for a moment: no write to the snapshot's shared reference count
@@ -347,7 +354,7 @@ impl RegistryDirectory {
     /// line between cores. For a route and a pick, not to keep: each thread has a few slots,
     /// and guards held beyond them fall back to the reference count.
     pub fn snapshot(&self) -> arc_swap::Guard<Arc<Snapshot>> {
-        self.shared.current.load()
+        self.shared.current.guard()
     }
 
     /// Feeds an update directly (besides the registry's).

@@ -220,15 +220,18 @@ impl State {
             changed: patched,
             reported_changed,
         };
-        let mut previous = self.install(snap.clone(), counts);
+        let previous = self.install(snap.clone(), counts);
         // Kept to be patched into the next snapshot. Its balancer tables go now when nobody
         // else holds it; a call still in flight on it keeps it whole until it ends, and the
         // next patch reuses its arrays if it has ended by then (`patched_arrays`). With a
         // maker too: the spare's endpoints are the current ones, so it keeps no client alive
-        // that the current snapshot does not.
-        if let Some(prev) = Arc::get_mut(&mut previous) {
+        // that the current snapshot does not. (Unwrapped, not `get_mut`: readers' threads
+        // keep a `Weak` of the snapshots they read, see `Published`; once the last strong
+        // reference is ours, none of them can upgrade it any more.)
+        let previous = Arc::try_unwrap(previous).map(|mut prev| {
             self.retired.push(Box::new(prev.shed_tables()));
-        }
+            prev
+        });
         let stale = updates.into_iter().map(|(at, e, _)| (at, e)).collect();
         self.spare = Some(Spare {
             snapshot: previous,
@@ -248,7 +251,7 @@ impl State {
         replaced: &mut Vec<Arc<Instance>>,
     ) -> (Arc<[Arc<Instance>]>, Arc<[Endpoint]>) {
         if let Some(spare) = self.spare.take()
-            && let Ok(snapshot) = Arc::try_unwrap(spare.snapshot)
+            && let Ok(snapshot) = spare.snapshot.or_else(Arc::try_unwrap)
         {
             let (mut all, mut endpoints) = snapshot.into_arrays();
             if let (Some(a), Some(e)) = (Arc::get_mut(&mut all), Arc::get_mut(&mut endpoints))
@@ -344,7 +347,7 @@ impl State {
                 service,
             });
         }
-        let current = self.shared.current.load();
+        let current = self.shared.current.guard();
         let unchanged = self.epoch > 0
             && current.is_protected() == protected
             && added == 0

@@ -66,7 +66,9 @@ pub(super) struct State {
 /// to date in place (the entries two patches changed) instead of copying every entry of the
 /// current ones, which at 100k instances is a reference-count write per instance.
 pub(super) struct Spare {
-    pub(super) snapshot: Arc<Snapshot>,
+    /// Owned when nobody else held it as it was replaced; else shared, until the calls on it
+    /// have ended.
+    pub(super) snapshot: Result<Snapshot, Arc<Snapshot>>,
     /// Where its arrays differ from the current snapshot's: a position in `all`, and in
     /// `endpoints` when the instance is routable.
     pub(super) stale: Vec<(usize, Option<usize>)>,
