@@ -99,6 +99,34 @@ pub fn registry_from_url(address: &str) -> Result<Arc<dyn Registry>> {
     }
 }
 
+/// Opens the registry at `address` as [`registry_from_url`] does, its
+/// application-level subscriptions fetching `MetadataInfo` through `cache` instead of the
+/// process-wide cache: ZooKeeper and Nacos (`metadata_cache` on their adapters); other
+/// registries, which have no application level, are opened as they are. `switchman::Reference`
+/// opens its registry so when it has TLS settings (its MetadataService fetches go over TLS).
+pub fn registry_with_cache(
+    address: &str,
+    cache: Arc<crate::metadata::MetadataCache>,
+) -> Result<Arc<dyn Registry>> {
+    let Ok(url) = Url::parse_registry(address.trim()) else {
+        return registry_from_url(address);
+    };
+    match url.protocol() {
+        #[cfg(feature = "zookeeper")]
+        "zookeeper" | "zk" => Ok(Arc::new(
+            crate::zookeeper::ZookeeperRegistry::from_url(&url)?.metadata_cache(cache),
+        )),
+        #[cfg(feature = "nacos")]
+        "nacos" => Ok(Arc::new(
+            crate::nacos::NacosRegistry::from_url(&url)?.metadata_cache(cache),
+        )),
+        _ => {
+            drop(cache);
+            registry_from_url(address)
+        }
+    }
+}
+
 /// Opens the provider side of a registry from its URL (`zookeeper://...`, `nacos://...`).
 /// Must be called inside a tokio runtime.
 pub fn registrar_from_url(address: &str) -> Result<Arc<dyn Registrar>> {

@@ -24,12 +24,8 @@ pub use crate::snapshot::Snapshot;
 pub use switchman_loadbalance::{Endpoint, LoadBalance, PickContext, Picker};
 pub use switchman_router::{ConsumerInfo, Router, RouterChain, RouterStage};
 
-use crate::RegistryDirectory;
-use crate::directory::DirectoryConfig;
-use switchman_core::Instance;
-
-/// Anything that hands out snapshots of one service: the [`RegistryDirectory`], a
-/// [`FixedDirectory`] for tests and fixed fleets, or your own discovery system.
+/// Anything that hands out snapshots of one service: the [`RegistryDirectory`](crate::RegistryDirectory), a
+/// [`FixedDirectory`](crate::FixedDirectory) for tests and fixed fleets, or your own discovery system.
 ///
 /// [`Directory::snapshot`] is called on every attempt of every call: it must not lock or
 /// allocate (an `ArcSwap::load` is what the registry directory does).
@@ -49,7 +45,7 @@ pub trait Directory: Send + Sync + fmt::Debug + 'static {
     }
 
     /// What the registry adapter last decided from when it reads both discovery levels
-    /// ([`RegistryDirectory::lists`]). `None` by default.
+    /// ([`RegistryDirectory::lists`](crate::RegistryDirectory::lists)). `None` by default.
     fn lists(&self) -> Option<crate::migration::Lists> {
         None
     }
@@ -71,68 +67,4 @@ pub struct FallbackSnapshot {
     pub snapshot: Arc<Snapshot>,
     /// Percent of calls that do not use it (Dubbo's `proportion`).
     pub proportion: u8,
-}
-
-impl Directory for RegistryDirectory {
-    fn snapshot(&self) -> Guard<Arc<Snapshot>> {
-        RegistryDirectory::snapshot(self)
-    }
-
-    fn load(&self) -> Arc<Snapshot> {
-        RegistryDirectory::load(self)
-    }
-
-    fn epochs(&self) -> Option<watch::Receiver<u64>> {
-        Some(RegistryDirectory::epochs(self))
-    }
-
-    fn lists(&self) -> Option<crate::migration::Lists> {
-        RegistryDirectory::lists(self)
-    }
-
-    fn fallback(&self) -> Option<FallbackSnapshot> {
-        RegistryDirectory::fallback(self)
-    }
-}
-
-/// A directory over a fixed list of instances: one snapshot, built once with the config's
-/// router, balancer, consumer and callable protocols, exactly as the registry directory
-/// would build it for that list (epoch 1). No task, no registry.
-pub struct FixedDirectory {
-    current: ArcSwap<Snapshot>,
-    /// The same snapshot, for `load`: a reference-count increment.
-    fixed: Arc<Snapshot>,
-}
-
-impl fmt::Debug for FixedDirectory {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FixedDirectory")
-            .field("snapshot", &self.current.load())
-            .finish()
-    }
-}
-
-impl FixedDirectory {
-    /// The snapshot of `instances` (two with the same [`Instance::key`]: the later wins, as in
-    /// a registry update) under `config`.
-    pub fn new(config: &DirectoryConfig, instances: impl IntoIterator<Item = Instance>) -> Self {
-        let fixed = Arc::new(Snapshot::fixed(
-            config,
-            instances.into_iter().map(Arc::new).collect(),
-        ));
-        FixedDirectory {
-            current: ArcSwap::new(fixed.clone()),
-            fixed,
-        }
-    }
-}
-
-impl Directory for FixedDirectory {
-    fn snapshot(&self) -> Guard<Arc<Snapshot>> {
-        self.current.load()
-    }
-
-    fn load(&self) -> Arc<Snapshot> {
-        self.fixed.clone()
-    }
 }

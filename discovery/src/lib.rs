@@ -44,10 +44,11 @@ mod tls_relay;
 pub mod zookeeper;
 
 pub use configurator::Configurator;
-pub use connect::{registrar_from_url, registry_from_url};
-pub use contracts::{Directory, FixedDirectory};
+pub use connect::{registrar_from_url, registry_from_url, registry_with_cache};
+pub use contracts::Directory;
 pub use directory::{
-    DEFAULT_DRAIN_GRACE, DirectoryConfig, DirectoryUpdater, EmptyPolicy, RegistryDirectory,
+    DEFAULT_DRAIN_GRACE, DirectoryConfig, DirectoryUpdater, EmptyPolicy, FixedDirectory,
+    RegistryDirectory,
 };
 pub use published::{LocalReads, Published};
 pub use registry::{Registrar, Registry, Update, UpdateReceiver};

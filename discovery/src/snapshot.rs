@@ -320,7 +320,7 @@ impl Snapshot {
     /// The snapshot the registry directory would publish first for `instances` under
     /// `config` (epoch 1; sorted by key, the later of two with one key kept; only available
     /// instances of a callable protocol routed; each with a client from the config's maker,
-    /// if any). For [`crate::contracts::FixedDirectory`] and
+    /// if any). For [`crate::FixedDirectory`] and
     /// your own [`crate::contracts::Directory`].
     pub fn fixed(config: &crate::DirectoryConfig, instances: Vec<Arc<Instance>>) -> Snapshot {
         let mut by_key: std::collections::BTreeMap<&str, &Arc<Instance>> =

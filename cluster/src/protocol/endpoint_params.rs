@@ -15,7 +15,8 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use switchman_core::{Error, ErrorKind, Instance, Result};
 
-use super::tls::SSL_ENABLED;
+/// The URL parameter by which a provider says it takes TLS (Dubbo's `SSL_ENABLED_KEY`).
+pub const SSL_ENABLED: &str = "ssl-enabled";
 
 /// The parameters read, in the order of [`SharedRaw`].
 const KEYS: [&str; 4] = [

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use switchman_core::{Error, Instance, Result};
 
+pub use super::endpoint_params::SSL_ENABLED;
 use super::endpoint_params::ssl_enabled;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::{
@@ -32,9 +33,6 @@ use tokio_rustls::rustls::{
     pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime, pem::PemObject},
     server::WebPkiClientVerifier,
 };
-
-/// The URL parameter by which a provider says it takes TLS (Dubbo's `SSL_ENABLED_KEY`).
-pub const SSL_ENABLED: &str = "ssl-enabled";
 
 /// The consumer's TLS settings (rustls with the ring provider): the roots that sign the
 /// providers' certificates, and an optional client certificate (mTLS). The server name

@@ -26,12 +26,14 @@ use crate::{Registry, Update, UpdateReceiver, cache};
 
 mod apply;
 mod cache_writer;
+mod fixed;
 mod publish;
 mod state;
 #[cfg(test)]
 mod tests;
 
 use cache_writer::spawn_cache_writer;
+pub use fixed::FixedDirectory;
 use state::{Pending, State};
 
 /// What the directory does when the registry reports that a service has no instance left.

@@ -327,34 +327,6 @@ pub fn shared_cache() -> Option<Arc<MetadataCache>> {
     SHARED.get().cloned()
 }
 
-/// Opens the registry at `address` as [`crate::registry_from_url`] does, its
-/// application-level subscriptions fetching `MetadataInfo` through `cache` instead of the
-/// process-wide cache: ZooKeeper and Nacos (`metadata_cache` on their adapters); other
-/// registries, which have no application level, are opened as they are. `switchman::Reference`
-/// opens its registry so when it has TLS settings (its MetadataService fetches go over TLS).
-pub fn registry_with_cache(
-    address: &str,
-    cache: Arc<MetadataCache>,
-) -> Result<Arc<dyn crate::Registry>> {
-    let Ok(url) = switchman_core::Url::parse_registry(address.trim()) else {
-        return crate::registry_from_url(address);
-    };
-    match url.protocol() {
-        #[cfg(feature = "zookeeper")]
-        "zookeeper" | "zk" => Ok(Arc::new(
-            crate::zookeeper::ZookeeperRegistry::from_url(&url)?.metadata_cache(cache),
-        )),
-        #[cfg(feature = "nacos")]
-        "nacos" => Ok(Arc::new(
-            crate::nacos::NacosRegistry::from_url(&url)?.metadata_cache(cache),
-        )),
-        _ => {
-            drop(cache);
-            crate::registry_from_url(address)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

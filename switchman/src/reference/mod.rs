@@ -673,7 +673,7 @@ fn open_registry(
     metadata: Option<Arc<switchman_discovery::metadata::MetadataCache>>,
 ) -> Result<Arc<dyn Registry>> {
     match metadata {
-        Some(cache) => switchman_discovery::metadata::registry_with_cache(url, cache),
+        Some(cache) => switchman_discovery::registry_with_cache(url, cache),
         None => registry_from_url(url),
     }
 }

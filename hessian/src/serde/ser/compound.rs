@@ -4,8 +4,7 @@
 
 use ::serde::ser::{self, Serialize};
 
-use super::Serializer;
-use super::dispatch::Ser;
+use super::{Ser, Serializer};
 use crate::serde::error::{Error, Result};
 
 /// A list, map or enum variant being written: `ends` end markers (`Z`) close it.

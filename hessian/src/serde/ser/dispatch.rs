@@ -6,7 +6,7 @@ use std::io::Write as _;
 use ::serde::ser::{self, Serialize};
 
 use super::compound::{Compound, StructSer};
-use super::{HASH_SET, Pending, Serializer};
+use super::{HASH_SET, Pending, Ser};
 use crate::serde::error::{Error, Result};
 use crate::serde::java::{BIG_DECIMAL, DATE, SET};
 
@@ -27,10 +27,6 @@ fn float_as_double(f: f32) -> f64 {
         .and_then(|s| s.parse().ok())
         .unwrap_or(f64::from(f))
 }
-
-/// The serde face of a [`Serializer`] (private: [`Serializer::write`] is the way in, as it
-/// retries a value whose structs are not known yet).
-pub(super) struct Ser<'s, 'a>(pub(super) &'s mut Serializer<'a>);
 
 impl<'s, 'a> Ser<'s, 'a> {
     fn take(&mut self) -> Pending {

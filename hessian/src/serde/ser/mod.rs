@@ -27,8 +27,12 @@ use ::serde::ser::Serialize;
 
 use super::error::{Error, Result};
 use crate::encode::JavaOut;
-use dispatch::Ser;
 use shape::Probe;
+
+/// The serde face of a [`Serializer`] (private: [`Serializer::write`] is the way in, as it
+/// retries a value whose structs are not known yet). Its `serde::Serializer` is in
+/// `dispatch`, the sequences, maps and structs it opens in `compound`.
+struct Ser<'s, 'a>(&'s mut Serializer<'a>);
 
 /// A class's field names, in the order written.
 type Fields = Arc<[&'static str]>;
