@@ -17,7 +17,7 @@
 //!
 //! ```text
 //! SWITCHMAN_JAVA_PEERS=$(scripts/install-java-peers) \
-//!   cargo bench -p switchman --bench typed_java [-- --in-flight 16 --rounds 30 --warm-up 15]
+//!   cargo bench -p switchman-integration-tests --bench typed_java [-- --in-flight 16 --rounds 30 --warm-up 15]
 //! ```
 //!
 //! Run without `--bench` (as `cargo test --benches` does) it does nothing.
