@@ -22,9 +22,11 @@ use std::thread::LocalKey;
 
 use arc_swap::{ArcSwap, Guard};
 
-/// Values one thread remembers: direct-mapped by the value's id, so published values with ids
-/// 64 apart read on one thread share a slot and take turns on the slow path.
-pub const LOCAL_SLOTS: usize = 64;
+/// Values one thread remembers per type: direct-mapped by the value's id (ids are numbered
+/// across all types: every directory, and each call plan's cache), so two values whose ids are
+/// 128 apart, read in turn on one thread, share a slot and take the slow path (a `load_full`,
+/// and a `Weak` replaced). 2 KiB per type per thread.
+pub const LOCAL_SLOTS: usize = 128;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
