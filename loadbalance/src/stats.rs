@@ -98,6 +98,14 @@ struct Bucket {
     sum_us: AtomicU64,
 }
 
+/// Bits of [`InstanceStats`]'s call word that count calls in flight (up to 2^24 − 1 per
+/// instance); the other 40 count successes.
+const IN_FLIGHT_BITS: u32 = 24;
+const IN_FLIGHT: u64 = (1 << IN_FLIGHT_BITS) - 1;
+const ONE_SUCCESS: u64 = 1 << IN_FLIGHT_BITS;
+const SUCCESS_BITS: u32 = 64 - IN_FLIGHT_BITS;
+const SUCCESS_MAX: u64 = (1 << SUCCESS_BITS) - 1;
+
 /// Live per-instance state shared by every snapshot that holds the same address.
 ///
 /// Laid out for pickers: what `leastactive` and `p2c` read sits in the first 32 bytes (one
@@ -107,8 +115,13 @@ struct Bucket {
 #[derive(Debug)]
 #[repr(C, align(32))]
 pub struct InstanceStats {
-    active: AtomicU32,
+    /// Calls in flight (the low [`IN_FLIGHT_BITS`] bits) and successful calls modulo 2^40
+    /// (the rest) in one word: a successful call ends with one read-modify-write.
+    calls: AtomicU64,
     consecutive_failures: AtomicU32,
+    /// How many times the successes in `calls` wrapped past 2^40 (every 127 days at 100,000
+    /// successes a second on one instance).
+    success_wraps: AtomicU32,
     /// `ln(ewma_ns) + ewma_at_ns / decay`, as f64 bits (NaN before the first sample): comparing
     /// two of these compares the decayed estimates at any common instant, without reading the
     /// clock or calling `exp`.
@@ -121,7 +134,6 @@ pub struct InstanceStats {
     /// When `ewma_ns` was last updated (ns since the stats origin).
     ewma_at_ns: AtomicU64,
     first_seen_ms: AtomicU64,
-    succeeded: AtomicU64,
     failed: AtomicU64,
     outlier: OutlierState,
 }
@@ -149,9 +161,9 @@ impl InstanceStats {
             .unwrap_or(0);
         let bucket_ns = (window.as_nanos() / 2).clamp(1, MAX_BUCKET.as_nanos()) as u64;
         InstanceStats {
-            active: AtomicU32::new(0),
+            calls: AtomicU64::new(0),
+            success_wraps: AtomicU32::new(0),
             first_seen_ms: AtomicU64::new(now),
-            succeeded: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             consecutive_failures: AtomicU32::new(0),
             ewma_ns: AtomicU64::new(0),
@@ -184,12 +196,13 @@ impl InstanceStats {
 
     /// Calls in flight.
     pub fn active(&self) -> u32 {
-        self.active.load(Ordering::Relaxed)
+        (self.calls.load(Ordering::Relaxed) & IN_FLIGHT) as u32
     }
 
     /// Successful calls so far.
     pub fn succeeded(&self) -> u64 {
-        self.succeeded.load(Ordering::Relaxed)
+        let wraps = u64::from(self.success_wraps.load(Ordering::Relaxed));
+        (wraps << SUCCESS_BITS) | (self.calls.load(Ordering::Relaxed) >> IN_FLIGHT_BITS)
     }
 
     /// Failed (non-business) calls so far.
@@ -211,10 +224,17 @@ impl InstanceStats {
     /// Marks a call as started; the guard ends it. Dropping the guard without
     /// [`CallGuard::finish`] counts as a cancelled call (no latency sample).
     pub fn begin(&self) -> CallGuard<'_> {
-        self.active.fetch_add(1, Ordering::Relaxed);
+        let before = self.calls.fetch_add(1, Ordering::Relaxed);
+        // 2^24 − 1 calls in flight on one instance already: the count stays there and this
+        // call is not counted (the carry into the successes is taken back).
+        let counted = before & IN_FLIGHT != IN_FLIGHT;
+        if !counted {
+            self.calls.fetch_sub(1, Ordering::Relaxed);
+        }
         CallGuard {
             stats: self,
             done: false,
+            counted,
         }
     }
 
@@ -222,14 +242,28 @@ impl InstanceStats {
     /// callers that track in-flight calls themselves, simulators and tests.
     /// [`CallGuard::finish`] calls it with `Instant::now()`.
     pub fn record(&self, elapsed: Duration, served: bool, at: Instant) {
+        self.settle(elapsed, served, at, 0);
+    }
+
+    /// [`InstanceStats::record`], ending `release` (0 or 1) calls in flight in the same
+    /// read-modify-write as the success count.
+    fn settle(&self, elapsed: Duration, served: bool, at: Instant, release: u64) {
         let at_ns = nanos_since_origin(at);
         advance_coarse(at_ns);
         if served {
-            self.succeeded.fetch_add(1, Ordering::Relaxed);
+            let before = self
+                .calls
+                .fetch_add(ONE_SUCCESS.wrapping_sub(release), Ordering::Relaxed);
+            if before >> IN_FLIGHT_BITS == SUCCESS_MAX {
+                self.success_wraps.fetch_add(1, Ordering::Relaxed);
+            }
             self.consecutive_failures.store(0, Ordering::Relaxed);
             self.record_window(elapsed, at_ns);
             self.record_ewma(elapsed, at_ns);
         } else {
+            if release > 0 {
+                self.calls.fetch_sub(release, Ordering::Relaxed);
+            }
             self.failed.fetch_add(1, Ordering::Relaxed);
             self.consecutive_failures.fetch_add(1, Ordering::Relaxed);
             let current = Duration::from_nanos(self.ewma_raw_ns() as u64);
@@ -361,10 +395,14 @@ impl InstanceStats {
         (count > 0).then(|| sum / count)
     }
 
-    fn end(&self, outcome: Option<(Duration, bool, Instant)>) {
-        self.active.fetch_sub(1, Ordering::Relaxed);
-        if let Some((elapsed, ok, at)) = outcome {
-            self.record(elapsed, ok, at);
+    fn end(&self, counted: bool, outcome: Option<(Duration, bool, Instant)>) {
+        let release = u64::from(counted);
+        match outcome {
+            Some((elapsed, ok, at)) => self.settle(elapsed, ok, at, release),
+            None if counted => {
+                self.calls.fetch_sub(1, Ordering::Relaxed);
+            }
+            None => {}
         }
     }
 }
@@ -374,6 +412,8 @@ impl InstanceStats {
 pub struct CallGuard<'a> {
     stats: &'a InstanceStats,
     done: bool,
+    /// In the in-flight count (every call below its 2^24 − 1 cap).
+    counted: bool,
 }
 
 impl CallGuard<'_> {
@@ -389,14 +429,14 @@ impl CallGuard<'_> {
     /// read.
     pub fn finish_at(mut self, elapsed: Duration, served: bool, ended: Instant) {
         self.done = true;
-        self.stats.end(Some((elapsed, served, ended)));
+        self.stats.end(self.counted, Some((elapsed, served, ended)));
     }
 }
 
 impl Drop for CallGuard<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.stats.end(None);
+            self.stats.end(self.counted, None);
         }
     }
 }
@@ -404,6 +444,54 @@ impl Drop for CallGuard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn in_flight_and_successes_share_one_word_and_stay_exact() {
+        let s = InstanceStats::new();
+        let (a, b, c) = (s.begin(), s.begin(), s.begin());
+        assert_eq!(s.active(), 3);
+        // A call recorded by its owner (no guard) counts its outcome, not its flight.
+        s.record(Duration::from_millis(1), true, Instant::now());
+        assert_eq!((s.active(), s.succeeded()), (3, 1));
+        a.finish(Duration::from_millis(1), true);
+        b.finish(Duration::from_millis(1), false);
+        assert_eq!((s.active(), s.succeeded(), s.failed()), (1, 2, 1));
+        drop(c);
+        assert_eq!((s.active(), s.succeeded(), s.failed()), (0, 2, 1));
+        // Still 160 bytes: the word replaced a u32 and a u64.
+        assert_eq!(std::mem::size_of::<InstanceStats>(), 160);
+    }
+
+    #[test]
+    fn calls_past_the_in_flight_cap_are_not_counted_and_corrupt_nothing() {
+        let s = InstanceStats::new();
+        s.calls
+            .store((5 << IN_FLIGHT_BITS) | (IN_FLIGHT - 1), Ordering::Relaxed);
+        let last = s.begin();
+        assert_eq!((u64::from(s.active()), s.succeeded()), (IN_FLIGHT, 5));
+        let over = s.begin();
+        assert_eq!((u64::from(s.active()), s.succeeded()), (IN_FLIGHT, 5));
+        over.finish(Duration::from_millis(1), true);
+        assert_eq!((u64::from(s.active()), s.succeeded()), (IN_FLIGHT, 6));
+        let over = s.begin();
+        drop(over);
+        assert_eq!(u64::from(s.active()), IN_FLIGHT);
+        last.finish(Duration::from_millis(1), true);
+        assert_eq!((u64::from(s.active()), s.succeeded()), (IN_FLIGHT - 1, 7));
+    }
+
+    #[test]
+    fn successes_go_on_past_two_to_the_forty() {
+        let s = InstanceStats::new();
+        s.calls
+            .store(SUCCESS_MAX << IN_FLIGHT_BITS, Ordering::Relaxed);
+        let g = s.begin();
+        assert_eq!((s.active(), s.succeeded()), (1, SUCCESS_MAX));
+        g.finish(Duration::from_millis(1), true);
+        assert_eq!((s.active(), s.succeeded()), (0, SUCCESS_MAX + 1));
+        s.record(Duration::from_millis(1), true, Instant::now());
+        assert_eq!((s.active(), s.succeeded()), (0, SUCCESS_MAX + 2));
+    }
 
     #[test]
     fn guard_counts_in_flight_and_outcomes() {
