@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use arc_swap::{ArcSwap, Guard};
+use arc_swap::Guard;
 use switchman_core::Instance;
 use tokio::sync::watch;
 
@@ -38,15 +38,13 @@ impl Directory for RegistryDirectory {
 /// router, balancer, consumer and callable protocols, exactly as the registry directory
 /// would build it for that list (epoch 1). No task, no registry.
 pub struct FixedDirectory {
-    current: ArcSwap<Snapshot>,
-    /// The same snapshot, for `load`: a reference-count increment.
     fixed: Arc<Snapshot>,
 }
 
 impl fmt::Debug for FixedDirectory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FixedDirectory")
-            .field("snapshot", &self.current.load())
+            .field("snapshot", &self.fixed)
             .finish()
     }
 }
@@ -55,20 +53,19 @@ impl FixedDirectory {
     /// The snapshot of `instances` (two with the same [`Instance::key`]: the later wins, as in
     /// a registry update) under `config`.
     pub fn new(config: &DirectoryConfig, instances: impl IntoIterator<Item = Instance>) -> Self {
-        let fixed = Arc::new(Snapshot::fixed(
-            config,
-            instances.into_iter().map(Arc::new).collect(),
-        ));
         FixedDirectory {
-            current: ArcSwap::new(fixed.clone()),
-            fixed,
+            fixed: Arc::new(Snapshot::fixed(
+                config,
+                instances.into_iter().map(Arc::new).collect(),
+            )),
         }
     }
 }
 
 impl Directory for FixedDirectory {
+    /// The one snapshot (a reference-count increment: it never changes).
     fn snapshot(&self) -> Guard<Arc<Snapshot>> {
-        self.current.load()
+        Guard::from_inner(self.fixed.clone())
     }
 
     fn load(&self) -> Arc<Snapshot> {
