@@ -24,8 +24,9 @@ pub use crate::snapshot::Snapshot;
 pub use switchman_loadbalance::{Endpoint, LoadBalance, PickContext, Picker};
 pub use switchman_router::{ConsumerInfo, Router, RouterChain, RouterStage};
 
-/// Anything that hands out snapshots of one service: the [`RegistryDirectory`](crate::RegistryDirectory), a
-/// [`FixedDirectory`](crate::FixedDirectory) for tests and fixed fleets, or your own discovery system.
+/// Anything that hands out snapshots of one service: the
+/// [`RegistryDirectory`](crate::RegistryDirectory), a [`FixedDirectory`](crate::FixedDirectory)
+/// for tests and fixed fleets, or your own discovery system.
 ///
 /// [`Directory::snapshot`] is called on every attempt of every call: it must not lock or
 /// allocate (an `ArcSwap::load` is what the registry directory does).

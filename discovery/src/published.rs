@@ -78,15 +78,16 @@ impl<T: fmt::Debug> fmt::Debug for Published<T> {
     }
 }
 
-fn address<T>(value: &Arc<T>) -> usize {
-    Arc::as_ptr(value) as *const u8 as usize
+/// The address of a value behind an `Arc` or a `Weak`.
+fn address<T>(value: *const T) -> usize {
+    value as *const u8 as usize
 }
 
 impl<T> Published<T> {
     /// Publishes `value`.
     pub fn new(value: Arc<T>) -> Self {
         Published {
-            at: AtomicUsize::new(address(&value)),
+            at: AtomicUsize::new(address(Arc::as_ptr(&value))),
             value: ArcSwap::new(value),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             writer: Mutex::new(()),
@@ -96,7 +97,7 @@ impl<T> Published<T> {
     /// Publishes `value` and gives back the content it replaces.
     pub fn swap(&self, value: Arc<T>) -> Arc<T> {
         let _one = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let at = address(&value);
+        let at = address(Arc::as_ptr(&value));
         let previous = self.value.swap(value);
         self.at.store(at, Ordering::Release);
         previous
@@ -124,7 +125,7 @@ impl<T> Published<T> {
         let hit = reads.try_with(|r| {
             let r = r.try_borrow().ok()?;
             let (id, weak) = &r.slots[slot];
-            if *id == self.id && weak.as_ptr() as *const u8 as usize == at {
+            if *id == self.id && address(weak.as_ptr()) == at {
                 weak.upgrade()
             } else {
                 None
@@ -149,11 +150,9 @@ impl<T> Published<T> {
         let weak = Arc::downgrade(&value);
         let _ = reads.try_with(|r| {
             if let Ok(mut r) = r.try_borrow_mut() {
-                // The `Weak` replaced is dropped after the borrow ends (it frees at most an
-                // allocation whose value is gone already).
-                let old = std::mem::replace(&mut r.slots[slot], (self.id, weak));
-                drop(r);
-                drop(old);
+                // Dropping the `Weak` replaced frees at most an allocation whose value is
+                // gone already: nothing that could read this thread's slots again.
+                r.slots[slot] = (self.id, weak);
             }
         });
         value

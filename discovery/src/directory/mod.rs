@@ -229,8 +229,9 @@ impl DirectoryUpdater {
 ///
 /// One task owns the state: it applies registry [`Update`]s, the empty-list policy, rule and
 /// balancer changes, rebuilds route subsets and balancer tables, and publishes a new immutable
-/// [`Snapshot`] with a higher epoch through one `ArcSwap` swap ([`Published`]). Readers never lock: a call
-/// does [`RegistryDirectory::load`] once per attempt. Dropping the directory stops the task.
+/// [`Snapshot`] with a higher epoch through one `ArcSwap` swap ([`Published`]). Readers never
+/// lock: a call does [`RegistryDirectory::load`] once per attempt. Dropping the directory stops
+/// the task.
 #[derive(Debug)]
 pub struct RegistryDirectory {
     shared: Arc<Shared>,
