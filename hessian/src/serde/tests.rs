@@ -677,6 +677,129 @@ fn a_throwable_without_a_cause_reads_its_cause_as_null() {
     );
 }
 
+/// How a struct's visitor was fed: by position or by field name.
+#[derive(Debug, PartialEq)]
+enum Fed {
+    Seq(Vec<serde_json::Value>),
+    Map(Vec<String>),
+}
+
+/// Deserializes as a struct with the given field names and tells how its visitor was fed.
+fn fed(bytes: &[u8], fields: &'static [&'static str]) -> Result<Fed, Error> {
+    struct V;
+    impl<'de> de::Visitor<'de> for V {
+        type Value = Fed;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a struct")
+        }
+        fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Fed, A::Error> {
+            let mut v = Vec::new();
+            while let Some(x) = seq.next_element::<serde_json::Value>()? {
+                v.push(x);
+            }
+            Ok(Fed::Seq(v))
+        }
+        fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Fed, A::Error> {
+            let mut k = Vec::new();
+            while let Some((key, _)) = map.next_entry::<String, de::IgnoredAny>()? {
+                k.push(key);
+            }
+            Ok(Fed::Map(k))
+        }
+    }
+    let mut d = Deserializer::new(bytes);
+    de::Deserializer::deserialize_struct(&mut d, "S", fields, V)
+}
+
+#[test]
+fn a_struct_naming_the_class_fields_in_order_is_read_by_position() {
+    let a = Address {
+        city: "x".into(),
+        zip: Some(7),
+    };
+    let bytes = to_vec(&vec![a.clone(), a.clone()]).unwrap();
+    // Both objects of the list (the second reuses the class and its comparison).
+    let mut d = Deserializer::new(&bytes);
+    let v: Vec<Address> = d.read().unwrap();
+    assert_eq!(v, vec![a.clone(), a.clone()]);
+    let one = to_vec(&a).unwrap();
+    assert_eq!(
+        fed(&one, &["city", "zip"]).unwrap(),
+        Fed::Seq(vec![json!("x"), json!(7)])
+    );
+    // Another order, fewer or more names: by name, as before.
+    for fields in [&["zip", "city"][..], &["city"], &["city", "zip", "country"]] {
+        assert_eq!(
+            fed(&one, fields).unwrap(),
+            Fed::Map(vec!["city".into(), "zip".into()]),
+            "{fields:?}"
+        );
+    }
+    // `O` with the class index as an int (a stream's 17th class on): by position too.
+    let o = [b'C', 0x01, b'A', 0x91, 0x01, b'a', b'O', 0x90, 0x95];
+    assert_eq!(fed(&o, &["a"]).unwrap(), Fed::Seq(vec![json!(5)]));
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct A {
+        a: i32,
+    }
+    assert_eq!(from_slice::<A>(&o).unwrap(), A { a: 5 });
+    assert!(from_slice::<A>(&[b'O', 0x90, 0x95]).is_err());
+}
+
+#[test]
+fn a_struct_whose_aliases_make_it_name_the_class_fields_is_an_error_not_a_shifted_read() {
+    // FIELDS is ["a", "b", "c"] (the alias included) but the struct takes two values: read
+    // by position, `c` would get `b`'s value. By name, `b` would duplicate `a`.
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Aliased {
+        #[serde(alias = "b")]
+        a: String,
+        c: String,
+    }
+    let bytes = to_bytes(&Value::object(
+        "p.Abc",
+        vec![
+            ("a", Value::string("1")),
+            ("b", Value::string("2")),
+            ("c", Value::string("3")),
+        ],
+    ));
+    let e = from_slice::<Aliased>(&bytes).unwrap_err();
+    assert!(e.what().contains("read by position"), "{e}");
+}
+
+#[test]
+fn a_throwable_read_by_position_reads_its_own_cause_as_null() {
+    #[derive(Debug, Deserialize)]
+    struct Throwable {
+        #[serde(rename = "stackTrace")]
+        _stack_trace: de::IgnoredAny,
+        cause: Option<Box<Throwable>>,
+        #[serde(rename = "detailMessage")]
+        message: Option<String>,
+    }
+    let t = Value::object(
+        "java.lang.RuntimeException",
+        vec![
+            (
+                "stackTrace",
+                Value::typed_list("[java.lang.StackTraceElement", vec![]),
+            ),
+            ("cause", Value::Ref(0)),
+            ("detailMessage", Value::string("boom")),
+        ],
+    );
+    let bytes = to_bytes(&t);
+    assert_eq!(
+        fed(&bytes, &["stackTrace", "cause", "detailMessage"]).unwrap(),
+        Fed::Seq(vec![json!([]), json!(null), json!("boom")])
+    );
+    let v: Throwable = from_slice(&bytes).unwrap();
+    assert_eq!(v.message.as_deref(), Some("boom"));
+    assert!(v.cause.is_none());
+}
+
 /// `deserialize_any` gives the JSON mapping: every Java vector, as `to_json` gives it.
 #[test]
 fn any_gives_the_json_mapping_of_every_java_vector() {

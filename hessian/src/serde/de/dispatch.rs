@@ -353,12 +353,20 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
     fn deserialize_struct<V: Visitor<'de>>(
         self,
         _name: &'static str,
-        _fields: &'static [&'static str],
+        fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value> {
         let (tag, at) = self.value_tag()?;
         match tag {
-            0x60..=0x6f => self.object(usize::from(tag - BC_OBJECT_DIRECT), at, visitor, Mode::Raw),
+            0x60..=0x6f => {
+                self.struct_object(usize::from(tag - BC_OBJECT_DIRECT), at, fields, visitor)
+            }
+            BC_OBJECT => {
+                let index_at = self.pos;
+                let class = usize::try_from(self.read_int()?)
+                    .map_err(|_| Error::at("negative class index", index_at))?;
+                self.struct_object(class, at, fields, visitor)
+            }
             _ => self.any_with(tag, at, visitor, Mode::Raw),
         }
     }

@@ -34,6 +34,7 @@ impl<'de> Deserializer<'de> {
                 name,
                 fields,
                 cause,
+                positional: None,
             });
         }
         Ok(())
@@ -137,6 +138,61 @@ impl<'de> Deserializer<'de> {
                 v
             }
         };
+        self.close(opened);
+        Ok(v)
+    }
+
+    /// An object read into a Rust struct whose (serde) field names are `fields`. When they
+    /// are the class's field names in the class's order (the struct declares its fields in
+    /// the order the writer sends them, as hessian-lite's bytes and this crate's own do), the
+    /// values go to the struct's visitor by position (`visit_seq`): no field name is matched
+    /// per object. Otherwise, as a map of the fields by name.
+    pub(super) fn struct_object<V: Visitor<'de>>(
+        &mut self,
+        class: usize,
+        at: usize,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value> {
+        let Some(def) = self.classes.get_mut(class) else {
+            return self.object(class, at, visitor, Mode::Raw);
+        };
+        let key = fields.as_ptr() as usize;
+        let in_order = match def.positional {
+            Some((k, same)) if k == key => same,
+            _ => {
+                let same = def.fields.len() == fields.len()
+                    && def.fields.iter().zip(fields).all(|(a, b)| a == b);
+                def.positional = Some((key, same));
+                same
+            }
+        };
+        if !in_order {
+            return self.object(class, at, visitor, Mode::Raw);
+        }
+        let (len, cause) = (def.fields.len(), def.cause);
+        let opened = self.open(at)?;
+        self.check_len(len, self.remaining(), at)?;
+        let mut access = FieldSeq {
+            de: self,
+            next: 0,
+            len,
+            cause,
+            at,
+        };
+        let v = visitor.visit_seq(&mut access)?;
+        if access.next != len {
+            // A derived struct with aliases lists them among its fields: it takes fewer
+            // values than it names. By name, the class's fields would be duplicates.
+            return Err(Error::at(
+                format!(
+                    "{} of the {len} fields of {} read by position: the struct's field names \
+                     (aliases included) match the class's, but it takes fewer values",
+                    access.next, self.classes[class].name
+                ),
+                at,
+            ));
+        }
         self.close(opened);
         Ok(v)
     }
@@ -265,5 +321,37 @@ impl<'de> de::MapAccess<'de> for ObjectAccess<'_, 'de> {
             return seed.deserialize(().into_deserializer());
         }
         seed.deserialize(&mut *self.de)
+    }
+}
+
+/// The fields of an object read by position ([`Deserializer::struct_object`]).
+struct FieldSeq<'a, 'de> {
+    de: &'a mut Deserializer<'de>,
+    next: usize,
+    len: usize,
+    /// The index of the class's field named `cause`.
+    cause: Option<usize>,
+    at: usize,
+}
+
+impl<'de> de::SeqAccess<'de> for FieldSeq<'_, 'de> {
+    type Error = Error;
+
+    #[inline]
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
+        if self.next >= self.len {
+            return Ok(None);
+        }
+        let is_cause = self.cause == Some(self.next);
+        self.next += 1;
+        if is_cause && self.de.self_ref(self.at)? {
+            // A Throwable without a cause refers to itself.
+            return seed.deserialize(().into_deserializer()).map(Some);
+        }
+        seed.deserialize(&mut *self.de).map(Some)
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.len - self.next)
     }
 }
