@@ -10,7 +10,9 @@
 //!   cargo bench -p switchman-integration-tests --bench codec_java [-- --seconds 2]
 //! ```
 //!
-//! Run without `--bench` (as `cargo test --benches` does) it does nothing.
+//! Run without `--bench` (as `cargo test --benches` does) it does nothing. With
+//! `--features mimalloc` the Rust side allocates through mimalloc instead of the system's
+//! allocator (glibc's malloc here): the output's first line says which.
 
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -20,6 +22,17 @@ use serde::{Deserialize, Serialize};
 use switchman_hessian::serde::java;
 use switchman_hessian::{from_slice, to_vec};
 use switchman_integration_tests::java_peer::{self, vectors_bench};
+
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The Rust side's allocator, for the output.
+const ALLOCATOR_NAME: &str = if cfg!(feature = "mimalloc") {
+    "mimalloc"
+} else {
+    "the system allocator"
+};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "io.switchman.peers.User")]
@@ -119,7 +132,7 @@ fn main() {
             time(seconds, || from_slice::<Vec<User>>(&list_bytes).unwrap()),
         ),
     ];
-    println!("codec_java: {seconds} s per case and language");
+    println!("codec_java: {seconds} s per case and language; Rust on {ALLOCATOR_NAME}");
     println!(
         "{:16} {:>12} {:>12} {:>8} {:>12} {:>12}",
         "case", "java ns", "serde ns", "java/serde", "java bytes", "serde bytes"
