@@ -174,6 +174,7 @@ pub(super) struct ListAccess<'a, 'de> {
 impl<'de> de::SeqAccess<'de> for ListAccess<'_, 'de> {
     type Error = Error;
 
+    #[inline]
     fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
         match &mut self.left {
             Some(0) => return Ok(None),

@@ -147,6 +147,7 @@ impl<'de> Deserializer<'de> {
     /// the order the writer sends them, as hessian-lite's bytes and this crate's own do), the
     /// values go to the struct's visitor by position (`visit_seq`): no field name is matched
     /// per object. Otherwise, as a map of the fields by name.
+    #[inline]
     pub(super) fn struct_object<V: Visitor<'de>>(
         &mut self,
         class: usize,
