@@ -2,8 +2,10 @@
 //! serialization, as a Dubbo consumer or provider pays it per call: the peers' `vectors bench`
 //! under C2) against Switchman's serde path (`switchman_hessian::to_vec` / `from_slice`), for
 //! `User.sample(7)` (8 fields: long, String, int, double, boolean, Date, List<String>,
-//! Map<String,Object>) and a list of 100 users. Each case warms up and is timed for
-//! `--seconds` (default 2) in each language; nanoseconds per operation.
+//! Map<String,Object>) and a list of 100 users. The Rust struct declares its fields in the order
+//! hessian-lite writes them, so it is read by position; `list100/decode-by-name` reads the same
+//! bytes into one that declares them in the Java source's order, by field name. Each case warms
+//! up and is timed for `--seconds` (default 2) in each language; nanoseconds per operation.
 //!
 //! ```text
 //! SWITCHMAN_JAVA_PEERS=$(scripts/install-java-peers) \
@@ -46,6 +48,23 @@ struct User {
     age: i32,
     name: String,
     id: i64,
+}
+
+/// `User` with its fields in the Java source's order, not the order hessian-lite writes them:
+/// read by field name (`list100/decode-by-name`).
+#[derive(Debug, Deserialize)]
+#[serde(rename = "io.switchman.peers.User")]
+#[allow(dead_code)]
+struct UserByName {
+    id: i64,
+    name: String,
+    age: i32,
+    score: f64,
+    active: bool,
+    #[serde(with = "java::date")]
+    created: SystemTime,
+    tags: Vec<String>,
+    attributes: HashMap<String, i32>,
 }
 
 /// What `User.sample(id)` makes on the Java side.
@@ -131,16 +150,26 @@ fn main() {
             list_bytes.len(),
             time(seconds, || from_slice::<Vec<User>>(&list_bytes).unwrap()),
         ),
+        // The same bytes into a struct that names its fields in another order: by name.
+        // Java's column is its `list100/decode`.
+        (
+            "list100/decode-by-name",
+            list_bytes.len(),
+            time(seconds, || {
+                from_slice::<Vec<UserByName>>(&list_bytes).unwrap()
+            }),
+        ),
     ];
     println!("codec_java: {seconds} s per case and language; Rust on {ALLOCATOR_NAME}");
     println!(
-        "{:16} {:>12} {:>12} {:>8} {:>12} {:>12}",
+        "{:22} {:>12} {:>12} {:>8} {:>12} {:>12}",
         "case", "java ns", "serde ns", "java/serde", "java bytes", "serde bytes"
     );
     for (case, bytes, ns) in rust {
-        let (jns, jbytes) = java.get(case).copied().unwrap_or((f64::NAN, 0));
+        let java_case = case.strip_suffix("-by-name").unwrap_or(case);
+        let (jns, jbytes) = java.get(java_case).copied().unwrap_or((f64::NAN, 0));
         println!(
-            "{case:16} {jns:>12.0} {ns:>12.0} {:>8.2} {jbytes:>12} {bytes:>12}",
+            "{case:22} {jns:>12.0} {ns:>12.0} {:>8.2} {jbytes:>12} {bytes:>12}",
             jns / ns
         );
     }

@@ -212,6 +212,7 @@ pub(super) struct MapAccess<'a, 'de> {
 impl<'de> de::MapAccess<'de> for MapAccess<'_, 'de> {
     type Error = Error;
 
+    #[inline]
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
         if self.de.peek()? == BC_END {
             return Ok(None);
@@ -229,6 +230,7 @@ impl<'de> de::MapAccess<'de> for MapAccess<'_, 'de> {
         }
     }
 
+    #[inline]
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
         seed.deserialize(&mut *self.de)
     }

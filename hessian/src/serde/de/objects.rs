@@ -274,6 +274,7 @@ pub(super) struct ObjectAccess<'a, 'de> {
 impl<'de> de::MapAccess<'de> for ObjectAccess<'_, 'de> {
     type Error = Error;
 
+    #[inline]
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
         if self.class_key {
             return seed.deserialize("class".into_deserializer()).map(Some);
@@ -304,6 +305,7 @@ impl<'de> de::MapAccess<'de> for ObjectAccess<'_, 'de> {
         }
     }
 
+    #[inline]
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
         if self.class_key {
             self.class_key = false;
