@@ -735,6 +735,35 @@ fn a_struct_naming_the_class_fields_in_order_is_read_by_position() {
             "{fields:?}"
         );
     }
+    // One stream, one class, read into two structs in turn: each its own way.
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Reversed {
+        zip: Option<i32>,
+        city: String,
+    }
+    let both = to_vec(&(a.clone(), a.clone())).unwrap();
+    let mut d = Deserializer::new(&both);
+    let (first, second) = de::Deserializer::deserialize_tuple(&mut d, 2, TwoWays).unwrap();
+    assert_eq!(first, a);
+    assert_eq!(
+        second,
+        Reversed {
+            zip: Some(7),
+            city: "x".into()
+        }
+    );
+    struct TwoWays;
+    impl<'de> de::Visitor<'de> for TwoWays {
+        type Value = (Address, Reversed);
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("two")
+        }
+        fn visit_seq<A: de::SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
+            let a: Address = s.next_element()?.unwrap();
+            let r: Reversed = s.next_element()?.unwrap();
+            Ok((a, r))
+        }
+    }
     // `O` with the class index as an int (a stream's 17th class on): by position too.
     let o = [b'C', 0x01, b'A', 0x91, 0x01, b'a', b'O', 0x90, 0x95];
     assert_eq!(fed(&o, &["a"]).unwrap(), Fed::Seq(vec![json!(5)]));

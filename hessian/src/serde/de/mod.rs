@@ -63,9 +63,9 @@ struct Class<'de> {
     fields: Vec<Cow<'de, str>>,
     /// The index of a field named `cause` (a Throwable's, which may refer to its object).
     cause: Option<usize>,
-    /// The last Rust field list this class was compared with (its address) and whether it
-    /// names the same fields in the same order: such a struct is read by position.
-    positional: Option<(usize, bool)>,
+    /// The last Rust field list this class was compared with (its address and length) and
+    /// whether it names the same fields in the same order: such a struct is read by position.
+    positional: Option<((usize, usize), bool)>,
 }
 
 /// How `deserialize_any` presents values: `Json` as this crate's JSON mapping does (what a

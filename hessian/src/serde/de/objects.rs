@@ -158,7 +158,7 @@ impl<'de> Deserializer<'de> {
         let Some(def) = self.classes.get_mut(class) else {
             return self.object(class, at, visitor, Mode::Raw);
         };
-        let key = fields.as_ptr() as usize;
+        let key = (fields.as_ptr() as usize, fields.len());
         let in_order = match def.positional {
             Some((k, same)) if k == key => same,
             _ => {
