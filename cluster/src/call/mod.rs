@@ -364,7 +364,7 @@ pub struct Call<'c> {
     book: &'c AttemptBook,
     deadline: Option<Instant>,
     rng: fastrand::Rng,
-    tried: Tried,
+    tried: Tried<'c>,
     failed: Vec<String>,
     /// The call runs on the `APPLICATION_FIRST` fallback's plan: it re-lists there.
     on_fallback: bool,
@@ -399,7 +399,7 @@ impl<'c> Call<'c> {
                 .deadline
                 .map(|d| crate::config::deadline_from(book.call_start(), d)),
             rng: fastrand::Rng::new(),
-            tried: Tried::new(),
+            tried: Tried::new(plan.snapshot()),
             failed: Vec::new(),
             on_fallback: false,
         }
@@ -637,7 +637,7 @@ impl<'c> Call<'c> {
     /// Marks `pick` as tried: later picks of this call avoid it while untried candidates
     /// remain.
     pub fn mark_tried(&mut self, pick: Pick<'_>) {
-        if self.tried.snapshot.is_none() {
+        if self.tried.is_unset() {
             self.tried.sync(self.plan.snapshot());
         }
         self.tried.push_pick(pick);

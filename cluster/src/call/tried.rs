@@ -10,36 +10,54 @@ use crate::config::MAX_ATTEMPTS;
 
 /// The instances tried by one call, as indexes into the snapshot they were picked from, kept on
 /// the stack. Remapped by address when the snapshot changes between attempts.
-pub(crate) struct Tried {
+///
+/// The indexes refer to the call's own snapshot (`home`, borrowed for the whole call: no
+/// reference count taken) unless a strategy re-listed onto another one, which is then held.
+pub(crate) struct Tried<'c> {
     idx: [usize; MAX_ATTEMPTS],
     pub(super) len: usize,
-    pub(super) snapshot: Option<Arc<Snapshot>>,
+    /// The snapshot of the plan the call started with.
+    home: &'c Arc<Snapshot>,
+    /// Whether anything is tracked yet (the first sync starts it).
+    tracking: bool,
+    /// The snapshot the indexes refer to when it is not `home`.
+    other: Option<Arc<Snapshot>>,
 }
 
-impl Tried {
-    pub(super) fn new() -> Self {
+impl<'c> Tried<'c> {
+    pub(super) fn new(home: &'c Arc<Snapshot>) -> Self {
         Tried {
             idx: [0; MAX_ATTEMPTS],
             len: 0,
-            snapshot: None,
+            home,
+            tracking: false,
+            other: None,
         }
     }
 
+    /// The snapshot the indexes refer to, once tracking.
+    fn tracked(&self) -> Option<&Arc<Snapshot>> {
+        self.tracking
+            .then(|| self.other.as_ref().unwrap_or(self.home))
+    }
+
+    /// Whether nothing is tracked yet.
+    pub(super) fn is_unset(&self) -> bool {
+        !self.tracking
+    }
+
     pub(super) fn sync(&mut self, snap: &Arc<Snapshot>) {
-        if self
-            .snapshot
-            .as_ref()
-            .is_some_and(|old| Arc::ptr_eq(old, snap))
-        {
+        if self.tracked().is_some_and(|t| Arc::ptr_eq(t, snap)) {
             return;
         }
         self.remap(snap);
-        self.snapshot = Some(snap.clone());
+        self.other = (!Arc::ptr_eq(snap, self.home)).then(|| snap.clone());
+        self.tracking = true;
     }
 
     /// Marks `pick` tried in the tracked snapshot (by key when it was picked in another).
     pub(super) fn push_pick(&mut self, pick: Pick<'_>) {
-        let Some(tracked) = &self.snapshot else {
+        let Some(tracked) = self.tracked() else {
             return;
         };
         if Arc::ptr_eq(tracked, pick.plan.snapshot()) {
@@ -49,21 +67,26 @@ impl Tried {
         }
     }
 
-    pub(super) fn remap(&mut self, snap: &Snapshot) {
-        if let Some(old) = &self.snapshot {
-            if old.id() == snap.id() {
-                return;
-            }
-            let mut n = 0;
-            for k in 0..self.len {
-                let key = old.endpoints()[self.idx[k]].instance.key();
-                if let Some(i) = snap.index_of(key) {
-                    self.idx[n] = i;
-                    n += 1;
-                }
-            }
-            self.len = n;
+    fn remap(&mut self, snap: &Snapshot) {
+        if !self.tracking {
+            return;
         }
+        let old: &Snapshot = match &self.other {
+            Some(o) => o,
+            None => self.home,
+        };
+        if old.id() == snap.id() {
+            return;
+        }
+        let mut n = 0;
+        for k in 0..self.len {
+            let key = old.endpoints()[self.idx[k]].instance.key();
+            if let Some(i) = snap.index_of(key) {
+                self.idx[n] = i;
+                n += 1;
+            }
+        }
+        self.len = n;
     }
 
     pub(super) fn as_slice(&self) -> &[usize] {

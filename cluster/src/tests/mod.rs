@@ -160,6 +160,65 @@ async fn failover_tries_each_instance_once_then_returns_last_error() {
     assert_eq!(e.tried().len(), 3);
 }
 
+/// A transport whose first call changes the fleet (an instance that sorts before the others
+/// comes, shifting every index) and waits until the directory shows it; every call fails.
+#[derive(Debug)]
+struct Shifting {
+    dir: Arc<RegistryDirectory>,
+    calls: Mutex<Vec<String>>,
+}
+
+impl Invoker for Shifting {
+    fn invoke<'a>(
+        &'a self,
+        target: &'a Instance,
+        _inv: &'a Invocation,
+        _t: Duration,
+    ) -> BoxFuture<'a, Result<Value>> {
+        let first = {
+            let mut calls = self.calls.lock().unwrap();
+            calls.push(target.address().to_string());
+            calls.len() == 1
+        };
+        Box::pin(async move {
+            if first {
+                let mut grown = vec![Instance::builder("10.0.0.0", 9).build()];
+                grown.extend(ports(&[1, 2]));
+                self.dir.apply(Update::reset(grown));
+                self.dir
+                    .wait_until(Duration::from_secs(5), |s| s.endpoints().len() == 3)
+                    .await
+                    .unwrap();
+            }
+            Err(Error::transport(format!("refused by {}", target.address())))
+        })
+    }
+}
+
+/// Failover re-lists before a retry; when the fleet changed meanwhile, what the call tried is
+/// carried over by address (the indexes shifted), so no instance is tried twice.
+#[tokio::test(start_paused = true)]
+async fn failover_never_retries_an_instance_when_the_fleet_changed_between_attempts() {
+    for round in 0..20 {
+        let dir = directory(ports(&[1, 2])).await;
+        let t = Arc::new(Shifting {
+            dir: dir.clone(),
+            calls: Mutex::new(Vec::new()),
+        });
+        let c = ClusterInvoker::new(dir, t.clone(), ClusterConfig::default());
+        let e = c.invoke(&inv()).await.unwrap_err();
+        let mut calls = t.calls.lock().unwrap().clone();
+        assert_eq!(calls.len(), 3, "round {round}: retries=2 ({e})");
+        assert_ne!(
+            calls[0], "10.0.0.0:9",
+            "round {round}: the first pick is from the old fleet"
+        );
+        calls.sort();
+        calls.dedup();
+        assert_eq!(calls.len(), 3, "round {round}: an instance was tried twice");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn failover_succeeds_on_a_healthy_instance() {
     let fi = FaultInvoker::with(&[(1, &[Refuse]), (2, &[Refuse]), (3, &[Ok])]);
