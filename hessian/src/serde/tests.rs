@@ -648,15 +648,10 @@ fn a_ref_to_a_value_still_being_read_is_an_error() {
     assert!(e.what().contains("cycle"), "{e}");
 }
 
-#[test]
-fn a_throwable_without_a_cause_reads_its_cause_as_null() {
-    #[derive(Debug, Deserialize)]
-    struct Throwable {
-        #[serde(rename = "detailMessage")]
-        message: Option<String>,
-        cause: Option<Box<Throwable>>,
-    }
-    let t = Value::object(
+/// A `RuntimeException("boom")` as Java writes one without a cause: its `cause` field refers
+/// to the object itself.
+fn self_caused_throwable() -> Vec<u8> {
+    to_bytes(&Value::object(
         "java.lang.RuntimeException",
         vec![
             (
@@ -666,8 +661,18 @@ fn a_throwable_without_a_cause_reads_its_cause_as_null() {
             ("cause", Value::Ref(0)),
             ("detailMessage", Value::string("boom")),
         ],
-    );
-    let bytes = to_bytes(&t);
+    ))
+}
+
+#[test]
+fn a_throwable_without_a_cause_reads_its_cause_as_null() {
+    #[derive(Debug, Deserialize)]
+    struct Throwable {
+        #[serde(rename = "detailMessage")]
+        message: Option<String>,
+        cause: Option<Box<Throwable>>,
+    }
+    let bytes = self_caused_throwable();
     let v: Throwable = from_slice(&bytes).unwrap();
     assert_eq!(v.message.as_deref(), Some("boom"));
     assert!(v.cause.is_none());
@@ -808,18 +813,7 @@ fn a_throwable_read_by_position_reads_its_own_cause_as_null() {
         #[serde(rename = "detailMessage")]
         message: Option<String>,
     }
-    let t = Value::object(
-        "java.lang.RuntimeException",
-        vec![
-            (
-                "stackTrace",
-                Value::typed_list("[java.lang.StackTraceElement", vec![]),
-            ),
-            ("cause", Value::Ref(0)),
-            ("detailMessage", Value::string("boom")),
-        ],
-    );
-    let bytes = to_bytes(&t);
+    let bytes = self_caused_throwable();
     assert_eq!(
         fed(&bytes, &["stackTrace", "cause", "detailMessage"]).unwrap(),
         Fed::Seq(vec![json!([]), json!(null), json!("boom")])

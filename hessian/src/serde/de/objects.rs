@@ -198,6 +198,21 @@ impl<'de> Deserializer<'de> {
         Ok(v)
     }
 
+    /// One field's value of the object at `at`. A Throwable without a cause refers to itself
+    /// in its `cause` field (`is_cause`): that reads as null.
+    #[inline]
+    fn field<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+        is_cause: bool,
+        at: usize,
+    ) -> Result<T::Value> {
+        if is_cause && self.self_ref(at)? {
+            return seed.deserialize(().into_deserializer());
+        }
+        seed.deserialize(&mut *self)
+    }
+
     /// A `java.math.BigInteger`'s decimal text from its fields `signum` and `mag`.
     pub(super) fn big_integer(&mut self, class: usize, at: usize) -> Result<String> {
         let mut signum = 0i64;
@@ -319,11 +334,7 @@ impl<'de> de::MapAccess<'de> for ObjectAccess<'_, 'de> {
             .get(self.class)
             .is_some_and(|c| c.cause == Some(self.next));
         self.next += 1;
-        if is_cause && self.de.self_ref(self.at)? {
-            // A Throwable without a cause refers to itself.
-            return seed.deserialize(().into_deserializer());
-        }
-        seed.deserialize(&mut *self.de)
+        self.de.field(seed, is_cause, self.at)
     }
 }
 
@@ -347,11 +358,7 @@ impl<'de> de::SeqAccess<'de> for FieldSeq<'_, 'de> {
         }
         let is_cause = self.cause == Some(self.next);
         self.next += 1;
-        if is_cause && self.de.self_ref(self.at)? {
-            // A Throwable without a cause refers to itself.
-            return seed.deserialize(().into_deserializer()).map(Some);
-        }
-        seed.deserialize(&mut *self.de).map(Some)
+        self.de.field(seed, is_cause, self.at).map(Some)
     }
 
     fn size_hint(&self) -> Option<usize> {
