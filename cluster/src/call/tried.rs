@@ -68,24 +68,21 @@ impl<'c> Tried<'c> {
     }
 
     fn remap(&mut self, snap: &Snapshot) {
-        if !self.tracking {
+        let Some(old) = self.tracked() else {
             return;
-        }
-        let old: &Snapshot = match &self.other {
-            Some(o) => o,
-            None => self.home,
         };
         if old.id() == snap.id() {
             return;
         }
+        let mut idx = [0; MAX_ATTEMPTS];
         let mut n = 0;
-        for k in 0..self.len {
-            let key = old.endpoints()[self.idx[k]].instance.key();
-            if let Some(i) = snap.index_of(key) {
-                self.idx[n] = i;
+        for &i in self.as_slice() {
+            if let Some(j) = snap.index_of(old.endpoints()[i].instance.key()) {
+                idx[n] = j;
                 n += 1;
             }
         }
+        self.idx = idx;
         self.len = n;
     }
 
