@@ -2,10 +2,12 @@
 //! serialization, as a Dubbo consumer or provider pays it per call: the peers' `vectors bench`
 //! under C2) against Switchman's serde path (`switchman_hessian::to_vec` / `from_slice`), for
 //! `User.sample(7)` (8 fields: long, String, int, double, boolean, Date, List<String>,
-//! Map<String,Object>) and a list of 100 users. The Rust struct declares its fields in the order
-//! hessian-lite writes them, so it is read by position; `list100/decode-by-name` reads the same
-//! bytes into one that declares them in the Java source's order, by field name. Each case warms
-//! up and is timed for `--seconds` (default 2) in each language; nanoseconds per operation.
+//! Map<String,Object>) and a list of 100 users: encoded, decoded, and both in turn
+//! (`encode+decode`: what one value costs a call, written on one side and read on the other).
+//! The Rust struct declares its fields in the order hessian-lite writes them, so it is read by
+//! position; `list100/decode-by-name` reads the same bytes into one that declares them in the
+//! Java source's order, by field name. Each case warms up and is timed for `--seconds`
+//! (default 2) in each language; nanoseconds per operation.
 //!
 //! ```text
 //! SWITCHMAN_JAVA_PEERS=$(scripts/install-java-peers) \
@@ -141,6 +143,13 @@ fn main() {
             time(seconds, || from_slice::<User>(&user_bytes).unwrap()),
         ),
         (
+            "user/encode+decode",
+            user_bytes.len(),
+            time(seconds, || {
+                from_slice::<User>(&to_vec(&user).unwrap()).unwrap()
+            }),
+        ),
+        (
             "list100/encode",
             list_bytes.len(),
             time(seconds, || to_vec(&list).unwrap()),
@@ -149,6 +158,13 @@ fn main() {
             "list100/decode",
             list_bytes.len(),
             time(seconds, || from_slice::<Vec<User>>(&list_bytes).unwrap()),
+        ),
+        (
+            "list100/encode+decode",
+            list_bytes.len(),
+            time(seconds, || {
+                from_slice::<Vec<User>>(&to_vec(&list).unwrap()).unwrap()
+            }),
         ),
         // The same bytes into a struct that names its fields in another order: by name.
         // Java's column is its `list100/decode`.

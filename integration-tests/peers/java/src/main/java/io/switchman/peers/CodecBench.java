@@ -7,7 +7,8 @@ import java.util.List;
  * {@code vectors bench [seconds]}: hessian-lite's cost per object, as Dubbo pays it per call
  * ({@link Vectors#encode}: a fresh {@code ObjectOutput} of Dubbo's "hessian2" serialization,
  * {@code writeObject}, {@code flushBuffer}; {@link Vectors#decode}: a fresh {@code ObjectInput},
- * {@code readObject}), for {@code User.sample(7)} and a list of 100 users. Each case warms up
+ * {@code readObject}) and both in turn (what one value costs a call: written on one side, read
+ * on the other), for {@code User.sample(7)} and a list of 100 users. Each case warms up
  * for {@code seconds}, then is timed for {@code seconds}; prints one JSON line per case:
  * {@code {"case": "user/encode", "ns": ..., "bytes": ...}}.
  */
@@ -34,6 +35,8 @@ final class CodecBench {
             byte[] bytes = Vectors.encode(value);
             time(name + "/encode", bytes.length, seconds, () -> Vectors.encode(value));
             time(name + "/decode", bytes.length, seconds, () -> Vectors.decode(bytes));
+            time(name + "/encode+decode", bytes.length, seconds,
+                    () -> Vectors.decode(Vectors.encode(value)));
         }
         return 0;
     }
