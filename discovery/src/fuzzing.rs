@@ -25,5 +25,5 @@ pub fn nacos_http_list(body: &[u8]) -> Result<(usize, usize), String> {
 /// A JAAS file's sections (`sasl.jaas=`): how many, or why it is refused.
 #[cfg(feature = "zookeeper")]
 pub fn jaas_sections(text: &str) -> Result<usize, String> {
-    crate::zookeeper::sasl::jaas_section_count(text)
+    crate::zookeeper::jaas::jaas_section_count(text)
 }

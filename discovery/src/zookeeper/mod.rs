@@ -91,6 +91,7 @@
 //! removes it on [`Registrar::unregister`] or when the last handle of the registry is dropped.
 
 pub(crate) mod app;
+pub(crate) mod jaas;
 mod nodes;
 mod reader;
 mod register_app;
