@@ -16,7 +16,7 @@
 //!
 //! One HTTP/2 connection per provider address, multiplexed by every concurrent call and reused
 //! across calls, services and directory snapshots. A broken connection is replaced by the next
-//! call. As a directory's endpoint maker ([`MakeEndpoint`]), the invoker gives each endpoint a
+//! call. As a directory's endpoint maker ([`MakeEndpoint`](switchman_core::MakeEndpoint)), the invoker gives each endpoint a
 //! [`TripleEndpoint`] that owns the connection to its address (shared by the endpoints there)
 //! and reads it without a lock; the directory drops it after its drain grace once the endpoint
 //! left, and the connection closes when its last call ends. Calls through the invoker itself
@@ -57,6 +57,8 @@
 
 pub mod codec;
 mod echo;
+mod endpoint;
+mod exchange;
 pub mod framing;
 mod message_codec;
 pub mod metadata;
@@ -74,14 +76,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, Request, Uri, header};
-use http_body_util::{BodyExt, Full};
+use http::HeaderValue;
 use serde_json::Value;
-use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, MakeEndpoint, Result};
+use switchman_core::{BoxFuture, Error, Instance, Invocation, Invoker, Result};
 use tokio::time::Instant;
 use tracing::trace;
 
-use crate::protocol::endpoint_params::{EndpointShared, SharedParams, ssl_enabled};
+use crate::protocol::endpoint_params::{SharedParams, ssl_enabled};
 use crate::protocol::tls::choose;
 /// The consumer's TLS settings (also [`crate::dubbo::ClientTls`]).
 pub use crate::protocol::tls::{ClientTls, SSL_ENABLED};
@@ -89,17 +90,21 @@ pub use crate::protocol::tls::{ClientTls, SSL_ENABLED};
 pub use codec::ProstCodec;
 pub use codec::{JsonCodec, MessageCodec, Payload, RawCodec, ReplyContext};
 pub use echo::{EchoOptions, java_instance, serve_echo};
+pub use endpoint::TripleEndpoint;
+pub use exchange::Unary;
+use exchange::{
+    Answer, CONSUMER_APP_NAME, build_request, check_head, late, read_response, retry_elsewhere,
+    service_name, timeout_header,
+};
 pub use server::{ServerLimits, TripleReply, TripleRequest, TripleServer};
 pub use status::{Code, Status};
 /// The rustls crate Switchman's Triple TLS is built on (for `ClientConfig`/`ServerConfig`).
 pub use tokio_rustls::rustls;
 pub use wrapper::{JavaCall, WrapperCodec};
 
-use crate::protocol::dubbo::token::{self, EndpointToken, TOKEN_KEY, Token};
-use framing::FrameDecoder;
+use crate::protocol::dubbo::token::{self, EndpointToken, Token};
 use pool::{ConnectSettings, Entry, Pool};
 
-const USER_AGENT: &str = concat!("switchman/", env!("CARGO_PKG_VERSION"));
 /// HTTP's drain grace, the same as the directory's default for endpoint clients.
 pub use crate::DEFAULT_DRAIN_GRACE;
 
@@ -449,250 +454,9 @@ impl TripleInvoker {
     }
 }
 
-/// The error of a call whose `timeout` passed before it was answered (`sent`: after the
-/// request left).
-fn late(address: &str, method: &str, timeout: Duration, sent: bool) -> Error {
-    if sent {
-        Error::timeout(format!(
-            "{address} did not answer {method} within {timeout:?}"
-        ))
-    } else {
-        Error::timeout(format!(
-            "{method} on {address}: not sent within {timeout:?} (connecting, or waiting for a stream)"
-        ))
-    }
-}
-
-/// Whether `e` says "retry elsewhere" rather than "this instance is broken": the peer sent
-/// a graceful HTTP/2 GOAWAY (`NO_ERROR`) or refused the stream (`REFUSED_STREAM`, not
-/// processed). h2 is not a direct dependency, so this reads h2's messages in the source chain
-/// (only on the error path).
-fn retry_elsewhere(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur = Some(e);
-    while let Some(err) = cur {
-        let text = err.to_string();
-        if text.contains("refused stream")
-            || text.starts_with("connection error received: not a result of an error")
-        {
-            return true;
-        }
-        cur = err.source();
-    }
-    false
-}
-
 /// What one request is sent with: the endpoint's connection entry, the instance, the request,
 /// the token to send and the provider's `ssl-enabled`.
 type Outgoing<'a> = (&'a Entry, &'a Instance, Unary<'a>, Option<&'a Token>, bool);
-
-/// One encoded unary request, for [`TripleInvoker::unary`].
-#[derive(Debug, Clone, Copy)]
-pub struct Unary<'a> {
-    /// The service (interface) name: the first path segment.
-    pub service: &'a str,
-    /// The method: the second path segment.
-    pub method: &'a str,
-    /// `application/grpc`, `application/grpc+proto`, `application/grpc+json`...
-    pub content_type: &'a str,
-    /// The message, without its length prefix.
-    pub message: &'a [u8],
-    /// Sent as metadata headers.
-    pub attachments: &'a [(String, String)],
-}
-
-/// The interface the instance serves (Dubbo's `interface`/`service` parameter, else its path).
-fn service_name(target: &Instance) -> &str {
-    let i = target.service().interface.as_ref();
-    if i.is_empty() { target.path() } else { i }
-}
-
-fn timeout_header(left: Duration) -> HeaderValue {
-    HeaderValue::try_from(metadata::encode_timeout(left)).unwrap_or(HeaderValue::from_static("0n"))
-}
-
-/// The header naming the consumer's application (Dubbo's `TripleHeaderEnum.CONSUMER_APP_NAME_KEY`).
-const CONSUMER_APP_NAME: &str = "tri-consumer-appname";
-
-fn build_request(
-    target: &Instance,
-    call: &Unary<'_>,
-    token: Option<&Token>,
-    deadline: Instant,
-) -> Result<Request<Full<Bytes>>> {
-    let address = target.address();
-    let Unary {
-        service,
-        method,
-        content_type,
-        message,
-        attachments,
-    } = *call;
-    let uri = Uri::builder()
-        .scheme("http")
-        .authority(address)
-        .path_and_query(format!("/{service}/{method}"))
-        .build()
-        .map_err(|e| {
-            Error::bad_config(format!(
-                "cannot call {service}/{method} on {address}: not a valid request path ({e})"
-            ))
-        })?;
-    let mut headers = HeaderMap::with_capacity(9 + attachments.len());
-    metadata::add_attachments(&mut headers, attachments);
-    // Checked to be a valid header value when it was read.
-    if let Some(v) = token.and_then(|t| HeaderValue::try_from(t.as_str()).ok()) {
-        headers.insert(TOKEN_KEY, v);
-    }
-    let ct = HeaderValue::try_from(content_type)
-        .map_err(|_| Error::bad_config(format!("invalid content-type {content_type:?}")))?;
-    headers.insert(header::CONTENT_TYPE, ct);
-    headers.insert(header::TE, HeaderValue::from_static("trailers"));
-    headers.insert(header::USER_AGENT, HeaderValue::from_static(USER_AGENT));
-    headers.insert(
-        "grpc-timeout",
-        timeout_header(deadline.saturating_duration_since(Instant::now())),
-    );
-    let key = target.service();
-    for (name, value) in [
-        ("tri-service-group", key.group.as_ref()),
-        ("tri-service-version", key.version.as_ref()),
-    ] {
-        if !value.is_empty()
-            && let Ok(v) = HeaderValue::try_from(value)
-        {
-            headers.insert(name, v);
-        }
-    }
-    let mut req = Request::new(Full::new(framing::encode_message(message)));
-    *req.method_mut() = Method::POST;
-    *req.uri_mut() = uri;
-    *req.headers_mut() = headers;
-    Ok(req)
-}
-
-fn invalid(address: &str, method: &str, what: impl fmt::Display) -> Error {
-    Error::transport(format!(
-        "{address} answered {method} with an invalid Triple response: {what}"
-    ))
-    .with_retryable(false)
-}
-
-/// The status carried by `headers`, if any.
-fn status_in(headers: &HeaderMap) -> Option<std::result::Result<Status, ()>> {
-    let raw = headers.get("grpc-status")?;
-    Some(
-        Status::from_header_values(
-            raw.as_bytes(),
-            headers.get("grpc-message").map(HeaderValue::as_bytes),
-        )
-        .ok_or(()),
-    )
-}
-
-/// A successful reply: its message, headers and trailers.
-struct Answer {
-    message: Bytes,
-    headers: HeaderMap,
-    trailers: Option<HeaderMap>,
-}
-
-/// Checks a response's head: `Ok(false)` when messages follow, `Ok(true)` for a
-/// trailers-only OK (no message at all), the error of any other status, of an HTTP status
-/// other than 200 or of a content type that is not gRPC.
-fn check_head(parts: &http::response::Parts, address: &str, method: &str) -> Result<bool> {
-    // Trailers-only: the status is in the headers and there is no body worth reading.
-    match status_in(&parts.headers) {
-        Some(Ok(s)) if s.code == Code::Ok => return Ok(true),
-        Some(Ok(s)) => return Err(s.into_error(address, method)),
-        Some(Err(())) => return Err(invalid(address, method, "unparsable grpc-status")),
-        None => {}
-    }
-    if parts.status != http::StatusCode::OK {
-        let code = Code::from_http(parts.status.as_u16());
-        return Err(
-            Status::new(code, format!("HTTP status {}", parts.status.as_u16()))
-                .into_error(address, method),
-        );
-    }
-    let content_type = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    match content_type {
-        Some(ct) if ct.starts_with("application/grpc") => Ok(false),
-        other => {
-            let what = other.map_or("no content-type".to_string(), |ct| {
-                format!("content-type {ct:?}")
-            });
-            Err(Status::new(Code::Unknown, format!("{what} is not gRPC"))
-                .into_error(address, method))
-        }
-    }
-}
-
-async fn read_response(
-    response: http::Response<hyper::body::Incoming>,
-    address: &str,
-    method: &str,
-    max_message: usize,
-) -> Result<Answer> {
-    let (parts, mut body) = response.into_parts();
-    if check_head(&parts, address, method)? {
-        return Err(invalid(address, method, "OK without a message"));
-    }
-    let mut decoder = FrameDecoder::new(max_message);
-    let mut message: Option<Bytes> = None;
-    let mut trailers: Option<HeaderMap> = None;
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| {
-            Error::transport(format!("{address} broke off its answer to {method}")).with_source(e)
-        })?;
-        match frame.into_data() {
-            Ok(data) => {
-                decoder.push(&data);
-                while let Some(m) = decoder
-                    .next_message()
-                    .map_err(|e| invalid(address, method, e))?
-                {
-                    if message.is_some() {
-                        return Err(invalid(
-                            address,
-                            method,
-                            "more than one message for a unary call",
-                        ));
-                    }
-                    message = Some(m);
-                }
-            }
-            Err(frame) => {
-                if let Ok(t) = frame.into_trailers() {
-                    trailers = Some(t);
-                }
-            }
-        }
-    }
-    // A non-OK status wins over whatever came before it (a provider may fail mid-message).
-    let status = match trailers.as_ref().and_then(status_in) {
-        Some(Ok(s)) if s.code != Code::Ok => return Err(s.into_error(address, method)),
-        Some(Ok(s)) => s,
-        Some(Err(())) => return Err(invalid(address, method, "unparsable grpc-status")),
-        None => {
-            return Err(invalid(
-                address,
-                method,
-                "the stream ended without grpc-status",
-            ));
-        }
-    };
-    decoder.finish().map_err(|e| invalid(address, method, e))?;
-    trace!(address, method, status = %status.code, "Triple call answered");
-    let message = message.ok_or_else(|| invalid(address, method, "OK without a message"))?;
-    Ok(Answer {
-        message,
-        headers: parts.headers,
-        trailers,
-    })
-}
 
 impl Invoker for TripleInvoker {
     fn invoke<'a>(
@@ -709,76 +473,6 @@ impl Invoker for TripleInvoker {
         })
     }
 
-    fn bounds_timeout(&self) -> bool {
-        true
-    }
-}
-
-/// The Triple client of one endpoint, made by [`TripleInvoker`] as a [`MakeEndpoint`]: it owns
-/// the connection to its address (shared with the other endpoints there, such as another
-/// group on the same port), reads it without a lock on every call, and closes it when the
-/// last endpoint at the address is dropped and its calls have ended. It reads the provider's
-/// `token`, `prefer.serialization`, `serialization`, `release` (whether it takes
-/// [`WrapperCodec`], see [`wrapper::speaks_wrapper`]) and `ssl-enabled` once, when it is made:
-/// a call with that instance compares a pointer and reads no parameter string. When the
-/// directory hands it the endpoint's new instance (an override, a re-registration:
-/// `Invoker::instance_changed`), it reads again what changed, and calls with that one compare
-/// a pointer again; a call with another instance compares its values with those kept and
-/// parses only what differs.
-pub struct TripleEndpoint {
-    invoker: TripleInvoker,
-    entry: Arc<Entry>,
-    token: EndpointToken,
-    shared: EndpointShared,
-}
-
-impl fmt::Debug for TripleEndpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TripleEndpoint")
-            .field("connected", &self.entry.is_connected())
-            .finish_non_exhaustive()
-    }
-}
-
-impl MakeEndpoint for TripleInvoker {
-    fn make(&self, instance: &Arc<Instance>) -> Arc<dyn Invoker> {
-        Arc::new(TripleEndpoint {
-            invoker: self.clone(),
-            entry: self.pool.endpoint_entry(instance.address()),
-            token: EndpointToken::new(instance),
-            shared: EndpointShared::new(instance),
-        })
-    }
-}
-
-impl Invoker for TripleEndpoint {
-    fn invoke<'a>(
-        &'a self,
-        target: &'a Instance,
-        invocation: &'a Invocation,
-        timeout: Duration,
-    ) -> BoxFuture<'a, Result<Value>> {
-        Box::pin(async move {
-            let shared = self.shared.get(target);
-            self.invoker
-                .call_on(
-                    &self.entry,
-                    Some(&self.token),
-                    shared,
-                    target,
-                    invocation,
-                    timeout,
-                )
-                .await
-        })
-    }
-
-    fn instance_changed(&self, instance: &Arc<Instance>) {
-        self.shared.adopt(instance);
-        self.token.adopt(instance);
-    }
-
-    /// Connecting, sending and the reply share one deadline.
     fn bounds_timeout(&self) -> bool {
         true
     }

@@ -12,9 +12,9 @@ use hyper::body::{Body, Incoming};
 use switchman_core::{Error, MessageStream, Result};
 use tokio::time::{Instant, Sleep};
 
+use super::exchange::{invalid, status_in};
 use super::framing::FrameDecoder;
 use super::status::Code;
-use super::{invalid, status_in};
 
 /// What bounds one stream, and names it in errors.
 pub(super) struct Limits {

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::json;
-use switchman_core::{ErrorKind, Instance, Invocation, Invoker, Protocol, ServiceKey};
+use switchman_core::{
+    ErrorKind, Instance, Invocation, Invoker, MakeEndpoint, Protocol, ServiceKey,
+};
 use switchman_discovery::RegistryDirectory;
 
 use super::*;
