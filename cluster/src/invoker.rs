@@ -193,7 +193,7 @@ impl ClusterInvoker {
         if let Some(b) = &shared.budget {
             b.deposit_at(started);
         }
-        let telemetry = CallTelemetry::new(shared.metrics.method(&invocation.method));
+        let telemetry = CallTelemetry::new(plan.series(&shared.metrics, &invocation.method));
         let span = info_span!("call",
             rpc.service = shared.metrics.service(),
             rpc.method = %invocation.method,
@@ -252,7 +252,7 @@ impl ClusterInvoker {
         &self,
         snapshot: Arc<Snapshot>,
         invocation: &Invocation,
-        telemetry: &CallTelemetry,
+        telemetry: &CallTelemetry<'_>,
         book: &AttemptBook,
         deadline: Option<Instant>,
     ) -> Result<Value> {

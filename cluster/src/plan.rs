@@ -23,6 +23,7 @@ use switchman_loadbalance::LoadBalance;
 use crate::config::{
     BalancerSpec, ClusterConfig, Dynamic, Effective, Limits, ProviderKeys, equivalent,
 };
+use crate::telemetry::{Metrics, SeriesRef, SeriesTable};
 
 /// One snapshot with the settings of every method resolved for it (see the module docs).
 ///
@@ -46,6 +47,8 @@ struct Resolved {
     snapshot: u64,
     default: Arc<Effective>,
     methods: HashMap<String, Arc<Effective>>,
+    /// The metrics series of the methods called under this resolution.
+    series: SeriesTable,
 }
 
 impl fmt::Debug for Plan {
@@ -63,6 +66,13 @@ impl Plan {
     /// The snapshot this plan was built for.
     pub fn snapshot(&self) -> &Arc<Snapshot> {
         &self.snapshot
+    }
+
+    /// The metrics series of `method`, from `metrics` the first time it is called under this
+    /// plan's resolution, then borrowed from it.
+    #[inline]
+    pub(crate) fn series<'p>(&'p self, metrics: &Metrics, method: &str) -> SeriesRef<'p> {
+        self.resolved.series.get(metrics, method)
     }
 
     /// The settings of `method` under this plan (a map lookup).
@@ -249,6 +259,7 @@ impl Planner {
             snapshot: id,
             default,
             methods,
+            series: SeriesTable::default(),
         }
     }
 

@@ -16,9 +16,10 @@
 //! `_duration_seconds`.
 //!
 //! **Cost**: handles are resolved once per (method, system, outcome, error type) and kept in a
-//! copy-on-write map read with one atomic load; a call looks its method up (a hash of the
-//! name) and records through the cached handles, with no lock, no label vector and no
-//! allocation. A service sees at most [`MAX_METHODS`] method names (more are labelled
+//! copy-on-write map read with one atomic load; a call finds its method's series in its call
+//! plan (a short hash of the name into a table of 16, filled from that map the first time a
+//! method is called under the plan) and records through the cached handles, with no lock, no
+//! shared read-modify-write, no label vector and no allocation. A service sees at most [`MAX_METHODS`] method names (more are labelled
 //! `_OTHER`), a method at most [`MAX_INSTANCES`] instances (more are labelled `_OTHER`).
 //!
 //! **Trace context**: the W3C `traceparent` (and `tracestate`) of a call is the invocation's
@@ -364,6 +365,93 @@ impl MethodSeries {
     pub(crate) fn record_call(&self, system: System, outcome: Outcome, elapsed: Duration) {
         self.call.get(system, outcome).record(elapsed.as_secs_f64());
     }
+
+    /// The `rpc_method` label (`_OTHER` for the series methods past the cap share).
+    fn method(&self) -> &str {
+        &self.method
+    }
+}
+
+/// Slots of a [`SeriesTable`].
+const PLANNED_METHODS: usize = 16;
+
+/// The series of the methods called under one call plan, each found in [`Metrics`] the first
+/// time it is called under the plan and then borrowed by every call that holds the plan: no
+/// shared map read, no hash of the name with SipHash and no reference count per call. A
+/// method whose slot another method took, and the methods past the cap, take their series
+/// from [`Metrics`] as before.
+pub(crate) struct SeriesTable {
+    slots: [OnceLock<Arc<MethodSeries>>; PLANNED_METHODS],
+}
+
+impl Default for SeriesTable {
+    fn default() -> Self {
+        SeriesTable {
+            slots: std::array::from_fn(|_| OnceLock::new()),
+        }
+    }
+}
+
+impl SeriesTable {
+    /// The slot of `method`: FNV-1a of its bytes (names are the caller's own; a collision only
+    /// sends a method to [`Metrics::method`]).
+    fn slot(method: &str) -> usize {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in method.bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        (h as usize) % PLANNED_METHODS
+    }
+
+    /// The series of `method`, borrowed from this table when it has it or room for it.
+    #[inline]
+    pub(crate) fn get<'t>(&'t self, metrics: &Metrics, method: &str) -> SeriesRef<'t> {
+        let slot = &self.slots[Self::slot(method)];
+        if let Some(s) = slot.get()
+            && s.method() == method
+        {
+            return SeriesRef::Planned(s);
+        }
+        self.fill(slot, metrics, method)
+    }
+
+    #[cold]
+    fn fill<'t>(
+        &'t self,
+        slot: &'t OnceLock<Arc<MethodSeries>>,
+        metrics: &Metrics,
+        method: &str,
+    ) -> SeriesRef<'t> {
+        let series = metrics.method(method);
+        if series.method() == method {
+            let _ = slot.set(series.clone());
+            if let Some(s) = slot.get()
+                && s.method() == method
+            {
+                return SeriesRef::Planned(s);
+            }
+        }
+        SeriesRef::Owned(series)
+    }
+}
+
+/// A method's series as a call holds it: borrowed from its plan's [`SeriesTable`], or its own
+/// reference.
+pub(crate) enum SeriesRef<'a> {
+    Planned(&'a MethodSeries),
+    Owned(Arc<MethodSeries>),
+}
+
+impl std::ops::Deref for SeriesRef<'_> {
+    type Target = MethodSeries;
+
+    #[inline]
+    fn deref(&self) -> &MethodSeries {
+        match self {
+            SeriesRef::Planned(s) => s,
+            SeriesRef::Owned(s) => s,
+        }
+    }
 }
 
 /// Everything the cluster invoker of one service records: the duration histograms per method
@@ -451,14 +539,14 @@ impl Metrics {
 
 /// What one call shares with its attempts: its method's series, the attempts made so far and
 /// the protocol of the latest one (the call's `rpc_system`). Lives on the call's stack.
-pub(crate) struct CallTelemetry {
-    pub(crate) series: Arc<MethodSeries>,
+pub(crate) struct CallTelemetry<'a> {
+    pub(crate) series: SeriesRef<'a>,
     attempts: std::sync::atomic::AtomicU32,
     system: std::sync::atomic::AtomicU8,
 }
 
-impl CallTelemetry {
-    pub(crate) fn new(series: Arc<MethodSeries>) -> Self {
+impl<'a> CallTelemetry<'a> {
+    pub(crate) fn new(series: SeriesRef<'a>) -> Self {
         CallTelemetry {
             series,
             attempts: std::sync::atomic::AtomicU32::new(0),
@@ -535,5 +623,44 @@ mod tests {
         assert_eq!(*m.get("d", |_| unreachable!("the overflow exists")), OTHER);
         assert_eq!(*m.get("a", |_| unreachable!("a exists")), "a");
         assert_eq!(m.len(), 2);
+    }
+
+    #[test]
+    fn a_plans_table_lends_each_method_its_series_and_sends_the_rest_to_the_map() {
+        let metrics = Metrics::new("it.Table".into(), false);
+        let table = SeriesTable::default();
+        // From the map the first time, lent by the table after: the map's series.
+        assert!(
+            matches!(table.get(&metrics, "find"), SeriesRef::Planned(s) if s.method() == "find")
+        );
+        let SeriesRef::Planned(lent) = table.get(&metrics, "find") else {
+            panic!("find is in the table")
+        };
+        assert!(std::ptr::eq(lent, &*metrics.method("find")));
+        // A method whose slot "find" holds: its own series, from the map; "find" keeps the slot.
+        let other = (0..)
+            .map(|i| format!("m{i}"))
+            .find(|m| SeriesTable::slot(m) == SeriesTable::slot("find"))
+            .unwrap();
+        let SeriesRef::Owned(own) = table.get(&metrics, &other) else {
+            panic!("{other}'s slot is taken by find")
+        };
+        assert_eq!(own.method(), other);
+        assert!(Arc::ptr_eq(&own, &metrics.method(&other)));
+        assert!(
+            matches!(table.get(&metrics, "find"), SeriesRef::Planned(s) if s.method() == "find")
+        );
+        // Past the cap: the shared `_OTHER` series, never lent under another method's name.
+        for i in 0..MAX_METHODS {
+            metrics.method(&format!("x{i}"));
+        }
+        let late = (0..)
+            .map(|i| format!("late{i}"))
+            .find(|m| SeriesTable::slot(m) != SeriesTable::slot("find"))
+            .unwrap();
+        for _ in 0..2 {
+            let got = table.get(&metrics, &late);
+            assert!(matches!(&got, SeriesRef::Owned(s) if s.method() == OTHER));
+        }
     }
 }

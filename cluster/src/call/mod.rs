@@ -146,7 +146,7 @@ pub struct Attempter<'c> {
     invocation: &'c Invocation,
     settings: &'c Effective,
     deadline: Option<Instant>,
-    telemetry: &'c CallTelemetry,
+    telemetry: &'c CallTelemetry<'c>,
     book: &'c AttemptBook,
     /// Attempts of one wave (forking, broadcast, the groups of a merging call): not retries.
     fan_out: bool,
@@ -360,7 +360,7 @@ pub struct Call<'c> {
     plan: &'c Plan,
     invocation: &'c Invocation,
     settings: &'c Effective,
-    telemetry: &'c CallTelemetry,
+    telemetry: &'c CallTelemetry<'c>,
     book: &'c AttemptBook,
     deadline: Option<Instant>,
     rng: fastrand::Rng,
@@ -385,7 +385,7 @@ impl<'c> Call<'c> {
         plan: &'c Plan,
         invocation: &'c Invocation,
         settings: &'c Effective,
-        telemetry: &'c CallTelemetry,
+        telemetry: &'c CallTelemetry<'c>,
         book: &'c AttemptBook,
     ) -> Self {
         Call {

@@ -82,10 +82,10 @@ impl Shared {
                 let delay = base.mul_f64(0.5 + rng.f64());
                 tokio::time::sleep(delay).await;
                 let Some(inner) = weak.upgrade() else { return };
-                let telemetry = CallTelemetry::new(inner.metrics.method(&inv.method));
-                let book = AttemptBook::new(tokio::time::Instant::now(), true);
                 // Each retry sees the directory's current list.
                 let plan = inner.plan();
+                let telemetry = CallTelemetry::new(plan.series(&inner.metrics, &inv.method));
+                let book = AttemptBook::new(tokio::time::Instant::now(), true);
                 let mut call = Call::new(&inner, &plan, &inv, &settings, &telemetry, &book);
                 let outcome = async {
                     // A background retry is a retry: the service's budget decides, as for
