@@ -17,7 +17,7 @@
 //!
 //! **Cost**: handles are resolved once per (method, system, outcome, error type) and kept in a
 //! copy-on-write map read with one atomic load; a call finds its method's series in its call
-//! plan (a short hash of the name into a table of 16, filled from that map the first time a
+//! plan (FNV-1a of the name into a table of 16, filled from that map the first time a
 //! method is called under the plan) and records through the cached handles, with no lock, no
 //! shared read-modify-write, no label vector and no allocation. A service sees at most [`MAX_METHODS`] method names (more are labelled
 //! `_OTHER`), a method at most [`MAX_INSTANCES`] instances (more are labelled `_OTHER`).
@@ -393,14 +393,9 @@ impl Default for SeriesTable {
 }
 
 impl SeriesTable {
-    /// The slot of `method`: FNV-1a of its bytes (names are the caller's own; a collision only
-    /// sends a method to [`Metrics::method`]).
+    /// The slot of `method` (a collision only sends a method to [`Metrics::method`]).
     fn slot(method: &str) -> usize {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in method.bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        (h as usize) % PLANNED_METHODS
+        switchman_core::method_slot(method, PLANNED_METHODS)
     }
 
     /// The series of `method`, borrowed from this table when it has it or room for it.
@@ -412,12 +407,11 @@ impl SeriesTable {
         {
             return SeriesRef::Planned(s);
         }
-        self.fill(slot, metrics, method)
+        Self::fill(slot, metrics, method)
     }
 
     #[cold]
     fn fill<'t>(
-        &'t self,
         slot: &'t OnceLock<Arc<MethodSeries>>,
         metrics: &Metrics,
         method: &str,

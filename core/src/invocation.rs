@@ -95,6 +95,19 @@ impl std::fmt::Debug for Typed {
     }
 }
 
+/// The slot of a method name in a per-method table of `slots` entries (a power of two):
+/// FNV-1a of its bytes. Cheap enough for the call path; the names are the caller's own, so a
+/// table that uses it must treat a collision only as the way to a slower path.
+#[inline]
+pub fn method_slot(method: &str, slots: usize) -> usize {
+    debug_assert!(slots.is_power_of_two());
+    let mut h: u32 = 0x811c_9dc5;
+    for b in method.bytes() {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    h as usize & (slots - 1)
+}
+
 impl Invocation {
     /// A call of `method` with no arguments.
     pub fn new(method: impl Into<String>) -> Self {

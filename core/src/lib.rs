@@ -38,7 +38,9 @@ pub use instance::{
     DEFAULT_WARMUP, DEFAULT_WEIGHT, Instance, InstanceBuilder, MAX_PARAM_VALUE_BYTES, MAX_PARAMS,
     Protocol, check_metadata,
 };
-pub use invocation::{Invocation, MessageStream, Protobuf, StreamSink, Typed, TypedBody};
+pub use invocation::{
+    Invocation, MessageStream, Protobuf, StreamSink, Typed, TypedBody, method_slot,
+};
 pub use invoker::{BoxFuture, Invoker, MakeEndpoint};
 pub use service_key::ServiceKey;
 pub use url::{Url, UrlError, is_valid_host};

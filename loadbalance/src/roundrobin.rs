@@ -4,6 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
+use switchman_core::method_slot;
+
 use crate::weights::member_weights;
 use crate::{Endpoint, LoadBalance, PickContext, Picker};
 
@@ -273,16 +275,6 @@ fn smooth_schedule(classes: &[(u64, Vec<u32>)], period: u64) -> Box<[u32]> {
     out.into_boxed_slice()
 }
 
-/// FNV-1a of the method name: picks the per-method counter.
-#[inline]
-fn method_slot(method: &str) -> usize {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in method.bytes() {
-        h = (h ^ b as u32).wrapping_mul(0x0100_0193);
-    }
-    h as usize & (METHOD_SLOTS - 1)
-}
-
 #[derive(Debug)]
 struct RoundRobinPicker {
     members: Arc<[u32]>,
@@ -306,7 +298,7 @@ impl Picker for RoundRobinPicker {
         // advanced the rotation, the instance after a slow or failing one would lose its turns
         // to retries and the slow one would get more than its share of first attempts.
         let c = if ctx.tried.is_empty() {
-            let slot = method_slot(&ctx.invocation.method);
+            let slot = method_slot(&ctx.invocation.method, METHOD_SLOTS);
             self.counters[slot].0.fetch_add(1, Ordering::Relaxed)
         } else {
             rng.u64(..)
