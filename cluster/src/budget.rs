@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use switchman_core::Tick;
 use tokio::time::Instant;
 
 /// Budget parameters.
@@ -30,6 +31,11 @@ impl Default for BudgetConfig {
 }
 
 const SLOTS: usize = 10;
+
+/// tokio's clock (paused in tests) as a [`Tick`].
+fn tick_now() -> Tick {
+    Tick::of(Instant::now().into_std())
+}
 /// A slot's generation while one thread empties it.
 const RESETTING: u64 = u64::MAX;
 
@@ -37,7 +43,7 @@ const RESETTING: u64 = u64::MAX;
 #[derive(Debug)]
 pub struct RetryBudget {
     config: BudgetConfig,
-    start: Instant,
+    start: Tick,
     slot_secs: u64,
     /// (generation, deposits, withdrawals) per slot; a slot whose generation is stale is empty.
     generation: [AtomicU64; SLOTS],
@@ -52,7 +58,7 @@ impl RetryBudget {
         let slot_secs = (config.window.as_secs() / SLOTS as u64).max(1);
         RetryBudget {
             config,
-            start: Instant::now(),
+            start: tick_now(),
             slot_secs,
             generation: Default::default(),
             deposits: Default::default(),
@@ -62,11 +68,11 @@ impl RetryBudget {
     }
 
     fn now_gen(&self) -> u64 {
-        self.gen_at(Instant::now())
+        self.gen_at(tick_now())
     }
 
-    fn gen_at(&self, now: Instant) -> u64 {
-        now.saturating_duration_since(self.start).as_secs() / self.slot_secs + 1
+    fn gen_at(&self, now: Tick) -> u64 {
+        now.saturating_since(self.start).as_secs() / self.slot_secs + 1
     }
 
     /// The slot of `generation`, emptied first if it still holds an older generation. The
@@ -98,11 +104,11 @@ impl RetryBudget {
 
     /// Records a call (a first attempt).
     pub fn deposit(&self) {
-        self.deposit_at(Instant::now());
+        self.deposit_at(tick_now());
     }
 
     /// [`RetryBudget::deposit`] at `now`, a clock read the caller has already made.
-    pub fn deposit_at(&self, now: Instant) {
+    pub fn deposit_at(&self, now: Tick) {
         let i = self.slot(self.gen_at(now));
         self.deposits[i].fetch_add(1, Ordering::AcqRel);
     }

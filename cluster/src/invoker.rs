@@ -190,8 +190,9 @@ impl ClusterInvoker {
         if let Some(Mock::Force(action)) = &settings.mock {
             return run_mock(action, invocation, None);
         }
+        let book = AttemptBook::new(started, self.custom.is_none());
         if let Some(b) = &shared.budget {
-            b.deposit_at(started);
+            b.deposit_at(book.call_tick());
         }
         let telemetry = CallTelemetry::new(plan.series(&shared.metrics, &invocation.method));
         let span = info_span!("call",
@@ -202,7 +203,6 @@ impl ClusterInvoker {
             error_type = Empty,
             attempts = Empty,
         );
-        let book = AttemptBook::new(started, self.custom.is_none());
         let result = async {
             let mut call = Call::new(shared, &plan, invocation, settings, &telemetry, &book);
             let result = self.run(&mut call).await;

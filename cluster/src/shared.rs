@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use serde_json::Value;
-use switchman_core::{Instance, Invoker, Result};
+use switchman_core::{Instance, Invoker, Result, Tick};
 use switchman_discovery::{Directory, Snapshot};
 use switchman_loadbalance::outlier::{Outcome, Verdict};
 use switchman_loadbalance::{EjectionCount, OutlierConfig};
@@ -158,8 +158,8 @@ impl Shared {
         snap: &Snapshot,
         i: usize,
         result: &Result<Value>,
-        started: tokio::time::Instant,
-        ended: tokio::time::Instant,
+        started: Tick,
+        ended: Tick,
     ) {
         let cfg = &self.outlier;
         if !cfg.enabled {
@@ -173,9 +173,9 @@ impl Shared {
         };
         let ep = &snap.endpoints()[i];
         let state = ep.stats.outlier();
-        let now = ended.into_std();
+        let now = ended;
         let address = ep.instance.address();
-        match state.record(outcome, started.into_std(), now, cfg) {
+        match state.record(outcome, started, now, cfg) {
             Verdict::Stay => {}
             Verdict::ShouldEject(reason) => {
                 let routable = snap.endpoints().len();

@@ -22,6 +22,7 @@
     unreachable_pub
 )]
 
+pub mod clock;
 mod error;
 mod instance;
 mod invocation;
@@ -33,6 +34,7 @@ mod service_key;
 pub mod url;
 pub mod yaml;
 
+pub use clock::Tick;
 pub use error::{Error, ErrorKind, MAX_MESSAGE, Result, SignatureMismatch};
 pub use instance::{
     DEFAULT_WARMUP, DEFAULT_WEIGHT, Instance, InstanceBuilder, MAX_PARAM_VALUE_BYTES, MAX_PARAMS,

@@ -28,9 +28,10 @@
 //! a healthy instance costs a load and no clock read); recording an outcome is a few atomic
 //! operations; only a transition (rare) does more.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use switchman_core::Tick;
 
 /// Outlier-ejection settings for one service. Defaults follow Finagle and Envoy; see each
 /// field.
@@ -258,24 +259,12 @@ pub enum Verdict {
     Reejected(Duration),
 }
 
-/// The origin of outlier timestamps; an hour before the first use, so that instants taken a
-/// little earlier (a paused test clock started before it) still map to positive times.
-fn origin() -> Instant {
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    *ORIGIN.get_or_init(|| {
-        let now = Instant::now();
-        now.checked_sub(Duration::from_secs(3600))
-            .or_else(|| now.checked_sub(Duration::from_secs(60)))
-            .unwrap_or(now)
-    })
+/// ns since the clock's origin (see [`switchman_core::clock`]), at least 1 (0 means "never").
+fn ns(at: Tick) -> u64 {
+    at.as_nanos().max(1)
 }
 
-/// ns since [`origin`], at least 1 (0 means "never").
-fn ns(at: Instant) -> u64 {
-    (at.saturating_duration_since(origin()).as_nanos() as u64).max(1)
-}
-
-fn ms(at: Instant) -> u64 {
+fn ms(at: Tick) -> u64 {
     ns(at) / 1_000_000
 }
 
@@ -324,7 +313,7 @@ impl OutlierState {
     pub fn ejected_until(&self) -> Option<Instant> {
         match self.word.load(Ordering::Relaxed) {
             0 => None,
-            w => Some(origin() + Duration::from_millis(w >> 1)),
+            w => Some(Tick::from_nanos((w >> 1).saturating_mul(1_000_000)).instant()),
         }
     }
 
@@ -345,7 +334,7 @@ impl OutlierState {
         if w == 0 {
             return true;
         }
-        let now = now();
+        let now = Tick::of(now());
         let now_ms = ms(now);
         if now_ms < w >> 1 {
             return false;
@@ -363,16 +352,18 @@ impl OutlierState {
         }
     }
 
-    /// Records the outcome of an attempt that started at `started` and ended at `now`.
-    /// Ejecting is left to the caller ([`Verdict::ShouldEject`]); readmission and
-    /// re-ejection after a failed probe happen here.
+    /// Records the outcome of an attempt that started at `started` and ended at `now` (each
+    /// an `Instant` or a [`Tick`]). Ejecting is left to the caller
+    /// ([`Verdict::ShouldEject`]); readmission and re-ejection after a failed probe happen
+    /// here.
     pub fn record(
         &self,
         outcome: Outcome,
-        started: Instant,
-        now: Instant,
+        started: impl Into<Tick>,
+        now: impl Into<Tick>,
         cfg: &OutlierConfig,
     ) -> Verdict {
+        let (started, now) = (started.into(), now.into());
         if outcome == Outcome::Neutral
             || !cfg.enabled
             || ns(started) < self.since_ns.load(Ordering::Relaxed)
@@ -434,7 +425,8 @@ impl OutlierState {
 
     /// Ejects the instance (if it is in rotation) for the next penalty and returns it; `None`
     /// when another caller ejected it first.
-    pub fn eject(&self, now: Instant, cfg: &OutlierConfig) -> Option<Duration> {
+    pub fn eject(&self, now: impl Into<Tick>, cfg: &OutlierConfig) -> Option<Duration> {
+        let now = now.into();
         let n = self.ejections.load(Ordering::Relaxed) + 1;
         let penalty = cfg.penalty(n, fastrand::f64());
         let until = ((ms(now) + penalty.as_millis() as u64) << 1).max(2);
@@ -447,7 +439,7 @@ impl OutlierState {
     }
 
     /// Adds one outcome to the window and returns the window's (successes, strikes).
-    fn count(&self, ok: bool, now: Instant, window: Duration) -> (u32, u32) {
+    fn count(&self, ok: bool, now: Tick, window: Duration) -> (u32, u32) {
         let half_ms = (window.as_millis() as u64 / 2).max(1);
         let epoch = ms(now) / half_ms;
         let h = &self.halves[(epoch % 2) as usize];

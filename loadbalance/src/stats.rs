@@ -5,9 +5,11 @@
 //! pickers. Updates that race may lose a sample under contention; that is the price of staying
 //! lock-free and is irrelevant to balancing, which only needs estimates.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
+
+use switchman_core::Tick;
+use switchman_core::clock::whole_nanos;
 
 use crate::outlier::OutlierState;
 
@@ -22,16 +24,9 @@ pub const PEAK_EWMA_DECAY: Duration = Duration::from_secs(10);
 /// instance failing fast does not look fast to `p2c`.
 pub const FAILURE_PENALTY: Duration = Duration::from_secs(1);
 
-/// The monotonic origin all stats timestamps are measured from (ns since then).
-fn origin() -> Instant {
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    *ORIGIN.get_or_init(Instant::now)
-}
-
+/// ns since the clock's origin (see [`switchman_core::clock`]).
 fn nanos_since_origin(at: Instant) -> u64 {
-    at.checked_duration_since(origin())
-        .map(whole_nanos)
-        .unwrap_or(0)
+    Tick::of(at).as_nanos()
 }
 
 /// A sample this many epochs (or fewer) older than its bucket is dropped as late; a bucket
@@ -45,14 +40,6 @@ const MAX_BUCKET: Duration = Duration::from_secs(3600);
 const DECAY_NS: f64 = PEAK_EWMA_DECAY.as_nanos() as f64;
 /// Its inverse: the call path multiplies (a division by a float constant stays a division).
 const PER_DECAY_NS: f64 = 1.0 / DECAY_NS;
-
-/// A duration in whole ns (saturating), without 128-bit arithmetic.
-#[inline]
-fn whole_nanos(d: Duration) -> u64 {
-    d.as_secs()
-        .saturating_mul(1_000_000_000)
-        .saturating_add(u64::from(d.subsec_nanos()))
-}
 
 /// Below this fraction of the decay constant between two samples, the EWMA is updated by
 /// series instead of `exp` and `ln` (see [`InstanceStats::record_ewma`]): the terms left out
@@ -240,15 +227,16 @@ impl InstanceStats {
 
     /// Records a finished call observed at `at` without touching the in-flight count: for
     /// callers that track in-flight calls themselves, simulators and tests.
-    /// [`CallGuard::finish`] calls it with `Instant::now()`.
-    pub fn record(&self, elapsed: Duration, served: bool, at: Instant) {
-        self.settle(elapsed, served, at, 0);
+    /// [`CallGuard::finish`] calls it with `Instant::now()`. `at`: an `Instant` or a
+    /// [`Tick`].
+    pub fn record(&self, elapsed: Duration, served: bool, at: impl Into<Tick>) {
+        self.settle(elapsed, served, at.into(), 0);
     }
 
     /// [`InstanceStats::record`], ending `release` (0 or 1) calls in flight in the same
     /// read-modify-write as the success count.
-    fn settle(&self, elapsed: Duration, served: bool, at: Instant, release: u64) {
-        let at_ns = nanos_since_origin(at);
+    fn settle(&self, elapsed: Duration, served: bool, at: Tick, release: u64) {
+        let at_ns = at.as_nanos();
         advance_coarse(at_ns);
         if served {
             let before = self
@@ -395,7 +383,7 @@ impl InstanceStats {
         (count > 0).then(|| sum / count)
     }
 
-    fn end(&self, counted: bool, outcome: Option<(Duration, bool, Instant)>) {
+    fn end(&self, counted: bool, outcome: Option<(Duration, bool, Tick)>) {
         let release = u64::from(counted);
         match outcome {
             Some((elapsed, ok, at)) => self.settle(elapsed, ok, at, release),
@@ -425,11 +413,12 @@ impl CallGuard<'_> {
         self.finish_at(elapsed, served, Instant::now());
     }
 
-    /// Ends the call as [`CallGuard::finish`] does, with the time it ended given: no clock
-    /// read.
-    pub fn finish_at(mut self, elapsed: Duration, served: bool, ended: Instant) {
+    /// Ends the call as [`CallGuard::finish`] does, with the time it ended given (an
+    /// `Instant` or a [`Tick`]): no clock read.
+    pub fn finish_at(mut self, elapsed: Duration, served: bool, ended: impl Into<Tick>) {
         self.done = true;
-        self.stats.end(self.counted, Some((elapsed, served, ended)));
+        self.stats
+            .end(self.counted, Some((elapsed, served, ended.into())));
     }
 }
 
@@ -604,7 +593,7 @@ mod tests {
     fn window_epochs_wrap() {
         // 2 ns window: 1 ns halves, so epoch = ns since the origin.
         let s = InstanceStats::with_response_window(Duration::from_nanos(2));
-        let at = |ns: u64| origin() + Duration::from_nanos(ns);
+        let at = |ns: u64| Tick::from_nanos(ns);
         let last = (1u64 << 32) - 1; // epoch u32::MAX
         for b in &s.buckets {
             b.epoch.store(u32::MAX - 3, Ordering::Relaxed); // as if created just before

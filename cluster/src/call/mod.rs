@@ -11,13 +11,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
-use switchman_core::{Error, ErrorKind, Invocation, Invoker, Result};
+use switchman_core::{Error, ErrorKind, Invocation, Invoker, Result, Tick};
 use switchman_discovery::{Balancing, Routed};
 use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::{Instrument, debug, info_span};
 
-use crate::config::{Effective, MAX_ATTEMPTS};
+use crate::config::{Effective, Hedge, MAX_ATTEMPTS};
 use crate::plan::Plan;
 use crate::shared::Shared;
 use crate::telemetry::{CallTelemetry, Outcome, System};
@@ -51,11 +51,13 @@ pub(crate) struct AttemptBook {
     unasked: AtomicU32,
     /// When the call started.
     call_start: Instant,
+    /// The same, on the bookkeeping clock.
+    call_tick: Tick,
     /// Whether the first attempt may take `call_start` as its start (built-in strategies).
     lend_start: bool,
     /// The start was taken by an attempt.
     start_taken: std::sync::atomic::AtomicBool,
-    /// Nanoseconds from `call_start` to the end of the latest attempt, plus one (0: none yet).
+    /// Nanoseconds from `call_tick` to the end of the latest attempt, plus one (0: none yet).
     last_end: std::sync::atomic::AtomicU64,
 }
 
@@ -68,6 +70,7 @@ impl AttemptBook {
             granted: AtomicU32::new(0),
             unasked: AtomicU32::new(0),
             call_start,
+            call_tick: Tick::of(call_start.into_std()),
             lend_start,
             start_taken: std::sync::atomic::AtomicBool::new(false),
             last_end: std::sync::atomic::AtomicU64::new(0),
@@ -79,16 +82,22 @@ impl AttemptBook {
         self.call_start
     }
 
+    /// When the call started, on the bookkeeping clock.
+    pub(crate) fn call_tick(&self) -> Tick {
+        self.call_tick
+    }
+
     /// An attempt's start: the call's for the first attempt of a built-in strategy (a plain
     /// load and store: two attempts of a fork racing here both take it, having started at
     /// that moment alike), else the clock.
     #[inline]
-    fn attempt_start(&self) -> Instant {
+    fn attempt_start(&self) -> (Instant, Tick) {
         if self.lend_start && !self.start_taken.load(Ordering::Relaxed) {
             self.start_taken.store(true, Ordering::Relaxed);
-            return self.call_start;
+            return (self.call_start, self.call_tick);
         }
-        Instant::now()
+        let now = Instant::now();
+        (now, Tick::of(now.into_std()))
     }
 
     /// No attempt takes the call's start any more (the call did other work first: the
@@ -99,12 +108,10 @@ impl AttemptBook {
 
     /// Notes that an attempt ended at `ended`.
     #[inline]
-    fn attempt_ended(&self, ended: Instant) {
-        let ns = ended.saturating_duration_since(self.call_start).as_nanos();
-        self.last_end.store(
-            u64::try_from(ns).unwrap_or(u64::MAX - 1) + 1,
-            Ordering::Relaxed,
-        );
+    fn attempt_ended(&self, ended: Tick) {
+        let ns = ended.as_nanos().saturating_sub(self.call_tick.as_nanos());
+        self.last_end
+            .store(ns.min(u64::MAX - 1) + 1, Ordering::Relaxed);
     }
 
     /// How long the call took: to the end of its latest attempt, or to now when it made none
@@ -260,7 +267,7 @@ impl<'c> Attempter<'c> {
         let mut timeout = limits.timeout;
         // One clock read (or the call's, for its first attempt) for the deadline's check, the
         // attempt's start and its timer.
-        let started = self.book.attempt_start();
+        let (started, started_tick) = self.book.attempt_start();
         if let Some(d) = self.deadline {
             let left = d.saturating_duration_since(started);
             if left < DEADLINE_FLOOR {
@@ -310,10 +317,10 @@ impl<'c> Attempter<'c> {
             }
         };
         // One clock read for the latency, the balancer's statistics, outlier detection and
-        // the call's end.
-        let ended = Instant::now();
+        // the call's end, converted once: what follows is arithmetic on ticks.
+        let ended = Tick::of(Instant::now().into_std());
         self.book.attempt_ended(ended);
-        let elapsed = ended.saturating_duration_since(started);
+        let elapsed = ended.saturating_since(started_tick);
         let outcome = Outcome::of(&result);
         self.shared.metrics.record_attempt(
             &self.telemetry.series,
@@ -332,9 +339,12 @@ impl<'c> Attempter<'c> {
             Ok(_) => true,
             Err(e) => e.is_business(),
         };
-        guard.finish_at(elapsed, served, ended.into_std());
-        self.shared.record_outlier(snap, i, &result, started, ended);
-        if served {
+        guard.finish_at(elapsed, served, ended);
+        self.shared
+            .record_outlier(snap, i, &result, started_tick, ended);
+        // The service's latency histogram is what a `hedge=p95` delay reads: kept by the
+        // calls that hedge so (one shared count less for every other call).
+        if served && matches!(self.settings.hedge, Some(Hedge::P95)) {
             self.shared.latency.record(elapsed);
         }
         if let Err(e) = &result {
@@ -711,6 +721,10 @@ impl<'c> Call<'c> {
 mod clock_tests {
     use super::*;
 
+    fn tick(at: Instant) -> Tick {
+        Tick::of(at.into_std())
+    }
+
     fn second_ago() -> Instant {
         Instant::now()
             .checked_sub(Duration::from_secs(1))
@@ -723,11 +737,11 @@ mod clock_tests {
         let book = AttemptBook::new(start, true);
         assert_eq!(
             book.attempt_start(),
-            start,
+            (start, Tick::of(start.into_std())),
             "the first attempt: the call's start"
         );
         assert!(
-            book.attempt_start() >= start + Duration::from_millis(500),
+            book.attempt_start().0 >= start + Duration::from_millis(500),
             "later ones read the clock"
         );
         // The call ends with its last attempt.
@@ -735,10 +749,10 @@ mod clock_tests {
             book.call_elapsed() >= Duration::from_millis(500),
             "no attempt ended yet"
         );
-        book.attempt_ended(start + Duration::from_millis(5));
-        book.attempt_ended(start + Duration::from_millis(7));
+        book.attempt_ended(tick(start + Duration::from_millis(5)));
+        book.attempt_ended(tick(start + Duration::from_millis(7)));
         assert_eq!(book.call_elapsed(), Duration::from_millis(7));
-        book.attempt_ended(start);
+        book.attempt_ended(tick(start));
         assert_eq!(
             book.call_elapsed(),
             Duration::ZERO,
@@ -750,14 +764,14 @@ mod clock_tests {
     fn custom_strategies_and_a_fallback_read_the_clock() {
         let start = second_ago();
         let custom = AttemptBook::new(start, false);
-        assert!(custom.attempt_start() >= start + Duration::from_millis(500));
-        custom.attempt_ended(start + Duration::from_millis(5));
+        assert!(custom.attempt_start().0 >= start + Duration::from_millis(500));
+        custom.attempt_ended(tick(start + Duration::from_millis(5)));
         assert!(
             custom.call_elapsed() >= Duration::from_millis(500),
             "a custom strategy may wait after its last attempt"
         );
         let fallback = AttemptBook::new(start, true);
         fallback.forgo_start();
-        assert!(fallback.attempt_start() >= start + Duration::from_millis(500));
+        assert!(fallback.attempt_start().0 >= start + Duration::from_millis(500));
     }
 }

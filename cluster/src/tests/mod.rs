@@ -1301,6 +1301,51 @@ async fn hedging_sends_a_second_attempt_after_the_delay_and_takes_the_first_answ
     }
 }
 
+/// `hedge=p95` waits for the 95th percentile of the answers to the calls that hedge so: the
+/// latencies of a method that does not hedge (here 30 answers of a second each) do not hold
+/// back the hedge of one that does.
+#[tokio::test(start_paused = true)]
+async fn hedging_at_p95_waits_for_the_p95_of_the_calls_that_hedge() {
+    let fi = FaultInvoker::with(&[(1, &[Slow(1000)]), (2, &[Slow(1000)])]);
+    let config = ClusterConfig::default()
+        .service_settings(Settings::new().timeout(Duration::from_secs(5)))
+        .method(
+            "m",
+            Settings::new()
+                .hedge(Hedge::P95)
+                .timeout(Duration::from_secs(5)),
+        );
+    let c = cluster(&[1, 2], fi.clone(), config).await;
+    let slow = Invocation::new("slow");
+    for _ in 0..30 {
+        assert!(c.invoke(&slow).await.is_ok());
+    }
+    // 20 answers in 10 ms: the p95 is the upper bound of their bucket, 16.384 ms.
+    for port in [1, 2] {
+        fi.plan.lock().unwrap().insert(port, vec![Slow(10)]);
+    }
+    for _ in 0..20 {
+        assert!(c.invoke(&inv()).await.is_ok());
+    }
+    // Port 1 now slow: a call that goes there first is hedged to port 2 after 16.384 ms.
+    fi.plan.lock().unwrap().insert(1, vec![Slow(1000)]);
+    let mut hedged = None;
+    for _ in 0..64 {
+        let before = fi.calls().len();
+        let start = tokio::time::Instant::now();
+        let v = c.invoke(&inv()).await.unwrap();
+        if fi.calls()[before] == 1 {
+            hedged = Some((v, start.elapsed(), fi.calls().len() - before));
+            break;
+        }
+    }
+    // tokio's timer fires on whole milliseconds: the hedge leaves at 17 ms.
+    assert_eq!(
+        hedged,
+        Some((Value::from(2), Duration::from_millis(17 + 10), 2))
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn retry_sees_instances_added_after_the_first_attempt() {
     #[derive(Debug)]
