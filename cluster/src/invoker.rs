@@ -1,6 +1,7 @@
 //! The cluster invoker: one call of a service from its plan to its answer (or its mock).
 
 use std::fmt;
+use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
@@ -12,7 +13,7 @@ use switchman_discovery::{Directory, Snapshot};
 use switchman_loadbalance::EjectionCount;
 use tokio::time::Instant;
 use tracing::field::Empty;
-use tracing::{Instrument, debug, info, info_span};
+use tracing::{debug, info, info_span};
 
 use crate::budget::{BudgetConfig, RetryBudget};
 use crate::call::{AttemptBook, Call};
@@ -21,7 +22,7 @@ use crate::plan::Planner;
 use crate::readiness::Room;
 use crate::shared::{Latency, Shared};
 use crate::strategy::{self, ClusterStrategy};
-use crate::telemetry::{self, CallTelemetry, Metrics};
+use crate::telemetry::{self, CallTelemetry, InSpan, Metrics};
 
 /// Calls one service through its directory with a fault-tolerance strategy.
 ///
@@ -203,7 +204,9 @@ impl ClusterInvoker {
             error_type = Empty,
             attempts = Empty,
         );
-        let result = async {
+        // Pinned where it is built and polled in the span through a reference: the call's
+        // future (about a kilobyte) is not copied into a wrapper and again into this one.
+        let body = pin!(async {
             let mut call = Call::new(shared, &plan, invocation, settings, &telemetry, &book);
             let result = self.run(&mut call).await;
             // APPLICATION_FIRST: nothing at the application level could take the call
@@ -221,9 +224,8 @@ impl ClusterInvoker {
                 }
                 (result, _) => result,
             }
-        }
-        .instrument(span.clone())
-        .await;
+        });
+        let result = InSpan::new(&span, body).await;
         let outcome = telemetry::Outcome::of(&result);
         telemetry
             .series

@@ -28,12 +28,16 @@
 //! provider's server span joins the caller's trace.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use metrics::{Counter, Gauge, Histogram, Unit};
 use switchman_core::{Error, ErrorKind, Protocol};
+use tracing::Span;
 
 /// Duration of a whole call, retries, hedges and backoff included (histogram, seconds).
 /// OpenTelemetry's `rpc.client.call.duration`.
@@ -656,5 +660,30 @@ mod tests {
             let got = table.get(&metrics, &late);
             assert!(matches!(&got, SeriesRef::Owned(s) if s.method() == OTHER));
         }
+    }
+}
+
+/// Polls a pinned future with `span` entered, as `tracing`'s `Instrumented` does, but
+/// through a reference: the future stays where it was pinned instead of being moved into
+/// the wrapper and with it into the awaiting future. (The future is dropped outside the
+/// span: nothing in a call's future logs when dropped.)
+pub(crate) struct InSpan<'a, F: ?Sized> {
+    span: &'a Span,
+    fut: Pin<&'a mut F>,
+}
+
+impl<'a, F: Future + ?Sized> InSpan<'a, F> {
+    pub(crate) fn new(span: &'a Span, fut: Pin<&'a mut F>) -> Self {
+        InSpan { span, fut }
+    }
+}
+
+impl<F: Future + ?Sized> Future for InSpan<'_, F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        let _entered = this.span.enter();
+        this.fut.as_mut().poll(cx)
     }
 }
