@@ -1,6 +1,7 @@
 //! Applying one update, a routing rule or a set of override rules to the owner's state.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use switchman_core::Instance;
 use tracing::{info, warn};
@@ -166,6 +167,7 @@ impl State {
         let Some(fallback) = fallback else {
             if self.fallback.take().is_some() {
                 info!(service = %service, "interface-level fallback stopped");
+                self.shared.has_fallback.store(false, Ordering::Release);
                 self.shared.fallback.store(None);
             }
             return;
@@ -200,6 +202,7 @@ impl State {
                     shared: dir.shared.clone(),
                     proportion,
                 })));
+            self.shared.has_fallback.store(true, Ordering::Release);
         }
     }
 

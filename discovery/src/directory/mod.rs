@@ -192,6 +192,11 @@ struct Shared {
     /// The `APPLICATION_FIRST` fallback: the interface-level directory's state and the share
     /// of calls that stay on this one ([`Update::Fallback`]).
     fallback: arc_swap::ArcSwapOption<FallbackRef>,
+    /// Whether `fallback` may be set: read first, so that a directory without one (the common
+    /// case) answers `None` with one plain load instead of arc-swap's guard (two locked
+    /// instructions and about 90 others per call). Set after a fallback is stored, cleared
+    /// before it is removed.
+    has_fallback: std::sync::atomic::AtomicBool,
     /// Updates the owner task has applied (published or not).
     applied: std::sync::atomic::AtomicU64,
     /// The adapter's last [`Update::Lists`].
@@ -256,6 +261,7 @@ impl RegistryDirectory {
         let shared = Arc::new(Shared {
             current: Published::new(Arc::new(empty)),
             fallback: Default::default(),
+            has_fallback: Default::default(),
             applied: std::sync::atomic::AtomicU64::new(0),
             lists: std::sync::Mutex::new(None),
         });
@@ -336,6 +342,13 @@ impl RegistryDirectory {
     /// snapshot calls fall back to and the percent of calls that stay on this directory's
     /// (see [`crate::migration`]). `None` otherwise, and until the fallback's first snapshot.
     pub fn fallback(&self) -> Option<crate::contracts::FallbackSnapshot> {
+        if !self
+            .shared
+            .has_fallback
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            return None;
+        }
         let f = self.shared.fallback.load();
         let f = f.as_ref()?;
         let snapshot = f.shared.current.load_local(&SNAPSHOT_READS);
