@@ -571,6 +571,31 @@ impl<'a> CallTelemetry<'a> {
     }
 }
 
+/// Polls a pinned future with `span` entered, as `tracing`'s `Instrumented` does, but
+/// through a reference: the future stays where it was pinned instead of being moved into
+/// the wrapper and with it into the awaiting future. (The future is dropped outside the
+/// span: nothing in a call's future logs when dropped.)
+pub(crate) struct InSpan<'a, F: ?Sized> {
+    span: &'a Span,
+    fut: Pin<&'a mut F>,
+}
+
+impl<'a, F: Future + ?Sized> InSpan<'a, F> {
+    pub(crate) fn new(span: &'a Span, fut: Pin<&'a mut F>) -> Self {
+        InSpan { span, fut }
+    }
+}
+
+impl<F: Future + ?Sized> Future for InSpan<'_, F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        let _entered = this.span.enter();
+        this.fut.as_mut().poll(cx)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -660,30 +685,5 @@ mod tests {
             let got = table.get(&metrics, &late);
             assert!(matches!(&got, SeriesRef::Owned(s) if s.method() == OTHER));
         }
-    }
-}
-
-/// Polls a pinned future with `span` entered, as `tracing`'s `Instrumented` does, but
-/// through a reference: the future stays where it was pinned instead of being moved into
-/// the wrapper and with it into the awaiting future. (The future is dropped outside the
-/// span: nothing in a call's future logs when dropped.)
-pub(crate) struct InSpan<'a, F: ?Sized> {
-    span: &'a Span,
-    fut: Pin<&'a mut F>,
-}
-
-impl<'a, F: Future + ?Sized> InSpan<'a, F> {
-    pub(crate) fn new(span: &'a Span, fut: Pin<&'a mut F>) -> Self {
-        InSpan { span, fut }
-    }
-}
-
-impl<F: Future + ?Sized> Future for InSpan<'_, F> {
-    type Output = F::Output;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = &mut *self;
-        let _entered = this.span.enter();
-        this.fut.as_mut().poll(cx)
     }
 }
