@@ -31,13 +31,13 @@ impl Default for BudgetConfig {
 }
 
 const SLOTS: usize = 10;
+/// A slot's generation while one thread empties it.
+const RESETTING: u64 = u64::MAX;
 
 /// tokio's clock (paused in tests) as a [`Tick`].
 fn tick_now() -> Tick {
     Tick::of(Instant::now().into_std())
 }
-/// A slot's generation while one thread empties it.
-const RESETTING: u64 = u64::MAX;
 
 /// A lock-free retry budget shared by every strategy of one service.
 #[derive(Debug)]

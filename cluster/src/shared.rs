@@ -173,9 +173,8 @@ impl Shared {
         };
         let ep = &snap.endpoints()[i];
         let state = ep.stats.outlier();
-        let now = ended;
         let address = ep.instance.address();
-        match state.record(outcome, started, now, cfg) {
+        match state.record(outcome, started, ended, cfg) {
             Verdict::Stay => {}
             Verdict::ShouldEject(reason) => {
                 let routable = snap.endpoints().len();
@@ -195,7 +194,7 @@ impl Shared {
                         return;
                     }
                 };
-                let Some(penalty) = state.eject(now, cfg) else {
+                let Some(penalty) = state.eject(ended, cfg) else {
                     // Another caller ejected it first (and counted it).
                     self.ejected.release(snapshot);
                     return;

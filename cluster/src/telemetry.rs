@@ -19,8 +19,9 @@
 //! copy-on-write map read with one atomic load; a call finds its method's series in its call
 //! plan (FNV-1a of the name into a table of 16, filled from that map the first time a
 //! method is called under the plan) and records through the cached handles, with no lock, no
-//! shared read-modify-write, no label vector and no allocation. A service sees at most [`MAX_METHODS`] method names (more are labelled
-//! `_OTHER`), a method at most [`MAX_INSTANCES`] instances (more are labelled `_OTHER`).
+//! shared read-modify-write, no label vector and no allocation. A service sees at most
+//! [`MAX_METHODS`] method names (more are labelled `_OTHER`), a method at most
+//! [`MAX_INSTANCES`] instances (more are labelled `_OTHER`).
 //!
 //! **Trace context**: the W3C `traceparent` (and `tracestate`) of a call is the invocation's
 //! attachment of that name ([`TRACEPARENT`]), set by the caller; every transport forwards it

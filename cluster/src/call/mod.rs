@@ -737,7 +737,7 @@ mod clock_tests {
         let book = AttemptBook::new(start, true);
         assert_eq!(
             book.attempt_start(),
-            (start, Tick::of(start.into_std())),
+            (start, tick(start)),
             "the first attempt: the call's start"
         );
         assert!(
