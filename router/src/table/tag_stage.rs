@@ -161,15 +161,24 @@ impl TagStage {
     /// The request tag and whether it is forced.
     #[inline]
     pub(crate) fn request<'a>(&'a self, inv: &'a Invocation) -> (Option<&'a str>, bool) {
-        let tag = inv
-            .attachment(TAG_KEY)
+        (self.tag(inv), self.force(inv))
+    }
+
+    /// The call's tag: its attachment's, else the consumer's.
+    #[inline]
+    fn tag<'a>(&'a self, inv: &'a Invocation) -> Option<&'a str> {
+        inv.attachment(TAG_KEY)
             .filter(|t| !t.is_empty())
-            .or(self.consumer_tag.as_deref());
-        let force = match inv.attachment(FORCE_TAG_KEY).filter(|v| !v.is_empty()) {
+            .or(self.consumer_tag.as_deref())
+    }
+
+    /// Whether the call's tag is forced: its attachment says so, else the consumer's setting.
+    #[inline]
+    fn force(&self, inv: &Invocation) -> bool {
+        match inv.attachment(FORCE_TAG_KEY).filter(|v| !v.is_empty()) {
             Some(v) => v.eq_ignore_ascii_case("true"),
             None => self.consumer_force,
-        };
-        (tag, force)
+        }
     }
 
     /// Dubbo's `selectAddressByTagLevel`: `a|b|c`, then `a|b`, then `a` (unless forced).
@@ -190,10 +199,11 @@ impl TagStage {
     /// The initial state for a call.
     #[inline]
     pub(crate) fn initial(&self, inv: &Invocation, states: &[State]) -> StateId {
-        let (tag, force) = self.request(inv);
-        let Some(tag) = tag else {
+        // A call without a tag (the common case) looks for no `force` attachment.
+        let Some(tag) = self.tag(inv) else {
             return self.untagged;
         };
+        let force = self.force(inv);
         let found = match &self.dynamic {
             Some((names, rule_force)) => match Self::select(names, tag, force) {
                 Some(id) if states[id as usize].subset.is_some() || *rule_force => {
