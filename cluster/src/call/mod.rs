@@ -7,6 +7,7 @@
 //! cannot retry past them (asking [`Call::retry_allowed`] first lets it stop with its own
 //! error instead of the budget's).
 
+use std::pin::pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -15,12 +16,12 @@ use switchman_core::{Error, ErrorKind, Invocation, Invoker, Result, Tick};
 use switchman_discovery::{Balancing, Routed};
 use tokio::time::Instant;
 use tracing::field::Empty;
-use tracing::{Instrument, debug, info_span};
+use tracing::{debug, info_span};
 
 use crate::config::{Effective, Hedge, MAX_ATTEMPTS};
 use crate::plan::Plan;
 use crate::shared::Shared;
-use crate::telemetry::{CallTelemetry, Outcome, System};
+use crate::telemetry::{CallTelemetry, InSpan, Outcome, System};
 
 mod pick;
 mod tried;
@@ -300,14 +301,18 @@ impl<'c> Attempter<'c> {
             None => &*self.shared.invoker,
         };
         let fut = client.invoke(&ep.instance, self.invocation, timeout);
+        // Polled in the span through a reference (no clone of the span, no second entry to
+        // drop it in); each future is dropped as soon as it is done, as before.
         let result = if client.bounds_timeout() {
             // The client's own timer bounds it: no second one.
-            fut.instrument(span.clone()).await
+            let mut fut = fut;
+            InSpan::new(&span, fut.as_mut()).await
         } else {
-            match tokio::time::timeout_at(crate::config::deadline_from(started, timeout), fut)
-                .instrument(span.clone())
-                .await
-            {
+            let bounded = pin!(tokio::time::timeout_at(
+                crate::config::deadline_from(started, timeout),
+                fut
+            ));
+            match InSpan::new(&span, bounded).await {
                 Ok(r) => r,
                 Err(_) => Err(Error::timeout(format!(
                     "{} did not answer {} within {timeout:?}",
