@@ -174,7 +174,7 @@ impl Shared {
         let ep = &snap.endpoints()[i];
         let state = ep.stats.outlier();
         let address = ep.instance.address();
-        match state.record(outcome, started, ended, cfg) {
+        match ep.stats.record_outlier(outcome, started, ended, cfg) {
             Verdict::Stay => {}
             Verdict::ShouldEject(reason) => {
                 let routable = snap.endpoints().len();

@@ -268,11 +268,16 @@ fn ms(at: Tick) -> u64 {
     ns(at) / 1_000_000
 }
 
-/// One half of the success-rate window.
+/// One half of the success-rate window. Its successes are not counted here: the instance's
+/// statistics count every success already (one read-modify-write that a successful call makes
+/// anyway), and a half keeps that count as it was when the half began. The window's successes
+/// are the count now minus the oldest live half's, modulo 2^32: a success costs the window no
+/// read-modify-write, and the count stays exact.
 #[derive(Debug, Default)]
 struct Half {
     epoch: AtomicU64,
-    ok: AtomicU32,
+    /// The instance's successes (modulo 2^32) before the half's first outcome.
+    successes_at: AtomicU32,
     failed: AtomicU32,
 }
 
@@ -352,18 +357,19 @@ impl OutlierState {
         }
     }
 
-    /// Records the outcome of an attempt that started at `started` and ended at `now` (each
-    /// an `Instant` or a [`Tick`]). Ejecting is left to the caller
-    /// ([`Verdict::ShouldEject`]); readmission and re-ejection after a failed probe happen
-    /// here.
-    pub fn record(
+    /// Records the outcome of an attempt that started at `started` and ended at `now`, with
+    /// `successes` the instance's successful calls so far, modulo 2^32, this one's included
+    /// ([`InstanceStats::record_outlier`](crate::InstanceStats::record_outlier) passes them).
+    /// Ejecting is left to the caller ([`Verdict::ShouldEject`]); readmission and re-ejection
+    /// after a failed probe happen here.
+    pub(crate) fn record(
         &self,
         outcome: Outcome,
-        started: impl Into<Tick>,
-        now: impl Into<Tick>,
+        started: Tick,
+        now: Tick,
         cfg: &OutlierConfig,
+        successes: u32,
     ) -> Verdict {
-        let (started, now) = (started.into(), now.into());
         if outcome == Outcome::Neutral
             || !cfg.enabled
             || ns(started) < self.since_ns.load(Ordering::Relaxed)
@@ -382,7 +388,7 @@ impl OutlierState {
                         return Verdict::Stay;
                     }
                     self.ejections.store(0, Ordering::Relaxed);
-                    self.reset_counts();
+                    self.reset_counts(successes);
                     self.since_ns.store(ns(now), Ordering::Relaxed);
                     Verdict::Readmitted
                 }
@@ -404,11 +410,16 @@ impl OutlierState {
                 _ => Verdict::Stay,
             };
         }
-        let (ok, failed) = self.count(outcome == Outcome::Success, now, cfg.window);
         if outcome == Outcome::Success {
-            self.consecutive.store(0, Ordering::Relaxed);
+            // Counted in `successes` already: the window only needs to know when a half
+            // begins (this success belongs to the new half).
+            self.turn(now, cfg.window, successes.wrapping_sub(1));
+            if self.consecutive.load(Ordering::Relaxed) != 0 {
+                self.consecutive.store(0, Ordering::Relaxed);
+            }
             return Verdict::Stay;
         }
+        let (ok, failed) = self.count_strike(now, cfg.window, successes);
         let c = self.consecutive.fetch_add(1, Ordering::Relaxed) + 1;
         if cfg.consecutive_failures > 0 && c >= cfg.consecutive_failures {
             return Verdict::ShouldEject(EjectReason::ConsecutiveFailures(c));
@@ -438,8 +449,10 @@ impl OutlierState {
         Some(penalty)
     }
 
-    /// Adds one outcome to the window and returns the window's (successes, strikes).
-    fn count(&self, ok: bool, now: Tick, window: Duration) -> (u32, u32) {
+    /// The window's epoch at `now` and the half it falls in, begun afresh (its count of
+    /// strikes cleared, `successes_at` kept as where its successes start) if it held an older
+    /// epoch; also the epoch the half held before.
+    fn turn(&self, now: Tick, window: Duration, successes_at: u32) -> (u64, &Half, u64) {
         let half_ms = (window.as_millis() as u64 / 2).max(1);
         let epoch = ms(now) / half_ms;
         let h = &self.halves[(epoch % 2) as usize];
@@ -449,31 +462,40 @@ impl OutlierState {
                 .compare_exchange(seen, epoch, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
         {
-            h.ok.store(0, Ordering::Relaxed);
+            h.successes_at.store(successes_at, Ordering::Relaxed);
             h.failed.store(0, Ordering::Relaxed);
         }
+        (epoch, h, seen)
+    }
+
+    /// Adds a strike to the window and returns the window's (successes, strikes), with
+    /// `successes` the instance's count now.
+    fn count_strike(&self, now: Tick, window: Duration, successes: u32) -> (u32, u32) {
+        let (epoch, h, seen) = self.turn(now, window, successes);
         if seen <= epoch {
-            if ok {
-                h.ok.fetch_add(1, Ordering::Relaxed);
-            } else {
-                h.failed.fetch_add(1, Ordering::Relaxed);
-            }
+            h.failed.fetch_add(1, Ordering::Relaxed);
         }
-        let (mut okc, mut failc) = (0, 0);
+        // The successes since the oldest live half began (the current one alone when the
+        // other holds no outcome of the last window).
+        let (mut from, mut failed) = (None, 0);
         for h in &self.halves {
             let e = h.epoch.load(Ordering::Acquire);
             if e == epoch || e + 1 == epoch {
-                okc += h.ok.load(Ordering::Relaxed);
-                failc += h.failed.load(Ordering::Relaxed);
+                failed += h.failed.load(Ordering::Relaxed);
+                let at = h.successes_at.load(Ordering::Relaxed);
+                if e + 1 == epoch || from.is_none() {
+                    from = Some(at);
+                }
             }
         }
-        (okc, failc)
+        let ok = from.map_or(0, |at| successes.wrapping_sub(at));
+        (ok, failed)
     }
 
-    fn reset_counts(&self) {
+    fn reset_counts(&self, successes: u32) {
         self.consecutive.store(0, Ordering::Relaxed);
         for h in &self.halves {
-            h.ok.store(0, Ordering::Relaxed);
+            h.successes_at.store(successes, Ordering::Relaxed);
             h.failed.store(0, Ordering::Relaxed);
         }
     }
@@ -482,8 +504,22 @@ impl OutlierState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::InstanceStats;
 
     const LEASE: Duration = Duration::from_secs(2);
+
+    /// An attempt's end as the cluster reports it: to the instance's statistics first (where
+    /// a success is counted), then to outlier detection.
+    fn end(
+        s: &InstanceStats,
+        o: Outcome,
+        started: Instant,
+        now: Instant,
+        c: &OutlierConfig,
+    ) -> Verdict {
+        s.record(Duration::from_millis(1), o == Outcome::Success, now);
+        s.record_outlier(o, started, now, c)
+    }
 
     #[test]
     fn penalty_doubles_with_jitter_and_is_capped() {
@@ -563,13 +599,14 @@ mod tests {
     #[test]
     fn consecutive_strikes_eject_and_a_probe_readmits() {
         let c = OutlierConfig::default();
-        let s = OutlierState::default();
+        let st = InstanceStats::new();
+        let s = st.outlier();
         let t0 = Instant::now();
         for _ in 0..4 {
-            assert_eq!(s.record(Outcome::Strike, t0, t0, &c), Verdict::Stay);
+            assert_eq!(end(&st, Outcome::Strike, t0, t0, &c), Verdict::Stay);
         }
         assert_eq!(
-            s.record(Outcome::Strike, t0, t0, &c),
+            end(&st, Outcome::Strike, t0, t0, &c),
             Verdict::ShouldEject(EjectReason::ConsecutiveFailures(5))
         );
         assert!(s.in_rotation(), "strikes alone do not take it out");
@@ -580,7 +617,7 @@ mod tests {
         assert!(!s.admits(|| t0 + p / 2, LEASE));
         // A call that started before the ejection says nothing.
         let before = t0 - Duration::from_millis(5);
-        assert_eq!(s.record(Outcome::Success, before, t0, &c), Verdict::Stay);
+        assert_eq!(end(&st, Outcome::Success, before, t0, &c), Verdict::Stay);
         let t1 = t0 + p + Duration::from_millis(1);
         assert!(
             s.admits(|| t1, LEASE),
@@ -588,7 +625,7 @@ mod tests {
         );
         assert!(!s.admits(|| t1, LEASE), "one probe at a time");
         assert!(!s.in_rotation(), "a probe is out");
-        assert_eq!(s.record(Outcome::Success, t1, t1, &c), Verdict::Readmitted);
+        assert_eq!(end(&st, Outcome::Success, t1, t1, &c), Verdict::Readmitted);
         assert!(s.in_rotation());
         assert!(!s.is_ejected());
         assert_eq!(s.ejections(), 0);
@@ -598,13 +635,14 @@ mod tests {
     #[test]
     fn a_failed_probe_reejects_for_longer_and_a_lost_probe_expires() {
         let c = OutlierConfig::default();
-        let s = OutlierState::default();
+        let st = InstanceStats::new();
+        let s = st.outlier();
         let t0 = Instant::now();
         let p1 = s.eject(t0, &c).unwrap();
         let t1 = t0 + p1 + Duration::from_millis(1);
         assert!(s.admits(|| t1, LEASE));
         // Other failures while the probe is out do not count; the probe's does.
-        let Verdict::Reejected(p2) = s.record(Outcome::Strike, t1, t1, &c) else {
+        let Verdict::Reejected(p2) = end(&st, Outcome::Strike, t1, t1, &c) else {
             panic!("probe failure must re-eject")
         };
         assert!(
@@ -620,12 +658,61 @@ mod tests {
     }
 
     #[test]
+    fn the_window_counts_the_successes_of_the_statistics_across_their_wrap() {
+        let c = OutlierConfig {
+            consecutive_failures: 0,
+            minimum_volume: 10,
+            ..OutlierConfig::default()
+        };
+        let s = OutlierState::default();
+        let t0 = Tick::of(Instant::now());
+        // The instance's count (modulo 2^32) passes its wrap inside the window: 9 successes
+        // and 3 strikes are 12 outcomes at 75%.
+        let mut successes = u32::MAX - 4;
+        for _ in 0..9 {
+            successes = successes.wrapping_add(1);
+            assert_eq!(
+                s.record(Outcome::Success, t0, t0, &c, successes),
+                Verdict::Stay
+            );
+        }
+        assert_eq!(s.record(Outcome::Strike, t0, t0, &c, successes), Verdict::Stay);
+        assert_eq!(s.record(Outcome::Strike, t0, t0, &c, successes), Verdict::Stay);
+        let v = s.record(Outcome::Strike, t0, t0, &c, successes);
+        assert!(
+            matches!(v, Verdict::ShouldEject(EjectReason::SuccessRate { volume: 12, rate }) if rate == 0.75),
+            "{v:?}"
+        );
+        // Successes counted before the window's first outcome are not in it: a new half a
+        // whole window later starts where the count stands.
+        let later = Tick::from_nanos(t0.as_nanos() + 60_000_000_000);
+        successes = successes.wrapping_add(1_000);
+        assert_eq!(
+            s.record(Outcome::Strike, later, later, &c, successes),
+            Verdict::Stay
+        );
+        for k in 0..9 {
+            let v = s.record(Outcome::Strike, later, later, &c, successes);
+            let expected = if k < 8 {
+                Verdict::Stay
+            } else {
+                Verdict::ShouldEject(EjectReason::SuccessRate {
+                    rate: 0.0,
+                    volume: 10,
+                })
+            };
+            assert_eq!(v, expected, "strike {k}");
+        }
+    }
+
+    #[test]
     fn success_rate_needs_the_minimum_volume() {
         let c = OutlierConfig {
             consecutive_failures: 0,
             ..OutlierConfig::default()
         };
-        let s = OutlierState::default();
+        let st = InstanceStats::new();
+        let s = st.outlier();
         let t0 = Instant::now();
         // 3 of 4 succeed (75%), but only 16 outcomes: not enough.
         for k in 0..16 {
@@ -634,18 +721,18 @@ mod tests {
             } else {
                 Outcome::Success
             };
-            assert_eq!(s.record(o, t0, t0, &c), Verdict::Stay, "call {k}");
+            assert_eq!(end(&st, o, t0, t0, &c), Verdict::Stay, "call {k}");
         }
         for _ in 0..3 {
-            s.record(Outcome::Success, t0, t0, &c);
+            end(&st, Outcome::Success, t0, t0, &c);
         }
-        let v = s.record(Outcome::Strike, t0, t0, &c);
+        let v = end(&st, Outcome::Strike, t0, t0, &c);
         assert!(
             matches!(v, Verdict::ShouldEject(EjectReason::SuccessRate { volume: 20, rate }) if rate == 0.75),
             "{v:?}"
         );
         // The window forgets: a minute later the old outcomes are gone.
         let later = t0 + Duration::from_secs(60);
-        assert_eq!(s.record(Outcome::Strike, later, later, &c), Verdict::Stay);
+        assert_eq!(end(&st, Outcome::Strike, later, later, &c), Verdict::Stay);
     }
 }

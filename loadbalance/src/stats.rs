@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use switchman_core::Tick;
 use switchman_core::clock::whole_nanos;
 
-use crate::outlier::OutlierState;
+use crate::outlier::{OutlierConfig, OutlierState, Outcome, Verdict};
 
 /// Default length of the response-time window read by `shortestresponse` (Dubbo's
 /// `slidePeriod`, 30 s).
@@ -206,6 +206,23 @@ impl InstanceStats {
     /// rotation, and the strike counters that decide it.
     pub fn outlier(&self) -> &OutlierState {
         &self.outlier
+    }
+
+    /// Records an attempt's outcome for outlier detection (see [`OutlierState`]) and says
+    /// what to do about it; `started` and `now` are `Instant`s or [`Tick`]s. Record the call
+    /// in these statistics first ([`CallGuard::finish`], [`InstanceStats::record`]): the
+    /// success-rate window reads the successes counted there instead of counting them again.
+    pub fn record_outlier(
+        &self,
+        outcome: Outcome,
+        started: impl Into<Tick>,
+        now: impl Into<Tick>,
+        cfg: &OutlierConfig,
+    ) -> Verdict {
+        // The low 32 bits of the successes: what the window's differences need.
+        let successes = (self.calls.load(Ordering::Relaxed) >> IN_FLIGHT_BITS) as u32;
+        self.outlier
+            .record(outcome, started.into(), now.into(), cfg, successes)
     }
 
     /// Marks a call as started; the guard ends it. Dropping the guard without

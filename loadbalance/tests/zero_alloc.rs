@@ -111,7 +111,9 @@ fn outlier_checks_and_outcomes_do_not_allocate() {
     let t0 = Instant::now();
     // Warm up anything lazily initialised (the timestamp origin, the thread's rng).
     let healthy = &eps[0].stats;
-    healthy.outlier().record(Outcome::Success, t0, t0, &cfg);
+    let ms = Duration::from_millis(1);
+    healthy.record(ms, true, t0);
+    healthy.record_outlier(Outcome::Success, t0, t0, &cfg);
     let ejected = &eps[1].stats;
     let penalty = ejected.outlier().eject(t0, &cfg).unwrap();
     let ((), count) = allocations(|| {
@@ -121,14 +123,17 @@ fn outlier_checks_and_outcomes_do_not_allocate() {
             // An ejected instance inside its penalty: a clock read and a compare.
             assert!(!ejected.outlier().admits(|| t0, lease));
             // Outcomes below the thresholds (a success rate above 80%).
+            // Each call counted in the statistics first, as the cluster does.
             for _ in 0..4 {
+                healthy.record(ms, true, t0);
                 assert_eq!(
-                    healthy.outlier().record(Outcome::Success, t0, t0, &cfg),
+                    healthy.record_outlier(Outcome::Success, t0, t0, &cfg),
                     Verdict::Stay
                 );
             }
+            healthy.record(ms, false, t0);
             assert_eq!(
-                healthy.outlier().record(Outcome::Strike, t0, t0, &cfg),
+                healthy.record_outlier(Outcome::Strike, t0, t0, &cfg),
                 Verdict::Stay
             );
         }
@@ -136,7 +141,7 @@ fn outlier_checks_and_outcomes_do_not_allocate() {
         let t1 = t0 + penalty + Duration::from_millis(1);
         assert!(ejected.outlier().admits(|| t1, lease));
         assert_eq!(
-            ejected.outlier().record(Outcome::Success, t1, t1, &cfg),
+            ejected.record_outlier(Outcome::Success, t1, t1, &cfg),
             Verdict::Readmitted
         );
     });
