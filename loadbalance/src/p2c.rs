@@ -87,6 +87,11 @@ impl LoadBalance for P2cBalance {
         members: Arc<[u32]>,
         now: SystemTime,
     ) -> Box<dyn Picker> {
+        for &m in members.iter() {
+            if let Some(e) = endpoints.get(m as usize) {
+                e.stats.keep_peak_ewma();
+            }
+        }
         Box::new(ScoredPicker::new(
             endpoints,
             members,
@@ -116,6 +121,8 @@ mod tests {
             let a = InstanceStats::new();
             let b = InstanceStats::new();
             for s in [&a, &b] {
+                // As a p2c table over it does: the estimate is kept from then on.
+                s.keep_peak_ewma();
                 for _ in 0..rng.usize(1..4) {
                     let at = t0 + Duration::from_millis(rng.u64(..60_000));
                     s.record(Duration::from_micros(rng.u64(1..200_000)), rng.bool(), at);

@@ -5,7 +5,7 @@
 //! pickers. Updates that race may lose a sample under contention; that is the price of staying
 //! lock-free and is irrelevant to balancing, which only needs estimates.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use switchman_core::Tick;
@@ -113,6 +113,9 @@ pub struct InstanceStats {
     /// two of these compares the decayed estimates at any common instant, without reading the
     /// clock or calling `exp`.
     ewma_key: AtomicU64,
+    /// Whether anything reads the peak-EWMA ([`InstanceStats::keep_peak_ewma`]): until then
+    /// no call computes it.
+    ewma_read: AtomicBool,
     /// Length of one bucket (half the window) in ns.
     bucket_ns: u64,
     buckets: [Bucket; 2],
@@ -156,6 +159,7 @@ impl InstanceStats {
             ewma_ns: AtomicU64::new(0),
             ewma_at_ns: AtomicU64::new(0),
             ewma_key: AtomicU64::new(f64::NAN.to_bits()),
+            ewma_read: AtomicBool::new(false),
             bucket_ns,
             // Further behind the coarse clock (no clock read) than a late sample can be: stale,
             // and every sample to come, even from a clock somewhat behind, starts it again.
@@ -264,15 +268,19 @@ impl InstanceStats {
             }
             self.consecutive_failures.store(0, Ordering::Relaxed);
             self.record_window(elapsed, at_ns);
-            self.record_ewma(elapsed, at_ns);
+            if self.ewma_read.load(Ordering::Relaxed) {
+                self.record_ewma(elapsed, at_ns);
+            }
         } else {
             if release > 0 {
                 self.calls.fetch_sub(release, Ordering::Relaxed);
             }
             self.failed.fetch_add(1, Ordering::Relaxed);
             self.consecutive_failures.fetch_add(1, Ordering::Relaxed);
-            let current = Duration::from_nanos(self.ewma_raw_ns() as u64);
-            self.record_ewma(elapsed.max(FAILURE_PENALTY).max(current * 2), at_ns);
+            if self.ewma_read.load(Ordering::Relaxed) {
+                let current = Duration::from_nanos(self.ewma_raw_ns() as u64);
+                self.record_ewma(elapsed.max(FAILURE_PENALTY).max(current * 2), at_ns);
+            }
         }
     }
 
@@ -363,6 +371,7 @@ impl InstanceStats {
     /// first sample. The decayed estimate at time `now` is `exp(key − now / decay)`.
     #[inline]
     pub(crate) fn ewma_log_key(&self) -> Option<f64> {
+        self.keep_peak_ewma();
         let key = f64::from_bits(self.ewma_key.load(Ordering::Relaxed));
         (!key.is_nan()).then_some(key)
     }
@@ -370,13 +379,28 @@ impl InstanceStats {
     /// The peak-EWMA latency estimate at `now`, in ns, decayed toward zero for the time since
     /// the last sample (so an instance penalised once is probed again later). `None` before
     /// the first sample.
+    ///
+    /// Kept from the first time a balancer that reads it is prepared over this instance
+    /// ([`InstanceStats::keep_peak_ewma`]) or it is read: calls that nothing reads it for do
+    /// not compute it.
     pub fn peak_ewma_ns(&self, now: Instant) -> Option<f64> {
+        self.keep_peak_ewma();
         let at = self.ewma_at_ns.load(Ordering::Relaxed);
         if at == 0 {
             return None;
         }
         let dt = nanos_since_origin(now).saturating_sub(at) as f64;
         Some(self.ewma_raw_ns() * (-dt / PEAK_EWMA_DECAY.as_nanos() as f64).exp())
+    }
+
+    /// From now on calls keep this instance's peak-EWMA ([`InstanceStats::peak_ewma_ns`]):
+    /// what a balancer that reads it calls for each member when it prepares (`p2c` does).
+    /// Reading it does the same.
+    #[inline]
+    pub fn keep_peak_ewma(&self) {
+        if !self.ewma_read.load(Ordering::Relaxed) {
+            self.ewma_read.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Average successful response time over the sliding window ending at `now`, in µs;
@@ -558,12 +582,30 @@ mod tests {
         assert_eq!(s.consecutive_failures(), 0);
     }
 
+    #[test]
+    fn no_call_keeps_a_peak_ewma_that_nothing_reads() {
+        let s = InstanceStats::new();
+        let t0 = Instant::now();
+        s.record(Duration::from_millis(10), true, t0);
+        s.record(Duration::from_millis(10), false, t0);
+        assert_eq!(s.peak_ewma_ns(t0), None, "not kept before its first read");
+        assert_eq!(s.ewma_log_key(), None);
+        assert_eq!(
+            (s.succeeded(), s.failed()),
+            (1, 1),
+            "the calls themselves are counted"
+        );
+        s.record(Duration::from_millis(20), true, t0);
+        assert_eq!(s.peak_ewma_ns(t0), Some(20e6), "kept from the first read on");
+    }
+
     /// The series path (samples close together) agrees with the exact peak-EWMA
     /// (`exp`/`ln` at every sample) and keeps the log key consistent with the estimate.
     #[test]
     fn peak_ewma_series_path_matches_exact_formula() {
         let s = InstanceStats::new();
         let t0 = Instant::now() + Duration::from_secs(1);
+        assert_eq!(s.ewma_log_key(), None, "read once: kept from now on");
         let mut rng = fastrand::Rng::with_seed(3);
         let (mut exact, mut exact_at) = (0.0f64, 0u64);
         let mut at = t0;

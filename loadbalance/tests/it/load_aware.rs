@@ -98,6 +98,8 @@ fn p2c_avoids_slow_and_fast_failing_instances() {
     let n = 100;
     let eps = endpoints(&vec![100; n]);
     let now = Instant::now();
+    // The calls are made under the p2c table, which keeps their peak-EWMA.
+    let p = prepare_all(&P2cBalance::new(), &eps);
     for (i, e) in eps.iter().enumerate() {
         let ms = if i == 1 { 400 } else { 10 };
         e.stats.record(Duration::from_millis(ms), true, now);
@@ -106,7 +108,6 @@ fn p2c_avoids_slow_and_fast_failing_instances() {
     for _ in 0..3 {
         eps[0].stats.record(Duration::from_millis(1), false, now);
     }
-    let p = prepare_all(&P2cBalance::new(), &eps);
     let calls = 100_000;
     let hits = histogram(p.as_ref(), &eps, calls, 8);
     let fair = (calls / n) as u64;
