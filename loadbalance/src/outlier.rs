@@ -676,8 +676,14 @@ mod tests {
                 Verdict::Stay
             );
         }
-        assert_eq!(s.record(Outcome::Strike, t0, t0, &c, successes), Verdict::Stay);
-        assert_eq!(s.record(Outcome::Strike, t0, t0, &c, successes), Verdict::Stay);
+        assert_eq!(
+            s.record(Outcome::Strike, t0, t0, &c, successes),
+            Verdict::Stay
+        );
+        assert_eq!(
+            s.record(Outcome::Strike, t0, t0, &c, successes),
+            Verdict::Stay
+        );
         let v = s.record(Outcome::Strike, t0, t0, &c, successes);
         assert!(
             matches!(v, Verdict::ShouldEject(EjectReason::SuccessRate { volume: 12, rate }) if rate == 0.75),
@@ -712,7 +718,6 @@ mod tests {
             ..OutlierConfig::default()
         };
         let st = InstanceStats::new();
-        let s = st.outlier();
         let t0 = Instant::now();
         // 3 of 4 succeed (75%), but only 16 outcomes: not enough.
         for k in 0..16 {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use switchman_core::Tick;
 use switchman_core::clock::whole_nanos;
 
-use crate::outlier::{OutlierConfig, OutlierState, Outcome, Verdict};
+use crate::outlier::{Outcome, OutlierConfig, OutlierState, Verdict};
 
 /// Default length of the response-time window read by `shortestresponse` (Dubbo's
 /// `slidePeriod`, 30 s).
@@ -596,7 +596,11 @@ mod tests {
             "the calls themselves are counted"
         );
         s.record(Duration::from_millis(20), true, t0);
-        assert_eq!(s.peak_ewma_ns(t0), Some(20e6), "kept from the first read on");
+        assert_eq!(
+            s.peak_ewma_ns(t0),
+            Some(20e6),
+            "kept from the first read on"
+        );
     }
 
     /// The series path (samples close together) agrees with the exact peak-EWMA
