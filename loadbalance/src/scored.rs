@@ -41,6 +41,9 @@ pub(crate) struct ScoredPicker<S> {
     weights: Box<[u32]>,
     /// Whether some member has a positive weight (zero-weight members are then skipped).
     any_positive: bool,
+    /// Every member has the same positive weight (the usual case: Dubbo's default 100, no
+    /// warm-up): the exact scan needs no weights, and breaks ties uniformly.
+    uniform: bool,
     sampler: Sampler,
     scan: bool,
     refresh: Option<Duration>,
@@ -63,11 +66,16 @@ impl<S: Score> ScoredPicker<S> {
     fn from_weights(members: Arc<[u32]>, w: MemberWeights, scan: bool, score: S) -> Self {
         tick_coarse_clock();
         let any_positive = w.weights.iter().any(|&w| w > 0);
+        let uniform = w
+            .weights
+            .first()
+            .is_some_and(|&first| first > 0 && w.weights.iter().all(|&other| other == first));
         ScoredPicker {
             sampler: Sampler::new(&w.weights, &members),
             scan,
             weights: w.weights.into_boxed_slice(),
             any_positive,
+            uniform,
             members,
             refresh: w.refresh,
             score,
@@ -94,6 +102,9 @@ impl<S: Score> ScoredPicker<S> {
         tried: &[usize],
         rng: &mut fastrand::Rng,
     ) -> Option<usize> {
+        if self.uniform {
+            return self.pick_scan_uniform(endpoints, tried, rng);
+        }
         let now = if S::NEEDS_CLOCK { coarse_now_ns() } else { 0 };
         let mut tied = [0u8; MAX_EXACT_SCAN];
         let mut count = 0usize;
@@ -141,6 +152,41 @@ impl<S: Score> ScoredPicker<S> {
                 }
                 chosen
             }
+        };
+        Some(self.members[chosen as usize] as usize)
+    }
+
+    /// [`ScoredPicker::pick_scan_avoiding`] when every member has the same positive weight:
+    /// the same minimum and the same draw among the tied (uniform), without reading weights.
+    fn pick_scan_uniform(
+        &self,
+        endpoints: &[Endpoint],
+        tried: &[usize],
+        rng: &mut fastrand::Rng,
+    ) -> Option<usize> {
+        let now = if S::NEEDS_CLOCK { coarse_now_ns() } else { 0 };
+        let mut tied = [0u8; MAX_EXACT_SCAN];
+        let mut count = 0usize;
+        let mut best = f64::INFINITY;
+        for (pos, &m) in self.members.iter().enumerate() {
+            let m = m as usize;
+            if !tried.is_empty() && tried.contains(&m) {
+                continue;
+            }
+            let s = self.score.score(&endpoints[m].stats, now);
+            if s < best || count == 0 {
+                best = s;
+                count = 0;
+            } else if s > best {
+                continue;
+            }
+            tied[count] = pos as u8;
+            count += 1;
+        }
+        let chosen = match count {
+            0 => return None,
+            1 => tied[0],
+            _ => tied[rng.usize(..count)],
         };
         Some(self.members[chosen as usize] as usize)
     }
@@ -238,5 +284,68 @@ impl<S: Score> Picker for ScoredPicker<S> {
             }
         }
         weighted_untried(&self.members, &self.weights, ctx.tried, rng)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchman_core::Instance;
+
+    /// In flight plus one: what `leastactive` scores, without its failure factor.
+    #[derive(Debug, Clone)]
+    struct InFlight;
+
+    impl Score for InFlight {
+        const NEEDS_CLOCK: bool = false;
+        fn score(&self, stats: &InstanceStats, _now_ns: u64) -> f64 {
+            f64::from(stats.active() + 1)
+        }
+    }
+
+    /// The scan for equal weights picks exactly what the weighted scan picks: the same
+    /// minimum, the same draw among the tied, with and without instances already tried.
+    #[test]
+    fn the_scan_for_equal_weights_picks_what_the_weighted_scan_picks() {
+        let endpoints: Vec<Endpoint> = (0..12)
+            .map(|i| {
+                let inst = Instance::builder(format!("10.0.0.{}", i + 1), 20880)
+                    .weight(100)
+                    .timestamp_ms(0)
+                    .build();
+                Endpoint::new(Arc::new(inst))
+            })
+            .collect();
+        let members: Arc<[u32]> = (0..12).collect();
+        let uniform =
+            ScoredPicker::new(&endpoints, members.clone(), SystemTime::now(), 16, InFlight);
+        assert!(uniform.uniform && uniform.scan);
+        let weighted = ScoredPicker {
+            uniform: false,
+            ..ScoredPicker::new(&endpoints, members, SystemTime::now(), 16, InFlight)
+        };
+        let mut load = fastrand::Rng::with_seed(5);
+        let mut guards = Vec::new();
+        for round in 0..200u64 {
+            // A fresh spread of 0–2 calls in flight per instance.
+            guards.clear();
+            for e in &endpoints {
+                for _ in 0..load.usize(..3) {
+                    guards.push(e.stats.begin());
+                }
+            }
+            let tried: Vec<usize> = (0..load.usize(..4)).map(|_| load.usize(..12)).collect();
+            let (mut a, mut b) = (
+                fastrand::Rng::with_seed(round),
+                fastrand::Rng::with_seed(round),
+            );
+            for _ in 0..8 {
+                assert_eq!(
+                    uniform.pick_scan_avoiding(&endpoints, &tried, &mut a),
+                    weighted.pick_scan_avoiding(&endpoints, &tried, &mut b),
+                    "round {round}, tried {tried:?}"
+                );
+            }
+        }
     }
 }
