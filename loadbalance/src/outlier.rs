@@ -272,7 +272,10 @@ fn ms(at: Tick) -> u64 {
 /// statistics count every success already (one read-modify-write that a successful call makes
 /// anyway), and a half keeps that count as it was when the half began. The window's successes
 /// are the count now minus the oldest live half's, modulo 2^32: a success costs the window no
-/// read-modify-write, and the count stays exact.
+/// read-modify-write, and the count stays exact. (One difference from counting here: a
+/// success of a call that started before the state last changed is ignored as an outcome but
+/// is in that count, so a call straddling a readmission counts in the new window; successes
+/// only make an ejection less likely.)
 #[derive(Debug, Default)]
 struct Half {
     epoch: AtomicU64,
