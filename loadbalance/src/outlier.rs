@@ -25,8 +25,10 @@
 //!
 //! Everything is atomics in the instance's [`InstanceStats`](crate::InstanceStats), so the
 //! state survives snapshot refreshes. The pick path reads one atomic ([`OutlierState::admits`]:
-//! a healthy instance costs a load and no clock read); recording an outcome is a few atomic
-//! operations; only a transition (rare) does more.
+//! a healthy instance costs a load and no clock read); recording an outcome
+//! ([`InstanceStats::record_outlier`](crate::InstanceStats::record_outlier), after the call's
+//! statistics) is a few atomic operations, a success no read-modify-write; only a transition
+//! (rare) does more.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -245,7 +247,7 @@ impl std::fmt::Display for EjectReason {
     }
 }
 
-/// What [`OutlierState::record`] decided.
+/// What [`InstanceStats::record_outlier`](crate::InstanceStats::record_outlier) decided.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Verdict {
     /// Nothing changes.
