@@ -41,9 +41,6 @@ pub(crate) struct ScoredPicker<S> {
     weights: Box<[u32]>,
     /// Whether some member has a positive weight (zero-weight members are then skipped).
     any_positive: bool,
-    /// Every member has the same positive weight (the usual case: Dubbo's default 100, no
-    /// warm-up): the exact scan needs no weights, and breaks ties uniformly.
-    uniform: bool,
     sampler: Sampler,
     scan: bool,
     refresh: Option<Duration>,
@@ -66,16 +63,11 @@ impl<S: Score> ScoredPicker<S> {
     fn from_weights(members: Arc<[u32]>, w: MemberWeights, scan: bool, score: S) -> Self {
         tick_coarse_clock();
         let any_positive = w.weights.iter().any(|&w| w > 0);
-        let uniform = w
-            .weights
-            .first()
-            .is_some_and(|&first| first > 0 && w.weights.iter().all(|&other| other == first));
         ScoredPicker {
             sampler: Sampler::new(&w.weights, &members),
             scan,
             weights: w.weights.into_boxed_slice(),
             any_positive,
-            uniform,
             members,
             refresh: w.refresh,
             score,
@@ -102,9 +94,25 @@ impl<S: Score> ScoredPicker<S> {
         tried: &[usize],
         rng: &mut fastrand::Rng,
     ) -> Option<usize> {
-        if self.uniform {
-            return self.pick_scan_uniform(endpoints, tried, rng);
+        // Equal weights (the usual fleet: Dubbo's default, no warm-up), or all zero: weights
+        // cannot change the pick, and the scan reads none.
+        if self.sampler.is_uniform() {
+            self.scan::<false>(endpoints, tried, rng)
+        } else {
+            self.scan::<true>(endpoints, tried, rng)
         }
+    }
+
+    /// The exact scan: the minimum score, ties by weighted random (uniform when the tied
+    /// weights are all equal), zero-weight members skipped while others have weight. Without
+    /// `WEIGHTED` (every weight equal) it reads no weight and draws uniformly among the tied:
+    /// the same pick.
+    fn scan<const WEIGHTED: bool>(
+        &self,
+        endpoints: &[Endpoint],
+        tried: &[usize],
+        rng: &mut fastrand::Rng,
+    ) -> Option<usize> {
         let now = if S::NEEDS_CLOCK { coarse_now_ns() } else { 0 };
         let mut tied = [0u8; MAX_EXACT_SCAN];
         let mut count = 0usize;
@@ -112,8 +120,8 @@ impl<S: Score> ScoredPicker<S> {
         let mut total: u64 = 0;
         let mut same_weight = true;
         for pos in 0..self.members.len() {
-            let w = self.weights[pos];
-            if w == 0 && self.any_positive {
+            let w = if WEIGHTED { self.weights[pos] } else { 0 };
+            if WEIGHTED && w == 0 && self.any_positive {
                 continue;
             }
             if !tried.is_empty() && tried.contains(&(self.members[pos] as usize)) {
@@ -128,7 +136,7 @@ impl<S: Score> ScoredPicker<S> {
             } else if s > best {
                 continue;
             }
-            if count > 0 && w != self.weights[tied[0] as usize] {
+            if WEIGHTED && count > 0 && w != self.weights[tied[0] as usize] {
                 same_weight = false;
             }
             tied[count] = pos as u8;
@@ -152,41 +160,6 @@ impl<S: Score> ScoredPicker<S> {
                 }
                 chosen
             }
-        };
-        Some(self.members[chosen as usize] as usize)
-    }
-
-    /// [`ScoredPicker::pick_scan_avoiding`] when every member has the same positive weight:
-    /// the same minimum and the same draw among the tied (uniform), without reading weights.
-    fn pick_scan_uniform(
-        &self,
-        endpoints: &[Endpoint],
-        tried: &[usize],
-        rng: &mut fastrand::Rng,
-    ) -> Option<usize> {
-        let now = if S::NEEDS_CLOCK { coarse_now_ns() } else { 0 };
-        let mut tied = [0u8; MAX_EXACT_SCAN];
-        let mut count = 0usize;
-        let mut best = f64::INFINITY;
-        for (pos, &m) in self.members.iter().enumerate() {
-            let m = m as usize;
-            if !tried.is_empty() && tried.contains(&m) {
-                continue;
-            }
-            let s = self.score.score(&endpoints[m].stats, now);
-            if s < best || count == 0 {
-                best = s;
-                count = 0;
-            } else if s > best {
-                continue;
-            }
-            tied[count] = pos as u8;
-            count += 1;
-        }
-        let chosen = match count {
-            0 => return None,
-            1 => tied[0],
-            _ => tied[rng.usize(..count)],
         };
         Some(self.members[chosen as usize] as usize)
     }
@@ -317,13 +290,8 @@ mod tests {
             })
             .collect();
         let members: Arc<[u32]> = (0..12).collect();
-        let uniform =
-            ScoredPicker::new(&endpoints, members.clone(), SystemTime::now(), 16, InFlight);
-        assert!(uniform.uniform && uniform.scan);
-        let weighted = ScoredPicker {
-            uniform: false,
-            ..ScoredPicker::new(&endpoints, members, SystemTime::now(), 16, InFlight)
-        };
+        let picker = ScoredPicker::new(&endpoints, members, SystemTime::now(), 16, InFlight);
+        assert!(picker.sampler.is_uniform() && picker.scan);
         let mut load = fastrand::Rng::with_seed(5);
         let mut guards = Vec::new();
         for round in 0..200u64 {
@@ -341,8 +309,8 @@ mod tests {
             );
             for _ in 0..8 {
                 assert_eq!(
-                    uniform.pick_scan_avoiding(&endpoints, &tried, &mut a),
-                    weighted.pick_scan_avoiding(&endpoints, &tried, &mut b),
+                    picker.scan::<false>(&endpoints, &tried, &mut a),
+                    picker.scan::<true>(&endpoints, &tried, &mut b),
                     "round {round}, tried {tried:?}"
                 );
             }

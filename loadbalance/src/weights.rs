@@ -114,6 +114,14 @@ pub(crate) enum Sampler {
     Alias { total: u64, columns: Box<[Column]> },
 }
 
+impl Sampler {
+    /// Every member equally likely: all weights equal, or all zero.
+    #[inline]
+    pub(crate) fn is_uniform(&self) -> bool {
+        matches!(self, Sampler::Identity(_) | Sampler::Uniform(_))
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Column {
     threshold: u64,
