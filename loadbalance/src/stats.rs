@@ -224,7 +224,7 @@ impl InstanceStats {
         cfg: &OutlierConfig,
     ) -> Verdict {
         // The low 32 bits of the successes: what the window's differences need.
-        let successes = (self.calls.load(Ordering::Relaxed) >> IN_FLIGHT_BITS) as u32;
+        let successes = self.succeeded() as u32;
         self.outlier
             .record(outcome, started.into(), now.into(), cfg, successes)
     }
