@@ -487,7 +487,7 @@ impl Snapshot {
     }
 
     /// [`Snapshot::route`] without building the error (the call path stays small).
-    #[inline]
+    #[inline(always)]
     fn routed<'s>(
         &'s self,
         invocation: &Invocation,
@@ -583,7 +583,7 @@ impl Snapshot {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn pick_in(
         &self,
         routed: &Routed<'_>,

@@ -276,6 +276,7 @@ pub const RESELECT_TRIES: usize = 10;
 /// times, and if it keeps landing on tried endpoints, the first untried member from a random
 /// start is taken. When every member was tried, the balancer's own choice is returned (Dubbo
 /// does the same).
+#[inline]
 pub fn pick_untried(
     picker: &dyn Picker,
     endpoints: &[Endpoint],
@@ -286,6 +287,18 @@ pub fn pick_untried(
     if ctx.tried.is_empty() || !ctx.tried.contains(&first) {
         return Some(first);
     }
+    reselect(picker, endpoints, ctx, rng, first)
+}
+
+/// [`pick_untried`] once the balancer's first choice was tried.
+#[inline(never)]
+fn reselect(
+    picker: &dyn Picker,
+    endpoints: &[Endpoint],
+    ctx: &PickContext<'_>,
+    rng: &mut fastrand::Rng,
+    first: usize,
+) -> Option<usize> {
     if let Some(i) = picker.pick_untried(endpoints, ctx, rng) {
         return Some(i);
     }

@@ -200,7 +200,7 @@ impl Sampler {
     }
 
     /// A member's global endpoint index, or `None` when there are no members.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn sample(&self, rng: &mut fastrand::Rng) -> Option<usize> {
         match self {
             Sampler::Identity(0) => None,

@@ -295,6 +295,7 @@ impl RouteTable {
     /// Routes one call: the per-invocation part of every rule (the tag lookup, the *when*
     /// checks on method, arguments and attachments, a weighted draw for v3.1 destinations).
     /// Allocates nothing unless the result is a [`Route::Computed`] set not seen before.
+    #[inline]
     pub fn route(&self, invocation: &Invocation, rng: &mut fastrand::Rng) -> Route<'_> {
         // The rules' result is returned where it is made: passing it through a local first
         // cost 10 ns per call (the `call_path` bench's `route_pick`, a store-forwarding stall

@@ -197,12 +197,19 @@ impl TagStage {
     }
 
     /// The initial state for a call.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn initial(&self, inv: &Invocation, states: &[State]) -> StateId {
-        // A call without a tag (the common case) looks for no `force` attachment.
-        let Some(tag) = self.tag(inv) else {
-            return self.untagged;
-        };
+        // A call without a tag (the common case) looks for no `force` attachment, and takes
+        // no call of its own.
+        match self.tag(inv) {
+            None => self.untagged,
+            Some(tag) => self.initial_tagged(tag, inv, states),
+        }
+    }
+
+    /// [`TagStage::initial`] for a call with a tag.
+    #[inline(never)]
+    fn initial_tagged(&self, tag: &str, inv: &Invocation, states: &[State]) -> StateId {
         let force = self.force(inv);
         let found = match &self.dynamic {
             Some((names, rule_force)) => match Self::select(names, tag, force) {
