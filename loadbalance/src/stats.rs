@@ -423,17 +423,6 @@ impl InstanceStats {
         }
         (count > 0).then(|| sum / count)
     }
-
-    fn end(&self, counted: bool, outcome: Option<(Duration, bool, Tick)>) {
-        let release = u64::from(counted);
-        match outcome {
-            Some((elapsed, ok, at)) => self.settle(elapsed, ok, at, release),
-            None if counted => {
-                self.calls.fetch_sub(1, Ordering::Relaxed);
-            }
-            None => {}
-        }
-    }
 }
 
 /// An in-flight call on one instance (see [`InstanceStats::begin`]).
@@ -459,14 +448,15 @@ impl CallGuard<'_> {
     pub fn finish_at(mut self, elapsed: Duration, served: bool, ended: impl Into<Tick>) {
         self.done = true;
         self.stats
-            .end(self.counted, Some((elapsed, served, ended.into())));
+            .settle(elapsed, served, ended.into(), u64::from(self.counted));
     }
 }
 
 impl Drop for CallGuard<'_> {
     fn drop(&mut self) {
-        if !self.done {
-            self.stats.end(self.counted, None);
+        // Cancelled: out of flight, no sample.
+        if !self.done && self.counted {
+            self.stats.calls.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
