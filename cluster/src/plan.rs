@@ -86,24 +86,28 @@ impl Plan {
     /// read; a call's settings are, unless a strategy re-listed), else from this plan's own
     /// settings of `method`. A forced (attachment) timeout in `settings` applies to every
     /// endpoint.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn limits(&self, settings: &Effective, method: &str, i: usize) -> Limits {
-        let id = self.snapshot.id();
-        let mut l = match settings.limits_at(id, i) {
+        let mut l = match settings.limits_at(self.snapshot.id(), i) {
             Some(l) => l,
-            None => {
-                let own = self.settings(method);
-                own.limits_at(id, i).unwrap_or(Limits {
-                    timeout: own.timeout,
-                    actives: own.actives,
-                    sticky: own.sticky,
-                })
-            }
+            None => self.own_limits(method, i),
         };
         if settings.timeout_forced {
             l.timeout = settings.timeout;
         }
         l
+    }
+
+    /// [`Plan::limits`] from this plan's own settings of `method` (a call's settings
+    /// resolved for another plan: a strategy re-listed).
+    #[inline(never)]
+    fn own_limits(&self, method: &str, i: usize) -> Limits {
+        let own = self.settings(method);
+        own.limits_at(self.snapshot.id(), i).unwrap_or(Limits {
+            timeout: own.timeout,
+            actives: own.actives,
+            sticky: own.sticky,
+        })
     }
 
     /// The balancer tables a call of `method` with `settings` uses (`None`: the directory's).

@@ -477,6 +477,7 @@ impl Snapshot {
     /// Routes `invocation`: its candidates, or the error a call gets when there are none (no
     /// provider listed, or rules forbid the call). The cached route part plus the per-call
     /// checks; no lock, and no allocation for a precomputed subset.
+    #[inline]
     pub fn route<'s>(
         &'s self,
         invocation: &Invocation,
@@ -568,6 +569,7 @@ impl Snapshot {
     /// its subset (`None`, or tables of another snapshot: the directory's balancer), avoiding
     /// the `tried` indexes while untried candidates remain. O(1)/O(log n) for a precomputed
     /// subset; a subset computed for this call builds its table on the spot.
+    #[inline]
     pub fn pick(
         &self,
         routed: &Routed<'_>,

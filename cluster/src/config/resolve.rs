@@ -124,7 +124,7 @@ impl Effective {
 
     /// The limits of endpoint `i` of the snapshot with id `snapshot`; `None` when these settings were
     /// resolved for another snapshot. A forced (attachment) timeout is not applied here.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn limits_at(&self, snapshot: u64, i: usize) -> Option<Limits> {
         match &self.resolved_for {
             Some(r) if r.snapshot == snapshot => Some(
