@@ -103,11 +103,8 @@ impl Plan {
     #[inline(never)]
     fn own_limits(&self, method: &str, i: usize) -> Limits {
         let own = self.settings(method);
-        own.limits_at(self.snapshot.id(), i).unwrap_or(Limits {
-            timeout: own.timeout,
-            actives: own.actives,
-            sticky: own.sticky,
-        })
+        own.limits_at(self.snapshot.id(), i)
+            .unwrap_or_else(|| own.base_limits())
     }
 
     /// The balancer tables a call of `method` with `settings` uses (`None`: the directory's).

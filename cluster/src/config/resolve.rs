@@ -114,7 +114,8 @@ impl Effective {
         }
     }
 
-    fn base_limits(&self) -> Limits {
+    /// The limits of an endpoint whose registration changes none of them.
+    pub(crate) fn base_limits(&self) -> Limits {
         Limits {
             timeout: self.timeout,
             actives: self.actives,
