@@ -455,10 +455,15 @@ async fn provider_actives_caps_only_its_instance() {
         Instance::builder("10.0.0.1", 2).build(),
     ];
     let fi = FaultInvoker::with(&[(1, &[Hang]), (2, &[Hang])]);
+    // `leastactive`: by the second call the provider with fewer in flight is chosen, so
+    // provider 1 is asked at least once whatever the draws (with `random` all eight could
+    // land on provider 2).
     let c = ClusterInvoker::new(
         directory(insts).await,
         fi.clone(),
-        ClusterConfig::default().timeout(Duration::from_secs(100)),
+        ClusterConfig::default()
+            .timeout(Duration::from_secs(100))
+            .loadbalance(switchman_loadbalance::BalancerKind::LeastActive),
     );
     let handles: Vec<_> = (0..8)
         .map(|_| {
