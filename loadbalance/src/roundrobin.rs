@@ -23,7 +23,7 @@ const METHOD_SLOTS: usize = 32;
 /// Dubbo (like nginx) keeps a `current` value per instance; on each call every `current` grows
 /// by its weight, the largest wins (the earliest on ties) and loses the total weight. The
 /// sequence only depends on the weights, so Switchman computes it once per snapshot and a pick
-/// is an atomic counter increment plus an array read.
+/// is a counter increment plus an array read.
 ///
 /// # How the schedule is built
 ///
@@ -52,6 +52,18 @@ const METHOD_SLOTS: usize = 32;
 /// interleaves their sequences. A new snapshot starts every sequence from the beginning, as
 /// Dubbo's does for a fresh consumer; Dubbo keeps `current` values across list changes and
 /// recycles them after 60 s idle, which has no equivalent here.
+///
+/// # Concurrent picks
+///
+/// The counter is advanced by a relaxed read and write, not a locked read-modify-write (which
+/// cost about 5 ns a pick, an eighth of the whole per-call path): calls that follow one
+/// another take the positions in turn exactly, but two calls picking at the same moment on two
+/// threads may read the same count and take the same position, and a thread interrupted
+/// between its read and its write sets the count back, so some positions come twice. Every
+/// member keeps its share: two threads picking as fast as they can are a few dozen calls in
+/// 140,000 off the weights (a test holds it within 1%), and real calls, a network round trip
+/// apart, rarely meet at all. Dubbo's own scan is no more exact under concurrency: two calls
+/// can find the same largest `current` before either subtracts the total.
 ///
 /// # All weights zero
 ///
@@ -298,8 +310,12 @@ impl Picker for RoundRobinPicker {
         // advanced the rotation, the instance after a slow or failing one would lose its turns
         // to retries and the slow one would get more than its share of first attempts.
         let c = if ctx.tried.is_empty() {
+            // A relaxed read and write, not a locked increment (see "Concurrent picks").
             let slot = method_slot(&ctx.invocation.method, METHOD_SLOTS);
-            self.counters[slot].0.fetch_add(1, Ordering::Relaxed)
+            let counter = &self.counters[slot].0;
+            let c = counter.load(Ordering::Relaxed);
+            counter.store(c.wrapping_add(1), Ordering::Relaxed);
+            c
         } else {
             rng.u64(..)
         };
