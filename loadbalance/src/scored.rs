@@ -316,4 +316,102 @@ mod tests {
             }
         }
     }
+
+    /// The scan as Dubbo's `LeastActiveLoadBalance` writes it, on this picker's weights and
+    /// scores: the tied positions in a list, a weighted draw among them unless their weights
+    /// are all equal (or all zero); with Switchman's one difference, zero-weight members
+    /// skipped while another has weight.
+    fn dubbo_scan(
+        picker: &ScoredPicker<InFlight>,
+        endpoints: &[Endpoint],
+        tried: &[usize],
+        rng: &mut fastrand::Rng,
+    ) -> Option<usize> {
+        let any_positive = picker.weights.iter().any(|&w| w > 0);
+        let (mut tied, mut best) = (Vec::new(), f64::INFINITY);
+        for (pos, &m) in picker.members.iter().enumerate() {
+            if any_positive && picker.weights[pos] == 0 || tried.contains(&(m as usize)) {
+                continue;
+            }
+            let s = InFlight.score(&endpoints[m as usize].stats, 0);
+            if tied.is_empty() || s < best {
+                best = s;
+                tied.clear();
+            } else if s > best {
+                continue;
+            }
+            tied.push(pos);
+        }
+        let weights: Vec<u64> = tied.iter().map(|&p| u64::from(picker.weights[p])).collect();
+        let total: u64 = weights.iter().sum();
+        let chosen = match tied.len() {
+            0 => return None,
+            1 => tied[0],
+            n if total == 0 || weights.iter().all(|&w| w == weights[0]) => tied[rng.usize(..n)],
+            _ => {
+                let mut r = rng.u64(..total);
+                let k = weights.iter().position(|&w| {
+                    let hit = r < w;
+                    r = r.saturating_sub(w);
+                    hit
+                });
+                tied[k.unwrap_or(tied.len() - 1)]
+            }
+        };
+        Some(picker.members[chosen] as usize)
+    }
+
+    /// The scan (its tied positions in a fixed array, the weights read only when they differ)
+    /// picks exactly what Dubbo's written-out scan picks with the same random draws, up to
+    /// the largest subset scanned (64 members), with weights equal, mixed or zero, and
+    /// instances already tried.
+    #[test]
+    fn the_scan_picks_what_dubbos_scan_picks() {
+        let mut draw = fastrand::Rng::with_seed(11);
+        for round in 0..300u64 {
+            let n = draw.usize(1..=MAX_EXACT_SCAN);
+            let weights: Vec<u32> = match round % 3 {
+                0 => vec![100; n],
+                1 => (0..n).map(|_| [0, 1, 5, 100][draw.usize(..4)]).collect(),
+                _ => (0..n).map(|_| draw.u32(1..4)).collect(),
+            };
+            let endpoints: Vec<Endpoint> = weights
+                .iter()
+                .enumerate()
+                .map(|(i, &w)| {
+                    let inst = Instance::builder(format!("10.0.0.{}", i + 1), 20880)
+                        .weight(w)
+                        .timestamp_ms(0)
+                        .build();
+                    Endpoint::new(Arc::new(inst))
+                })
+                .collect();
+            let members: Arc<[u32]> = (0..n as u32).rev().collect();
+            let picker = ScoredPicker::new(
+                &endpoints,
+                members,
+                SystemTime::now(),
+                MAX_EXACT_SCAN,
+                InFlight,
+            );
+            let mut guards = Vec::new();
+            for e in &endpoints {
+                for _ in 0..draw.usize(..3) {
+                    guards.push(e.stats.begin());
+                }
+            }
+            let tried: Vec<usize> = (0..draw.usize(..4)).map(|_| draw.usize(..n)).collect();
+            let (mut a, mut b) = (
+                fastrand::Rng::with_seed(round),
+                fastrand::Rng::with_seed(round),
+            );
+            for _ in 0..8 {
+                assert_eq!(
+                    picker.pick_scan_avoiding(&endpoints, &tried, &mut a),
+                    dubbo_scan(&picker, &endpoints, &tried, &mut b),
+                    "round {round}: weights {weights:?}, tried {tried:?}"
+                );
+            }
+        }
+    }
 }
