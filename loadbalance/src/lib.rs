@@ -370,6 +370,22 @@ pub(crate) fn effective_weight_at_ms(endpoint: &Endpoint, now_ms: u64) -> u32 {
     )
 }
 
+/// One warm endpoint per weight (`10.0.0.1`, ports from 1000), for the pickers' unit tests.
+#[cfg(test)]
+pub(crate) fn test_endpoints(weights: &[u32]) -> Vec<Endpoint> {
+    weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            let inst = Instance::builder("10.0.0.1", 1000 + i as u16)
+                .weight(w)
+                .timestamp_ms(0)
+                .build();
+            Endpoint::new(Arc::new(inst))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -109,21 +109,8 @@ impl Picker for RandomPicker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchman_core::{Instance, Invocation};
-
-    fn eps(weights: &[u32]) -> Vec<Endpoint> {
-        weights
-            .iter()
-            .enumerate()
-            .map(|(i, &w)| {
-                let inst = Instance::builder("10.0.0.1", 1000 + i as u16)
-                    .weight(w)
-                    .timestamp_ms(0)
-                    .build();
-                Endpoint::new(Arc::new(inst))
-            })
-            .collect()
-    }
+    use crate::test_endpoints as eps;
+    use switchman_core::Invocation;
 
     #[test]
     fn weighted_shares_follow_weights_and_skip_zero() {

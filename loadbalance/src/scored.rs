@@ -263,7 +263,7 @@ impl<S: Score> Picker for ScoredPicker<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchman_core::Instance;
+    use crate::test_endpoints;
 
     /// In flight plus one: what `leastactive` scores, without its failure factor.
     #[derive(Debug, Clone)]
@@ -280,15 +280,7 @@ mod tests {
     /// minimum, the same draw among the tied, with and without instances already tried.
     #[test]
     fn the_scan_for_equal_weights_picks_what_the_weighted_scan_picks() {
-        let endpoints: Vec<Endpoint> = (0..12)
-            .map(|i| {
-                let inst = Instance::builder(format!("10.0.0.{}", i + 1), 20880)
-                    .weight(100)
-                    .timestamp_ms(0)
-                    .build();
-                Endpoint::new(Arc::new(inst))
-            })
-            .collect();
+        let endpoints = test_endpoints(&[100; 12]);
         let members: Arc<[u32]> = (0..12).collect();
         let picker = ScoredPicker::new(&endpoints, members, SystemTime::now(), 16, InFlight);
         assert!(picker.sampler.is_uniform() && picker.scan);
@@ -375,17 +367,7 @@ mod tests {
                 1 => (0..n).map(|_| [0, 1, 5, 100][draw.usize(..4)]).collect(),
                 _ => (0..n).map(|_| draw.u32(1..4)).collect(),
             };
-            let endpoints: Vec<Endpoint> = weights
-                .iter()
-                .enumerate()
-                .map(|(i, &w)| {
-                    let inst = Instance::builder(format!("10.0.0.{}", i + 1), 20880)
-                        .weight(w)
-                        .timestamp_ms(0)
-                        .build();
-                    Endpoint::new(Arc::new(inst))
-                })
-                .collect();
+            let endpoints = test_endpoints(&weights);
             let members: Arc<[u32]> = (0..n as u32).rev().collect();
             let picker = ScoredPicker::new(
                 &endpoints,
