@@ -108,19 +108,21 @@ pub fn method_slot(method: &str, slots: usize) -> usize {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let bytes = method.as_bytes();
     let mut h = (bytes.len() as u64).wrapping_mul(K);
+    /// Eight bytes as one little-endian word.
+    fn word(eight: &[u8]) -> u64 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(eight);
+        u64::from_le_bytes(w)
+    }
     let mut words = bytes.chunks_exact(8);
     for w in &mut words {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(w);
-        h = (h ^ u64::from_le_bytes(word)).wrapping_mul(K);
+        h = (h ^ word(w)).wrapping_mul(K);
     }
     let tail = words.remainder();
     if !tail.is_empty() {
         let last = if bytes.len() >= 8 {
             // The last eight bytes, overlapping the words already taken.
-            let mut word = [0u8; 8];
-            word.copy_from_slice(&bytes[bytes.len() - 8..]);
-            u64::from_le_bytes(word)
+            word(&bytes[bytes.len() - 8..])
         } else {
             tail.iter()
                 .rev()
