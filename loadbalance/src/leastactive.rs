@@ -53,14 +53,16 @@ const MAX_FAILURE_FACTOR: u32 = 16;
 struct Active;
 
 impl Score for Active {
+    type Key = u64;
+    const WORST: u64 = u64::MAX;
     const NEEDS_CLOCK: bool = false;
     #[inline]
-    fn score(&self, stats: &InstanceStats, _now_ns: u64) -> f64 {
+    fn score(&self, stats: &InstanceStats, _now_ns: u64) -> u64 {
         // (active + 1) × (1 + recent failures): the same order as `active` while nothing
         // fails, but an instance that fails fast (so never has calls in flight) looks busy
         // instead of attracting every call.
         let failures = stats.consecutive_failures().min(MAX_FAILURE_FACTOR);
-        ((stats.active() as u64 + 1) * (1 + failures as u64)) as f64
+        (stats.active() as u64 + 1) * (1 + failures as u64)
     }
 }
 

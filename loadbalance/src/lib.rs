@@ -209,7 +209,9 @@ pub trait LoadBalance: Send + Sync + fmt::Debug {
 /// The per-subset table a balancer built. `pick` must not allocate, lock or scan.
 pub trait Picker: Send + Sync + fmt::Debug {
     /// Picks one member and returns its global endpoint index, or `None` when the subset is
-    /// empty. May ignore `ctx.tried`; [`pick_untried`] handles exclusion.
+    /// empty. May ignore `ctx.tried`; [`pick_untried`] handles exclusion. `endpoints` are
+    /// those the picker was prepared (or patched) over; a picker may keep what it reads of
+    /// them per pick (the exact scan keeps its members' statistics).
     fn pick(
         &self,
         endpoints: &[Endpoint],

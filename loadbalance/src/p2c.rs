@@ -60,6 +60,8 @@ struct PeakEwmaCost {
 }
 
 impl Score for PeakEwmaCost {
+    type Key = f64;
+    const WORST: f64 = f64::INFINITY;
     const NEEDS_CLOCK: bool = true;
     #[inline]
     fn score(&self, stats: &InstanceStats, now_ns: u64) -> f64 {

@@ -28,10 +28,15 @@ pub const DEFAULT_EXACT_SCAN: usize = 16;
 
 /// How a score-based balancer rates a member at pick time. Lower is better.
 pub(crate) trait Score: Send + Sync + Clone + std::fmt::Debug + 'static {
+    /// What scores are compared as: an integer where the score is a count (no conversion and
+    /// an integer comparison per member), `f64` otherwise.
+    type Key: Copy + PartialOrd + std::fmt::Debug;
+    /// A key no member scores below: where a scan's minimum starts.
+    const WORST: Self::Key;
     /// Whether [`Score::score`] reads `now_ns` (the picker then reads the coarse clock, an
     /// atomic load, once per pick).
     const NEEDS_CLOCK: bool;
-    fn score(&self, stats: &InstanceStats, now_ns: u64) -> f64;
+    fn score(&self, stats: &InstanceStats, now_ns: u64) -> Self::Key;
 }
 
 #[derive(Debug)]
@@ -43,6 +48,9 @@ pub(crate) struct ScoredPicker<S> {
     any_positive: bool,
     sampler: Sampler,
     scan: bool,
+    /// With `scan`: the members' statistics, in member order, so that a scan reads each
+    /// member's counters without looking up its endpoint first. Empty otherwise.
+    scanned: Box<[Arc<InstanceStats>]>,
     refresh: Option<Duration>,
     score: S,
 }
@@ -57,15 +65,30 @@ impl<S: Score> ScoredPicker<S> {
     ) -> Self {
         let w = member_weights(endpoints, &members, now);
         let scan = members.len() <= scan_limit.min(MAX_EXACT_SCAN);
-        Self::from_weights(members, w, scan, score)
+        Self::from_weights(endpoints, members, w, scan, score)
     }
 
-    fn from_weights(members: Arc<[u32]>, w: MemberWeights, scan: bool, score: S) -> Self {
+    fn from_weights(
+        endpoints: &[Endpoint],
+        members: Arc<[u32]>,
+        w: MemberWeights,
+        scan: bool,
+        score: S,
+    ) -> Self {
         tick_coarse_clock();
         let any_positive = w.weights.iter().any(|&w| w > 0);
+        let scanned = if scan {
+            members
+                .iter()
+                .map(|&m| Arc::clone(&endpoints[m as usize].stats))
+                .collect()
+        } else {
+            Box::default()
+        };
         ScoredPicker {
             sampler: Sampler::new(&w.weights, &members),
             scan,
+            scanned,
             weights: w.weights.into_boxed_slice(),
             any_positive,
             members,
@@ -74,32 +97,21 @@ impl<S: Score> ScoredPicker<S> {
         }
     }
 
-    #[inline]
-    fn score_of(&self, endpoints: &[Endpoint], pos: usize, now: u64) -> f64 {
-        self.score
-            .score(&endpoints[self.members[pos] as usize].stats, now)
-    }
-
     /// Dubbo's exact algorithm: the minimum score, ties by weighted random (uniform when the
     /// tied weights are all equal). Zero-weight members are skipped while others have weight.
-    fn pick_scan(&self, endpoints: &[Endpoint], rng: &mut fastrand::Rng) -> Option<usize> {
-        self.pick_scan_avoiding(endpoints, &[], rng)
+    fn pick_scan(&self, rng: &mut fastrand::Rng) -> Option<usize> {
+        self.pick_scan_avoiding(&[], rng)
     }
 
     /// [`ScoredPicker::pick_scan`] over the members not in `tried` (endpoint indexes): Dubbo's
     /// reselect runs the balancer over the untried instances.
-    fn pick_scan_avoiding(
-        &self,
-        endpoints: &[Endpoint],
-        tried: &[usize],
-        rng: &mut fastrand::Rng,
-    ) -> Option<usize> {
+    fn pick_scan_avoiding(&self, tried: &[usize], rng: &mut fastrand::Rng) -> Option<usize> {
         // Equal weights (the usual fleet: Dubbo's default, no warm-up), or all zero: weights
         // cannot change the pick, and the scan reads none.
         if self.sampler.is_uniform() {
-            self.scan::<false>(endpoints, tried, rng)
+            self.scan::<false>(tried, rng)
         } else {
-            self.scan::<true>(endpoints, tried, rng)
+            self.scan::<true>(tried, rng)
         }
     }
 
@@ -109,17 +121,16 @@ impl<S: Score> ScoredPicker<S> {
     /// the same pick.
     fn scan<const WEIGHTED: bool>(
         &self,
-        endpoints: &[Endpoint],
         tried: &[usize],
         rng: &mut fastrand::Rng,
     ) -> Option<usize> {
         let now = if S::NEEDS_CLOCK { coarse_now_ns() } else { 0 };
         let mut tied = [0u8; MAX_EXACT_SCAN];
         let mut count = 0usize;
-        let mut best = f64::INFINITY;
+        let mut best = S::WORST;
         let mut total: u64 = 0;
         let mut same_weight = true;
-        for pos in 0..self.members.len() {
+        for pos in 0..self.scanned.len() {
             let w = if WEIGHTED { self.weights[pos] } else { 0 };
             if WEIGHTED && w == 0 && self.any_positive {
                 continue;
@@ -127,8 +138,10 @@ impl<S: Score> ScoredPicker<S> {
             if !tried.is_empty() && tried.contains(&(self.members[pos] as usize)) {
                 continue;
             }
-            let s = self.score_of(endpoints, pos, now);
-            if s < best || count == 0 {
+            let s = self.score.score(&self.scanned[pos], now);
+            // A member scoring `WORST` itself ties with the start: the same as taking it as
+            // the first minimum, since nothing is tied yet.
+            if s < best {
                 best = s;
                 count = 0;
                 total = 0;
@@ -139,7 +152,9 @@ impl<S: Score> ScoredPicker<S> {
             if WEIGHTED && count > 0 && w != self.weights[tied[0] as usize] {
                 same_weight = false;
             }
-            tied[count] = pos as u8;
+            // `count` stays below the member count, at most `MAX_EXACT_SCAN` (a scan is only
+            // prepared for that many): the remainder only spares a bounds check.
+            tied[count % MAX_EXACT_SCAN] = pos as u8;
             count += 1;
             total += w as u64;
         }
@@ -197,7 +212,7 @@ impl<S: Score> Picker for ScoredPicker<S> {
         match self.members.len() {
             0 => None,
             1 => Some(self.members[0] as usize),
-            _ if self.scan => self.pick_scan(endpoints, rng),
+            _ if self.scan => self.pick_scan(rng),
             _ => self.pick_two(endpoints, rng),
         }
     }
@@ -227,6 +242,7 @@ impl<S: Score> Picker for ScoredPicker<S> {
         }
         let w = patched_weights(endpoints, members, settled, changed, now);
         Some(Box::new(ScoredPicker::from_weights(
+            endpoints,
             members.clone(),
             w,
             self.scan,
@@ -244,7 +260,7 @@ impl<S: Score> Picker for ScoredPicker<S> {
         rng: &mut fastrand::Rng,
     ) -> Option<usize> {
         if self.scan {
-            if let Some(i) = self.pick_scan_avoiding(endpoints, ctx.tried, rng) {
+            if let Some(i) = self.pick_scan_avoiding(ctx.tried, rng) {
                 return Some(i);
             }
             // Only zero-weight members are left untried.
@@ -270,9 +286,11 @@ mod tests {
     struct InFlight;
 
     impl Score for InFlight {
+        type Key = u32;
+        const WORST: u32 = u32::MAX;
         const NEEDS_CLOCK: bool = false;
-        fn score(&self, stats: &InstanceStats, _now_ns: u64) -> f64 {
-            f64::from(stats.active() + 1)
+        fn score(&self, stats: &InstanceStats, _now_ns: u64) -> u32 {
+            stats.active() + 1
         }
     }
 
@@ -301,12 +319,50 @@ mod tests {
             );
             for _ in 0..8 {
                 assert_eq!(
-                    picker.scan::<false>(&endpoints, &tried, &mut a),
-                    picker.scan::<true>(&endpoints, &tried, &mut b),
+                    picker.scan::<false>(&tried, &mut a),
+                    picker.scan::<true>(&tried, &mut b),
                     "round {round}, tried {tried:?}"
                 );
             }
         }
+    }
+
+    /// The exact scan reads the statistics of the endpoints it was prepared or patched over:
+    /// a table patched onto endpoints with statistics of their own (every one busy but one)
+    /// picks by those, not by the previous table's.
+    #[test]
+    fn a_patched_scan_reads_the_new_endpoints_statistics() {
+        let before = test_endpoints(&[100; 10]);
+        let members: Arc<[u32]> = (0..10).collect();
+        let now = SystemTime::now();
+        let previous = ScoredPicker::new(&before, members.clone(), now, 16, InFlight);
+        assert!(previous.scan);
+        let after: Vec<Endpoint> = before
+            .iter()
+            .map(|e| Endpoint::new(e.instance.clone()))
+            .collect();
+        let _busy: Vec<_> = after
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != 6)
+            .map(|(_, e)| e.stats.begin())
+            .collect();
+        let patched = previous
+            .patched(&after, &members, &[], now)
+            .expect("same members, settled weights");
+        let mut rng = fastrand::Rng::with_seed(3);
+        let ctx = PickContext {
+            invocation: &switchman_core::Invocation::new("m"),
+            tried: &[],
+        };
+        for _ in 0..50 {
+            assert_eq!(patched.pick(&after, &ctx, &mut rng), Some(6));
+        }
+        // The previous table still reads its own endpoints, all idle: it spreads.
+        let picks: std::collections::BTreeSet<_> = (0..50)
+            .filter_map(|_| previous.pick(&before, &ctx, &mut rng))
+            .collect();
+        assert!(picks.len() > 1, "{picks:?}");
     }
 
     /// The scan as Dubbo's `LeastActiveLoadBalance` writes it, on this picker's weights and
@@ -320,7 +376,7 @@ mod tests {
         rng: &mut fastrand::Rng,
     ) -> Option<usize> {
         let any_positive = picker.weights.iter().any(|&w| w > 0);
-        let (mut tied, mut best) = (Vec::new(), f64::INFINITY);
+        let (mut tied, mut best) = (Vec::new(), 0);
         for (pos, &m) in picker.members.iter().enumerate() {
             if any_positive && picker.weights[pos] == 0 || tried.contains(&(m as usize)) {
                 continue;
@@ -389,7 +445,7 @@ mod tests {
             );
             for _ in 0..8 {
                 assert_eq!(
-                    picker.pick_scan_avoiding(&endpoints, &tried, &mut a),
+                    picker.pick_scan_avoiding(&tried, &mut a),
                     dubbo_scan(&picker, &endpoints, &tried, &mut b),
                     "round {round}: weights {weights:?}, tried {tried:?}"
                 );

@@ -61,6 +61,8 @@ const NO_SUCCESS_FAILING: f64 = 1e15;
 struct ExpectedWait;
 
 impl Score for ExpectedWait {
+    type Key = f64;
+    const WORST: f64 = f64::INFINITY;
     const NEEDS_CLOCK: bool = true;
     #[inline]
     fn score(&self, stats: &InstanceStats, now_ns: u64) -> f64 {
