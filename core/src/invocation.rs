@@ -108,7 +108,9 @@ pub fn method_slot(method: &str, slots: usize) -> usize {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let bytes = method.as_bytes();
     let mut h = (bytes.len() as u64).wrapping_mul(K);
-    /// Eight bytes as one little-endian word.
+    /// Eight bytes as one little-endian word. `#[inline]` of its own: a nested fn does not
+    /// inherit its parent's, and other crates would call it out of line.
+    #[inline]
     fn word(eight: &[u8]) -> u64 {
         let mut w = [0u8; 8];
         w.copy_from_slice(eight);
