@@ -47,9 +47,9 @@ pub(crate) struct ScoredPicker<S> {
     /// Whether some member has a positive weight (zero-weight members are then skipped).
     any_positive: bool,
     sampler: Sampler,
-    scan: bool,
-    /// With `scan`: the members' statistics, in member order, so that a scan reads each
-    /// member's counters without looking up its endpoint first. Empty otherwise.
+    /// When picks scan the members exactly ([`ScoredPicker::scans`]): their statistics, in
+    /// member order, so that a scan reads each member's counters without looking up its
+    /// endpoint first. Empty when picks take two choices.
     scanned: Box<[Arc<InstanceStats>]>,
     refresh: Option<Duration>,
     score: S,
@@ -87,7 +87,6 @@ impl<S: Score> ScoredPicker<S> {
         };
         ScoredPicker {
             sampler: Sampler::new(&w.weights, &members),
-            scan,
             scanned,
             weights: w.weights.into_boxed_slice(),
             any_positive,
@@ -95,6 +94,13 @@ impl<S: Score> ScoredPicker<S> {
             refresh: w.refresh,
             score,
         }
+    }
+
+    /// Whether picks scan every member exactly (the subset is within the exact-scan limit):
+    /// then every member's statistics are kept (an empty subset scans too).
+    #[inline]
+    fn scans(&self) -> bool {
+        self.scanned.len() == self.members.len()
     }
 
     /// Dubbo's exact algorithm: the minimum score, ties by weighted random (uniform when the
@@ -212,7 +218,7 @@ impl<S: Score> Picker for ScoredPicker<S> {
         match self.members.len() {
             0 => None,
             1 => Some(self.members[0] as usize),
-            _ if self.scan => self.pick_scan(rng),
+            _ if self.scans() => self.pick_scan(rng),
             _ => self.pick_two(endpoints, rng),
         }
     }
@@ -245,7 +251,7 @@ impl<S: Score> Picker for ScoredPicker<S> {
             endpoints,
             members.clone(),
             w,
-            self.scan,
+            self.scans(),
             self.score.clone(),
         )))
     }
@@ -259,7 +265,7 @@ impl<S: Score> Picker for ScoredPicker<S> {
         ctx: &PickContext<'_>,
         rng: &mut fastrand::Rng,
     ) -> Option<usize> {
-        if self.scan {
+        if self.scans() {
             if let Some(i) = self.pick_scan_avoiding(ctx.tried, rng) {
                 return Some(i);
             }
@@ -301,7 +307,7 @@ mod tests {
         let endpoints = test_endpoints(&[100; 12]);
         let members: Arc<[u32]> = (0..12).collect();
         let picker = ScoredPicker::new(&endpoints, members, SystemTime::now(), 16, InFlight);
-        assert!(picker.sampler.is_uniform() && picker.scan);
+        assert!(picker.sampler.is_uniform() && picker.scans());
         let mut load = fastrand::Rng::with_seed(5);
         let mut guards = Vec::new();
         for round in 0..200u64 {
@@ -336,7 +342,7 @@ mod tests {
         let members: Arc<[u32]> = (0..10).collect();
         let now = SystemTime::now();
         let previous = ScoredPicker::new(&before, members.clone(), now, 16, InFlight);
-        assert!(previous.scan);
+        assert!(previous.scans());
         let after: Vec<Endpoint> = before
             .iter()
             .map(|e| Endpoint::new(e.instance.clone()))
