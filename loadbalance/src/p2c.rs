@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::scored::{Score, ScoredPicker};
-use crate::{Endpoint, InstanceStats, LoadBalance, PEAK_EWMA_DECAY, Picker};
+use crate::stats::{PER_DECAY_NS, ns_f64};
+use crate::{Endpoint, InstanceStats, LoadBalance, Picker};
 
 /// Default latency assumed for an instance that has no sample yet (tower's default too).
 pub const DEFAULT_RTT: Duration = Duration::from_millis(30);
@@ -65,9 +66,9 @@ impl Score for PeakEwmaCost {
     const NEEDS_CLOCK: bool = true;
     #[inline]
     fn score(&self, stats: &InstanceStats, now_ns: u64) -> f64 {
-        let key = stats.ewma_log_key().unwrap_or_else(|| {
-            self.ln_default_rtt_ns + now_ns as f64 / PEAK_EWMA_DECAY.as_nanos() as f64
-        });
+        let key = stats
+            .ewma_log_key()
+            .unwrap_or_else(|| self.ln_default_rtt_ns + ns_f64(now_ns) * PER_DECAY_NS);
         let failures = stats.consecutive_failures().min(MAX_FAILURE_FACTOR) as u64;
         let load = (stats.active() as u64 + 1) * (1 + failures);
         if load == 1 {

@@ -185,17 +185,10 @@ impl<S: Score> ScoredPicker<S> {
         Some(self.members[chosen as usize] as usize)
     }
 
-    /// Two weighted draws (global indexes), the lower score wins, the first draw on ties.
+    /// Two weighted draws (global indexes; different members where the table allows,
+    /// [`Sampler::sample_two`]), the lower score wins, the first draw on ties.
     fn pick_two(&self, endpoints: &[Endpoint], rng: &mut fastrand::Rng) -> Option<usize> {
-        let a = self.sampler.sample(rng)?;
-        let mut b = self.sampler.sample(rng)?;
-        // Prefer two distinct members (bounded retries: a dominant weight may keep winning).
-        for _ in 0..2 {
-            if b != a {
-                break;
-            }
-            b = self.sampler.sample(rng)?;
-        }
+        let (a, b) = self.sampler.sample_two(rng)?;
         if b == a {
             return Some(a);
         }

@@ -39,7 +39,14 @@ const MAX_BUCKET: Duration = Duration::from_secs(3600);
 /// Decay time constant in ns, as f64.
 const DECAY_NS: f64 = PEAK_EWMA_DECAY.as_nanos() as f64;
 /// Its inverse: the call path multiplies (a division by a float constant stays a division).
-const PER_DECAY_NS: f64 = 1.0 / DECAY_NS;
+pub(crate) const PER_DECAY_NS: f64 = 1.0 / DECAY_NS;
+
+/// Nanoseconds as `f64`, saturating at 2^63 (292 years): one signed conversion, where a `u64`
+/// converts with a five-instruction sequence on the baseline x86-64 target.
+#[inline(always)]
+pub(crate) fn ns_f64(ns: u64) -> f64 {
+    ns.min(i64::MAX as u64) as i64 as f64
+}
 
 /// Below this fraction of the decay constant between two samples, the EWMA is updated by
 /// series instead of `exp` and `ln` (see [`InstanceStats::record_ewma`]): the terms left out
@@ -267,9 +274,10 @@ impl InstanceStats {
                 self.success_wraps.fetch_add(1, Ordering::Relaxed);
             }
             self.consecutive_failures.store(0, Ordering::Relaxed);
-            self.record_window(elapsed, at_ns);
+            let elapsed_ns = whole_nanos(elapsed);
+            self.record_window(elapsed_ns, at_ns);
             if self.ewma_read.load(Ordering::Relaxed) {
-                self.record_ewma(elapsed, at_ns);
+                self.record_ewma(elapsed_ns, at_ns);
             }
         } else {
             if release > 0 {
@@ -278,13 +286,19 @@ impl InstanceStats {
             self.failed.fetch_add(1, Ordering::Relaxed);
             self.consecutive_failures.fetch_add(1, Ordering::Relaxed);
             if self.ewma_read.load(Ordering::Relaxed) {
-                let current = Duration::from_nanos(self.ewma_raw_ns() as u64);
-                self.record_ewma(elapsed.max(FAILURE_PENALTY).max(current * 2), at_ns);
+                let current_ns = self.ewma_raw_ns() as u64;
+                let penalty_ns = whole_nanos(FAILURE_PENALTY);
+                self.record_ewma(
+                    whole_nanos(elapsed)
+                        .max(penalty_ns)
+                        .max(current_ns.saturating_mul(2)),
+                    at_ns,
+                );
             }
         }
     }
 
-    fn record_window(&self, elapsed: Duration, at_ns: u64) {
+    fn record_window(&self, elapsed_ns: u64, at_ns: u64) {
         let epoch = (at_ns / self.bucket_ns) as u32;
         let bucket = &self.buckets[(epoch % 2) as usize];
         let seen = bucket.epoch.load(Ordering::Acquire);
@@ -302,7 +316,7 @@ impl InstanceStats {
             bucket.count.store(0, Ordering::Relaxed);
             bucket.sum_us.store(0, Ordering::Relaxed);
         }
-        let us = whole_nanos(elapsed) / 1000;
+        let us = elapsed_ns / 1000;
         // Loads and stores, not read-modify-writes: two calls ending on this instance at the
         // same instant may lose one's sample (the module's price for staying cheap), and the
         // average stays an average of samples (each writer adds one to the count and its own
@@ -328,13 +342,18 @@ impl InstanceStats {
     /// call's bookkeeping. The log key is then updated by the same change
     /// (`key' = key + dt/decay + ln(next/prev)`); every peak and every sample after a pause
     /// recomputes it from scratch, so rounding cannot drift.
-    fn record_ewma(&self, sample: Duration, at_ns: u64) {
-        let rtt = whole_nanos(sample) as f64;
+    /// Out of line: only instances a peak-EWMA reader was prepared over take it, and inlined it
+    /// would widen every call's [`InstanceStats::settle`].
+    #[inline(never)]
+    fn record_ewma(&self, sample_ns: u64, at_ns: u64) {
+        let rtt = ns_f64(sample_ns);
         let prev = self.ewma_raw_ns();
         let prev_at = self.ewma_at_ns.load(Ordering::Relaxed);
         let at_ns = at_ns.max(1);
         if rtt <= prev && prev >= 1.0 && prev_at != 0 {
-            let x = at_ns.saturating_sub(prev_at) as f64 * PER_DECAY_NS;
+            // 0 for a sample arriving out of order (`at` earlier than the last one).
+            let moved_by = at_ns.saturating_sub(prev_at);
+            let x = ns_f64(moved_by) * PER_DECAY_NS;
             if x < SERIES_BELOW {
                 let prev_key = f64::from_bits(self.ewma_key.load(Ordering::Relaxed));
                 // 1 − exp(−x) and ln(1 + d) by their series.
@@ -344,24 +363,22 @@ impl InstanceStats {
                 let next = prev + step;
                 let d = step / prev;
                 let ln_ratio = d * (1.0 - d * (0.5 - d * (1.0 / 3.0)));
-                // The key tracks `at`: it moves by x however far `at` moved (also by 0 when a
-                // sample arrives out of order, `at` earlier than the last one).
-                let moved = at_ns.max(prev_at);
-                let key = prev_key + (moved - prev_at) as f64 * PER_DECAY_NS + ln_ratio;
+                // The key tracks `at`: it moves by the same x.
+                let key = prev_key + x + ln_ratio;
                 self.ewma_ns.store(next.to_bits(), Ordering::Relaxed);
                 self.ewma_key.store(key.to_bits(), Ordering::Relaxed);
-                self.ewma_at_ns.store(moved, Ordering::Relaxed);
+                self.ewma_at_ns.store(at_ns.max(prev_at), Ordering::Relaxed);
                 return;
             }
         }
         let next = if rtt > prev || prev_at == 0 && prev == 0.0 {
             rtt // peak: jump up at once
         } else {
-            let dt = at_ns.saturating_sub(prev_at) as f64;
+            let dt = ns_f64(at_ns.saturating_sub(prev_at));
             let w = (-dt / DECAY_NS).exp();
             prev * w + rtt * (1.0 - w)
         };
-        let key = next.max(1.0).ln() + at_ns as f64 * PER_DECAY_NS;
+        let key = next.max(1.0).ln() + ns_f64(at_ns) * PER_DECAY_NS;
         self.ewma_ns.store(next.to_bits(), Ordering::Relaxed);
         self.ewma_key.store(key.to_bits(), Ordering::Relaxed);
         self.ewma_at_ns.store(at_ns, Ordering::Relaxed);

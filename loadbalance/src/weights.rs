@@ -219,6 +219,47 @@ impl Sampler {
             }
         }
     }
+
+    /// Two members' global endpoint indexes for the power of two choices, different whenever
+    /// there are two members: equally likely members draw the second among the others; a
+    /// weighted table draws it again at most twice (a dominant weight may keep winning), so
+    /// the two may then be the same. `None` when there are no members.
+    #[inline(always)]
+    pub(crate) fn sample_two(&self, rng: &mut fastrand::Rng) -> Option<(usize, usize)> {
+        match self {
+            Sampler::Identity(n) => two_positions(*n, rng),
+            Sampler::Uniform(members) => {
+                let (a, b) = two_positions(members.len(), rng)?;
+                Some((members[a] as usize, members[b] as usize))
+            }
+            Sampler::Alias { .. } => {
+                let a = self.sample(rng)?;
+                let mut b = self.sample(rng)?;
+                for _ in 0..2 {
+                    if b != a {
+                        break;
+                    }
+                    b = self.sample(rng)?;
+                }
+                Some((a, b))
+            }
+        }
+    }
+}
+
+/// Two different positions below `n`, uniformly (the second drawn among the others); `(0, 0)`
+/// for one position, `None` for none.
+#[inline(always)]
+fn two_positions(n: usize, rng: &mut fastrand::Rng) -> Option<(usize, usize)> {
+    match n {
+        0 => None,
+        1 => Some((0, 0)),
+        _ => {
+            let a = rng.usize(..n);
+            let b = rng.usize(..n - 1);
+            Some((a, b + usize::from(b >= a)))
+        }
+    }
 }
 
 /// Dubbo's reselect for weighted random: a weighted draw over the members not in `tried`
@@ -333,6 +374,40 @@ mod tests {
             Sampler::Uniform(_)
         ));
         assert_eq!(Sampler::new(&[], &Arc::from([])).sample(&mut rng), None);
+    }
+
+    /// Two choices from equally likely members are two different members, every ordered pair
+    /// about equally often; one member pairs with itself; none gives none.
+    #[test]
+    fn two_uniform_draws_are_two_members() {
+        let mut rng = fastrand::Rng::with_seed(5);
+        let subset: Arc<[u32]> = Arc::from([4u32, 9, 11]);
+        for s in [
+            Sampler::new(&[1, 1, 1], &identity(3)),
+            Sampler::new(&[2, 2, 2], &subset),
+        ] {
+            let global: Vec<usize> = match &s {
+                Sampler::Identity(n) => (0..*n).collect(),
+                Sampler::Uniform(m) => m.iter().map(|&g| g as usize).collect(),
+                Sampler::Alias { .. } => unreachable!("equal weights"),
+            };
+            let mut pairs = std::collections::HashMap::new();
+            let draws = 60_000;
+            for _ in 0..draws {
+                let (a, b) = s.sample_two(&mut rng).unwrap();
+                assert_ne!(a, b);
+                assert!(global.contains(&a) && global.contains(&b));
+                *pairs.entry((a, b)).or_insert(0u32) += 1;
+            }
+            // Six ordered pairs of three, 10,000 each expected (σ ≈ 91).
+            assert_eq!(pairs.len(), 6);
+            for (pair, n) in pairs {
+                assert!((9_500..10_500).contains(&n), "{pair:?} drawn {n} times");
+            }
+        }
+        let one = Sampler::new(&[7], &Arc::from([3u32]));
+        assert_eq!(one.sample_two(&mut rng), Some((3, 3)));
+        assert_eq!(Sampler::new(&[], &identity(0)).sample_two(&mut rng), None);
     }
 
     /// A patched table (`Picker::patched`, else `prepare` as the directory does) is the table a
