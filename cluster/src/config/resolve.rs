@@ -441,7 +441,20 @@ impl ClusterConfig {
 /// as the loaders parse them; a value that does not parse fails the call with an error naming
 /// the attachment. A `timeout` that is not positive is ignored (the settings apply); a
 /// negative `retries` means no retry, as Dubbo's `calculateInvokeTimes` reads it.
+#[inline]
 pub(crate) fn apply_attachments(
+    e: &Effective,
+    inv: &Invocation,
+) -> Result<Option<Box<Effective>>, Error> {
+    // Most calls carry no attachment: they do not enter the search.
+    if inv.attachments.is_empty() {
+        return Ok(None);
+    }
+    override_from_attachments(e, inv)
+}
+
+#[inline(never)]
+fn override_from_attachments(
     e: &Effective,
     inv: &Invocation,
 ) -> Result<Option<Box<Effective>>, Error> {
