@@ -342,6 +342,7 @@ impl InstanceStats {
     /// call's bookkeeping. The log key is then updated by the same change
     /// (`key' = key + dt/decay + ln(next/prev)`); every peak and every sample after a pause
     /// recomputes it from scratch, so rounding cannot drift.
+    ///
     /// Out of line: only instances a peak-EWMA reader was prepared over take it, and inlined it
     /// would widen every call's [`InstanceStats::settle`].
     #[inline(never)]
