@@ -167,6 +167,10 @@ impl TagStage {
     /// The call's tag: its attachment's, else the consumer's.
     #[inline]
     fn tag<'a>(&'a self, inv: &'a Invocation) -> Option<&'a str> {
+        // Most calls carry no attachment: every call asks this, and those skip the search.
+        if inv.attachments.is_empty() {
+            return self.consumer_tag.as_deref();
+        }
         inv.attachment(TAG_KEY)
             .filter(|t| !t.is_empty())
             .or(self.consumer_tag.as_deref())
