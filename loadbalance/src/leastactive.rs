@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::scored::{DEFAULT_EXACT_SCAN, Score, ScoredPicker};
+use crate::scored::{DEFAULT_EXACT_SCAN, Score, ScoredPicker, load};
 use crate::{Endpoint, InstanceStats, LoadBalance, Picker};
 
 /// Dubbo's `leastactive`: prefers the member with the fewest in-flight calls
@@ -46,9 +46,6 @@ impl LeastActiveBalance {
     }
 }
 
-/// Consecutive failures beyond this no longer raise the score (as in `p2c`).
-const MAX_FAILURE_FACTOR: u32 = 16;
-
 #[derive(Debug, Clone)]
 struct Active;
 
@@ -61,8 +58,7 @@ impl Score for Active {
         // (active + 1) × (1 + recent failures): the same order as `active` while nothing
         // fails, but an instance that fails fast (so never has calls in flight) looks busy
         // instead of attracting every call.
-        let failures = stats.consecutive_failures().min(MAX_FAILURE_FACTOR);
-        (stats.active() as u64 + 1) * (1 + failures as u64)
+        load(stats)
     }
 }
 

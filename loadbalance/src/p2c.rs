@@ -3,15 +3,12 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::scored::{Score, ScoredPicker};
+use crate::scored::{Score, ScoredPicker, load};
 use crate::stats::{PER_DECAY_NS, ns_f64};
 use crate::{Endpoint, InstanceStats, LoadBalance, Picker};
 
 /// Default latency assumed for an instance that has no sample yet (tower's default too).
 pub const DEFAULT_RTT: Duration = Duration::from_millis(30);
-
-/// Highest consecutive-failure count that still raises the penalty.
-const MAX_FAILURE_FACTOR: u32 = 16;
 
 /// Power of two choices (tower's and linkerd's `p2c`; Dubbo's `adaptive` plays the same role).
 ///
@@ -69,13 +66,16 @@ impl Score for PeakEwmaCost {
         let key = stats
             .ewma_log_key()
             .unwrap_or_else(|| self.ln_default_rtt_ns + ns_f64(now_ns) * PER_DECAY_NS);
-        let failures = stats.consecutive_failures().min(MAX_FAILURE_FACTOR) as u64;
-        let load = (stats.active() as u64 + 1) * (1 + failures);
-        if load == 1 {
-            key
-        } else {
-            key + (load as f64).ln()
+        match load(stats) {
+            1 => key,
+            load => key + (load as f64).ln(),
         }
+    }
+
+    /// The statistics keep the peak-EWMA from now on (calls that nothing reads it for do not
+    /// compute it).
+    fn prepare(&self, stats: &InstanceStats) {
+        stats.keep_peak_ewma();
     }
 }
 
@@ -90,11 +90,6 @@ impl LoadBalance for P2cBalance {
         members: Arc<[u32]>,
         now: SystemTime,
     ) -> Box<dyn Picker> {
-        for &m in members.iter() {
-            if let Some(e) = endpoints.get(m as usize) {
-                e.stats.keep_peak_ewma();
-            }
-        }
         Box::new(ScoredPicker::new(
             endpoints,
             members,
@@ -111,6 +106,34 @@ impl LoadBalance for P2cBalance {
 mod tests {
     use super::*;
     use std::time::Instant;
+
+    /// A `p2c` table keeps the peak-EWMA of the statistics it is built over, prepared or
+    /// patched onto endpoints with statistics of their own: the pick reads the estimate
+    /// without marking it.
+    #[test]
+    fn tables_keep_the_peak_ewma_of_their_members() {
+        let before = crate::test_endpoints(&[100; 4]);
+        let members: Arc<[u32]> = (0..4).collect();
+        let now = SystemTime::now();
+        let table = P2cBalance::new().prepare(&before, members.clone(), now);
+        let after: Vec<Endpoint> = before
+            .iter()
+            .map(|e| Endpoint::new(e.instance.clone()))
+            .collect();
+        let _patched = table
+            .patched(&after, &members, &[], now)
+            .expect("same members, settled weights");
+        let at = Instant::now();
+        for e in before.iter().chain(&after) {
+            e.stats.record(Duration::from_millis(3), true, at);
+            assert_eq!(
+                e.stats.ewma_log_key().map(|k| k.is_finite()),
+                Some(true),
+                "{}",
+                e.instance.address()
+            );
+        }
+    }
 
     /// The log-form score orders members as their decayed costs at a common instant do.
     #[test]

@@ -23,6 +23,9 @@ use crate::{Endpoint, InstanceStats, PickContext, Picker};
 /// Largest routed subset that may be scanned exactly on each pick.
 pub const MAX_EXACT_SCAN: usize = 64;
 
+// A scan keeps its tied members as the bits of a `u64`.
+const _: () = assert!(MAX_EXACT_SCAN <= u64::BITS as usize);
+
 /// Default exact-scan limit of the score-based balancers.
 pub const DEFAULT_EXACT_SCAN: usize = 16;
 
@@ -37,6 +40,32 @@ pub(crate) trait Score: Send + Sync + Clone + std::fmt::Debug + 'static {
     /// atomic load, once per pick).
     const NEEDS_CLOCK: bool;
     fn score(&self, stats: &InstanceStats, now_ns: u64) -> Self::Key;
+    /// Called for each member's statistics when a table is built over them (prepared or
+    /// patched): what [`Score::score`] needs kept from then on (`p2c` keeps the peak-EWMA).
+    #[inline]
+    fn prepare(&self, _stats: &InstanceStats) {}
+}
+
+/// Consecutive failures beyond this no longer raise the load (`leastactive`, `p2c`).
+const MAX_FAILURE_FACTOR: u32 = 16;
+
+/// A member's load as `leastactive` and `p2c` count it: `(active + 1) × (1 + consecutive
+/// failures)` (failures capped at 16), so an instance that fails fast (and so never has calls
+/// in flight) looks busy instead of attracting every call. The failing case is out of line:
+/// a scan of healthy members reads the failures and multiplies nothing.
+#[inline]
+pub(crate) fn load(stats: &InstanceStats) -> u64 {
+    let load = u64::from(stats.active()) + 1;
+    match stats.consecutive_failures() {
+        0 => load,
+        failures => failing_load(load, failures),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn failing_load(load: u64, failures: u32) -> u64 {
+    load * (1 + u64::from(failures.min(MAX_FAILURE_FACTOR)))
 }
 
 #[derive(Debug)]
@@ -76,6 +105,11 @@ impl<S: Score> ScoredPicker<S> {
         score: S,
     ) -> Self {
         tick_coarse_clock();
+        for &m in members.iter() {
+            if let Some(e) = endpoints.get(m as usize) {
+                score.prepare(&e.stats);
+            }
+        }
         let any_positive = w.weights.iter().any(|&w| w > 0);
         let scanned = if scan {
             members
@@ -125,16 +159,21 @@ impl<S: Score> ScoredPicker<S> {
     /// weights are all equal), zero-weight members skipped while others have weight. Without
     /// `WEIGHTED` (every weight equal) it reads no weight and draws uniformly among the tied:
     /// the same pick.
+    ///
+    /// The tied members are the bits of one word (a scan covers at most
+    /// [`MAX_EXACT_SCAN`] = 64 members, positions 0–63): a tie costs an `or`, not a store,
+    /// and the draw among them takes the same position as a list of them in member order.
     fn scan<const WEIGHTED: bool>(
         &self,
         tried: &[usize],
         rng: &mut fastrand::Rng,
     ) -> Option<usize> {
         let now = if S::NEEDS_CLOCK { coarse_now_ns() } else { 0 };
-        let mut tied = [0u8; MAX_EXACT_SCAN];
+        let mut tied = 0u64;
         let mut count = 0usize;
         let mut best = S::WORST;
         let mut total: u64 = 0;
+        let mut first_weight = 0u32;
         let mut same_weight = true;
         for pos in 0..self.scanned.len() {
             let w = if WEIGHTED { self.weights[pos] } else { 0 };
@@ -149,40 +188,51 @@ impl<S: Score> ScoredPicker<S> {
             // the first minimum, since nothing is tied yet.
             if s < best {
                 best = s;
+                tied = 0;
                 count = 0;
                 total = 0;
                 same_weight = true;
             } else if s > best {
                 continue;
             }
-            if WEIGHTED && count > 0 && w != self.weights[tied[0] as usize] {
-                same_weight = false;
+            if WEIGHTED {
+                if count == 0 {
+                    first_weight = w;
+                } else if w != first_weight {
+                    same_weight = false;
+                }
             }
-            // `count` stays below the member count, at most `MAX_EXACT_SCAN` (a scan is only
-            // prepared for that many): the remainder only spares a bounds check.
-            tied[count % MAX_EXACT_SCAN] = pos as u8;
+            // `pos` stays below the member count, at most `MAX_EXACT_SCAN` (a scan is only
+            // prepared for that many): the remainder only spares a check.
+            tied |= 1 << (pos % MAX_EXACT_SCAN);
             count += 1;
             total += w as u64;
         }
         let chosen = match count {
             0 => return None,
-            1 => tied[0],
-            _ if same_weight || total == 0 => tied[rng.usize(..count)],
+            1 => tied.trailing_zeros() as usize,
+            // Every member tied (an idle service): the draw is the position itself.
+            n if n == self.scanned.len() && (same_weight || total == 0) => rng.usize(..n),
+            _ if same_weight || total == 0 => nth_bit(tied, rng.usize(..count)),
             _ => {
                 let mut r = rng.u64(..total);
-                let mut chosen = tied[count - 1];
-                for &pos in &tied[..count] {
-                    let w = self.weights[pos as usize] as u64;
+                // The last tied member, should the draw run past the others.
+                let mut chosen = 63 - tied.leading_zeros() as usize;
+                let mut rest = tied;
+                while rest != 0 {
+                    let pos = rest.trailing_zeros() as usize;
+                    let w = u64::from(self.weights[pos]);
                     if r < w {
                         chosen = pos;
                         break;
                     }
                     r -= w;
+                    rest &= rest - 1;
                 }
                 chosen
             }
         };
-        Some(self.members[chosen as usize] as usize)
+        Some(self.members[chosen] as usize)
     }
 
     /// Two weighted draws (global indexes; different members where the table allows,
@@ -199,6 +249,16 @@ impl<S: Score> ScoredPicker<S> {
         );
         Some(if sb < sa { b } else { a })
     }
+}
+
+/// The position of the `n`-th set bit of `bits` (from the lowest, `n` counted from 0); `n`
+/// must be below the number of set bits.
+#[inline]
+fn nth_bit(mut bits: u64, n: usize) -> usize {
+    for _ in 0..n {
+        bits &= bits - 1;
+    }
+    bits.trailing_zeros() as usize
 }
 
 impl<S: Score> Picker for ScoredPicker<S> {
@@ -408,10 +468,10 @@ mod tests {
         Some(picker.members[chosen] as usize)
     }
 
-    /// The scan (its tied positions in a fixed array, the weights read only when they differ)
+    /// The scan (its tied positions as the bits of a word, the weights read only when they differ)
     /// picks exactly what Dubbo's written-out scan picks with the same random draws, up to
-    /// the largest subset scanned (64 members), with weights equal, mixed or zero, and
-    /// instances already tried.
+    /// the largest subset scanned (64 members), with weights equal, mixed or zero, instances
+    /// already tried, and every member tied.
     #[test]
     fn the_scan_picks_what_dubbos_scan_picks() {
         let mut draw = fastrand::Rng::with_seed(11);
@@ -431,13 +491,17 @@ mod tests {
                 MAX_EXACT_SCAN,
                 InFlight,
             );
+            // Every fourth round idle and nothing tried: every member tied.
+            let idle = round % 4 == 3;
             let mut guards = Vec::new();
-            for e in &endpoints {
+            for e in endpoints.iter().filter(|_| !idle) {
                 for _ in 0..draw.usize(..3) {
                     guards.push(e.stats.begin());
                 }
             }
-            let tried: Vec<usize> = (0..draw.usize(..4)).map(|_| draw.usize(..n)).collect();
+            let tried: Vec<usize> = (0..if idle { 0 } else { draw.usize(..4) })
+                .map(|_| draw.usize(..n))
+                .collect();
             let (mut a, mut b) = (
                 fastrand::Rng::with_seed(round),
                 fastrand::Rng::with_seed(round),
