@@ -372,6 +372,15 @@ impl InstanceStats {
                 return;
             }
         }
+        self.record_ewma_exact(rtt, prev, prev_at, at_ns);
+    }
+
+    /// [`InstanceStats::record_ewma`] for a peak, a first sample or a sample after a pause:
+    /// `exp` and `ln` computed, the log key recomputed from scratch. Out of line, so that the
+    /// series path saves no registers for the calls these make.
+    #[cold]
+    #[inline(never)]
+    fn record_ewma_exact(&self, rtt: f64, prev: f64, prev_at: u64, at_ns: u64) {
         let next = if rtt > prev || prev_at == 0 && prev == 0.0 {
             rtt // peak: jump up at once
         } else {
