@@ -9,6 +9,7 @@
 //! ```
 //!
 //! * `pick/<balancer>/<weights>/<n>`: one `Picker::pick` on a prepared table (the hot path).
+//! * `pick/p2c/busy/<n>`: the same for p2c over members with 0–3 calls in flight each.
 //! * `request/p2c+call/equal/<n>`: a p2c pick plus `InstanceStats::begin` and
 //!   `CallGuard::finish`, the bookkeeping a real call adds (comparable to tower's request).
 //! * `key/md5-only`: hashing a consistent-hash key alone (the floor of `consistenthash`).
@@ -101,6 +102,41 @@ fn bench_pickers(c: &mut Criterion) {
     }
 }
 
+/// `pick/p2c/busy/<n>`: p2c over members with 0–3 calls in flight each (guards held through
+/// the run) and latency samples: the loaded service p2c is for, where the two candidates'
+/// loads differ or match and their scores take the load's logarithm.
+fn bench_busy_p2c(c: &mut Criterion) {
+    for &n in &SIZES {
+        let eps = endpoints(n, false);
+        for (i, e) in eps.iter().enumerate() {
+            e.stats.record(
+                Duration::from_micros(500 + (i as u64 * 37) % 1000),
+                true,
+                std::time::Instant::now(),
+            );
+        }
+        let _in_flight: Vec<_> = eps
+            .iter()
+            .enumerate()
+            .flat_map(|(i, e)| (0..i % 4).map(move |_| e.stats.begin()))
+            .collect();
+        let picker = P2cBalance::new().prepare(&eps, (0..n as u32).collect(), SystemTime::now());
+        let inv = Invocation::new("get");
+        let mut group = c.benchmark_group("pick/p2c/busy");
+        group.bench_function(BenchmarkId::from_parameter(n), |b| {
+            let mut rng = fastrand::Rng::with_seed(3);
+            b.iter(|| {
+                let ctx = PickContext {
+                    invocation: &inv,
+                    tried: &[],
+                };
+                black_box(picker.pick(&eps, &ctx, &mut rng))
+            })
+        });
+        group.finish();
+    }
+}
+
 fn bench_requests(c: &mut Criterion) {
     let waker = Waker::noop();
     let mut cx = Context::from_waker(waker);
@@ -170,5 +206,11 @@ fn bench_key_hash(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_pickers, bench_requests, bench_key_hash);
+criterion_group!(
+    benches,
+    bench_pickers,
+    bench_busy_p2c,
+    bench_requests,
+    bench_key_hash
+);
 criterion_main!(benches);

@@ -57,18 +57,41 @@ struct PeakEwmaCost {
     ln_default_rtt_ns: f64,
 }
 
+impl PeakEwmaCost {
+    /// The latency part of the score: the peak-EWMA's log key, or the default RTT's for a
+    /// member without a sample.
+    #[inline]
+    fn latency_key(&self, stats: &InstanceStats, now_ns: u64) -> f64 {
+        stats
+            .ewma_log_key()
+            .unwrap_or_else(|| self.ln_default_rtt_ns + ns_f64(now_ns) * PER_DECAY_NS)
+    }
+}
+
 impl Score for PeakEwmaCost {
     type Key = f64;
     const WORST: f64 = f64::INFINITY;
     const NEEDS_CLOCK: bool = true;
     #[inline]
     fn score(&self, stats: &InstanceStats, now_ns: u64) -> f64 {
-        let key = stats
-            .ewma_log_key()
-            .unwrap_or_else(|| self.ln_default_rtt_ns + ns_f64(now_ns) * PER_DECAY_NS);
+        let key = self.latency_key(stats, now_ns);
         match load(stats) {
             1 => key,
             load => key + (load as f64).ln(),
+        }
+    }
+
+    /// `key_b + ln(load_b) < key_a + ln(load_a)` with one `ln` at most: none when the two
+    /// loads are equal (an idle pair, or two equally busy members), else the log of their
+    /// ratio. Two scores would take the log of each load above one.
+    #[inline]
+    fn lower(&self, b: &InstanceStats, a: &InstanceStats, now_ns: u64) -> bool {
+        let (kb, ka) = (self.latency_key(b, now_ns), self.latency_key(a, now_ns));
+        let (lb, la) = (load(b), load(a));
+        if lb == la {
+            kb < ka
+        } else {
+            kb - ka < (la as f64 / lb as f64).ln()
         }
     }
 
@@ -133,6 +156,53 @@ mod tests {
                 e.instance.address()
             );
         }
+    }
+
+    /// Two choices' comparison (one `ln` at most) agrees with comparing the two scores, busy,
+    /// failing and idle members alike, apart from ties within rounding.
+    #[test]
+    fn comparing_two_agrees_with_their_scores() {
+        let t0 = Instant::now();
+        let mut rng = fastrand::Rng::with_seed(8);
+        let score = PeakEwmaCost {
+            ln_default_rtt_ns: (DEFAULT_RTT.as_nanos() as f64).ln(),
+        };
+        let (mut differing_loads, mut equal_loads) = (0, 0);
+        for _ in 0..2_000 {
+            let pair = [InstanceStats::new(), InstanceStats::new()];
+            let mut guards = Vec::new();
+            for s in &pair {
+                s.keep_peak_ewma();
+                // Now and then no sample (the default RTT's key).
+                for _ in 0..rng.usize(..3) {
+                    let at = t0 + Duration::from_millis(rng.u64(..60_000));
+                    s.record(
+                        Duration::from_micros(rng.u64(1..5_000)),
+                        rng.u8(..8) != 0,
+                        at,
+                    );
+                }
+                for _ in 0..rng.usize(..3) {
+                    guards.push(s.begin());
+                }
+            }
+            let [a, b] = &pair;
+            let now = rng.u64(..1 << 40);
+            let (sa, sb) = (score.score(a, now), score.score(b, now));
+            if (sa - sb).abs() < 1e-9 * sa.abs().max(1.0) {
+                continue;
+            }
+            if load(a) == load(b) {
+                equal_loads += 1;
+            } else {
+                differing_loads += 1;
+            }
+            assert_eq!(score.lower(b, a, now), sb < sa, "{sa} vs {sb}");
+        }
+        assert!(
+            differing_loads > 200 && equal_loads > 200,
+            "{differing_loads} {equal_loads}"
+        );
     }
 
     /// The log-form score orders members as their decayed costs at a common instant do.

@@ -44,6 +44,12 @@ pub(crate) trait Score: Send + Sync + Clone + std::fmt::Debug + 'static {
     /// patched): what [`Score::score`] needs kept from then on (`p2c` keeps the peak-EWMA).
     #[inline]
     fn prepare(&self, _stats: &InstanceStats) {}
+    /// Whether `b` scores strictly lower than `a`: what two choices ask (the first draw wins
+    /// ties). A score whose comparison is cheaper than two scores overrides it.
+    #[inline]
+    fn lower(&self, b: &InstanceStats, a: &InstanceStats, now_ns: u64) -> bool {
+        self.score(b, now_ns) < self.score(a, now_ns)
+    }
 }
 
 /// Consecutive failures beyond this no longer raise the load (`leastactive`, `p2c`).
@@ -243,11 +249,10 @@ impl<S: Score> ScoredPicker<S> {
             return Some(a);
         }
         let now = if S::NEEDS_CLOCK { coarse_now_ns() } else { 0 };
-        let (sa, sb) = (
-            self.score.score(&endpoints[a].stats, now),
-            self.score.score(&endpoints[b].stats, now),
-        );
-        Some(if sb < sa { b } else { a })
+        let lower = self
+            .score
+            .lower(&endpoints[b].stats, &endpoints[a].stats, now);
+        Some(if lower { b } else { a })
     }
 }
 
