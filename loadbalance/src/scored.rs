@@ -40,8 +40,9 @@ pub(crate) trait Score: Send + Sync + Clone + std::fmt::Debug + 'static {
     /// atomic load, once per pick).
     const NEEDS_CLOCK: bool;
     fn score(&self, stats: &InstanceStats, now_ns: u64) -> Self::Key;
-    /// Called for each member's statistics when a table is built over them (prepared or
-    /// patched): what [`Score::score`] needs kept from then on (`p2c` keeps the peak-EWMA).
+    /// Called for each member's statistics when a table is built over them, and for the
+    /// changed members' when a table is patched: what [`Score::score`] needs kept from then
+    /// on (`p2c` keeps the peak-EWMA).
     #[inline]
     fn prepare(&self, _stats: &InstanceStats) {}
     /// Whether `b` scores strictly lower than `a`: what two choices ask (the first draw wins
@@ -100,6 +101,7 @@ impl<S: Score> ScoredPicker<S> {
     ) -> Self {
         let w = member_weights(endpoints, &members, now);
         let scan = members.len() <= scan_limit.min(MAX_EXACT_SCAN);
+        prepare_members(endpoints, &members, &score);
         Self::from_weights(endpoints, members, w, scan, score)
     }
 
@@ -111,11 +113,6 @@ impl<S: Score> ScoredPicker<S> {
         score: S,
     ) -> Self {
         tick_coarse_clock();
-        for &m in members.iter() {
-            if let Some(e) = endpoints.get(m as usize) {
-                score.prepare(&e.stats);
-            }
-        }
         let any_positive = w.weights.iter().any(|&w| w > 0);
         let scanned = if scan {
             members
@@ -256,6 +253,15 @@ impl<S: Score> ScoredPicker<S> {
     }
 }
 
+/// [`Score::prepare`] for the statistics of `endpoints` at `indexes`.
+fn prepare_members<S: Score>(endpoints: &[Endpoint], indexes: &[u32], score: &S) {
+    for &i in indexes {
+        if let Some(e) = endpoints.get(i as usize) {
+            score.prepare(&e.stats);
+        }
+    }
+}
+
 /// The position of the `n`-th set bit of `bits` (from the lowest, `n` counted from 0); `n`
 /// must be below the number of set bits.
 #[inline]
@@ -305,6 +311,10 @@ impl<S: Score> Picker for ScoredPicker<S> {
             return None;
         }
         let w = patched_weights(endpoints, members, settled, changed, now);
+        // The other members' statistics are those this table was built over (the directory
+        // keeps an address's statistics across snapshots): only the changed ones are new. A
+        // patch at 100k members reads the delta, not every member's statistics.
+        prepare_members(endpoints, changed, &self.score);
         Some(Box::new(ScoredPicker::from_weights(
             endpoints,
             members.clone(),
