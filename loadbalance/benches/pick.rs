@@ -55,6 +55,17 @@ fn endpoints(n: usize, skewed: bool) -> Vec<Endpoint> {
         .collect()
 }
 
+/// One latency sample of 0.5–1.5 ms per endpoint.
+fn record_samples(eps: &[Endpoint]) {
+    for (i, e) in eps.iter().enumerate() {
+        e.stats.record(
+            Duration::from_micros(500 + (i as u64 * 37) % 1000),
+            true,
+            std::time::Instant::now(),
+        );
+    }
+}
+
 fn bench_pickers(c: &mut Criterion) {
     let kinds = [
         BalancerKind::Random,
@@ -72,13 +83,7 @@ fn bench_pickers(c: &mut Criterion) {
         for &n in &SIZES {
             let eps = endpoints(n, skewed);
             // Some live state so score-based balancers compare real numbers.
-            for (i, e) in eps.iter().enumerate() {
-                e.stats.record(
-                    Duration::from_micros(500 + (i as u64 * 37) % 1000),
-                    true,
-                    std::time::Instant::now(),
-                );
-            }
+            record_samples(&eps);
             let members: Arc<[u32]> = (0..n as u32).collect();
             for kind in kinds {
                 let lb = kind.build();
@@ -108,13 +113,7 @@ fn bench_pickers(c: &mut Criterion) {
 fn bench_busy_p2c(c: &mut Criterion) {
     for &n in &SIZES {
         let eps = endpoints(n, false);
-        for (i, e) in eps.iter().enumerate() {
-            e.stats.record(
-                Duration::from_micros(500 + (i as u64 * 37) % 1000),
-                true,
-                std::time::Instant::now(),
-            );
-        }
+        record_samples(&eps);
         let _in_flight: Vec<_> = eps
             .iter()
             .enumerate()
