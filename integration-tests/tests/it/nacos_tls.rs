@@ -296,10 +296,12 @@ async fn subscription_over_tls_with_a_login_whose_token_is_refreshed_before_it_e
         server.log()
     );
     // The renewed token works: a registration after the first token's expiry, seen over TLS.
-    provider
-        .register(&instance(18_122))
-        .await
-        .expect("registered with the renewed token");
+    if let Err(e) = provider.register(&instance(18_122)).await {
+        panic!(
+            "registered with the renewed token: {e}; log:\n{}",
+            server.log()
+        );
+    }
     watcher
         .wait_until(Duration::from_secs(10), |s| s.endpoints().len() == 2)
         .await
