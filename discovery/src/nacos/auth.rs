@@ -16,7 +16,10 @@
 //!   at least [`SDK_LOGIN_PERIOD`] + 5 s before it expires: the SDK asks every 30 s, so a token
 //!   of a TTL between 35 s and 350 s would otherwise expire before the next ask; the TTL taken
 //!   within 1 s..=1 day. A TTL under 35 s cannot be kept fresh at the SDK's pace (every ask then
-//!   logs in; Nacos's default TTL is 18000 s).
+//!   logs in; Nacos's default TTL is 18000 s);
+//! - when a refresh fails and the token would expire before the SDK's next ask, tries again
+//!   within the same ask, after 1 s, 2 s, 4 s, then every 5 s (Java's Nacos client asks every
+//!   5 s), for as long as the token lives: one slow or refused login does not let it lapse.
 //!
 //! The SDK calls [`AuthPlugin::login`] when a client is built and every 30 s after, and puts
 //! the token on every gRPC request as `accessToken`. Over TLS (`secure=true`) the server list
@@ -42,6 +45,10 @@ const TTL_RANGE: (u64, u64) = (1, 24 * 3600);
 const ACCESS_TOKEN: &str = "accessToken";
 /// How often nacos-sdk 0.8.3 calls [`AuthPlugin::login`] after the first login.
 pub(crate) const SDK_LOGIN_PERIOD: Duration = Duration::from_secs(30);
+/// The first pause before a failed refresh is tried again within one ask (doubling after).
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest pause between two tries within one ask.
+const RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// How long before its expiry a token of `ttl` is refreshed: the last tenth of the TTL, and at
 /// least one SDK period and 5 s (capped at the TTL: then every ask logs in).
@@ -63,6 +70,8 @@ struct State {
     token: Option<String>,
     /// When the token is due for a refresh; `None`: log in at the next call.
     refresh_at: Option<Instant>,
+    /// When the token expires (its TTL from the answer's arrival).
+    expires_at: Option<Instant>,
     /// Consecutive failed logins (the first is a warning, the next ones `debug`).
     failures: u32,
 }
@@ -111,6 +120,34 @@ impl NacosLogin {
         s.refresh_at.is_none_or(|at| Instant::now() >= at)
     }
 
+    /// After a failed refresh: the pause before trying again within this ask, when the token
+    /// would expire before the SDK's next ask and lives longer than the pause.
+    fn retry_after(&self, pause: Duration) -> Option<Duration> {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let left = s.expires_at?.checked_duration_since(Instant::now())?;
+        (s.token.is_some() && left < SDK_LOGIN_PERIOD && pause < left).then_some(pause)
+    }
+
+    /// One round: each server in turn from a random one, until one gives a token (`true`).
+    async fn login_round(&self, servers: &[String]) -> bool {
+        let start = fastrand::usize(..servers.len());
+        let mut last = None;
+        for k in 0..servers.len() {
+            let server = &servers[(start + k) % servers.len()];
+            match self.login_once(server).await {
+                Outcome::Token(token, ttl) => {
+                    self.record(server, Outcome::Token(token, ttl));
+                    return true;
+                }
+                Outcome::Failed(why) => last = Some((server.clone(), why)),
+            }
+        }
+        if let Some((server, why)) = last {
+            self.record(&server, Outcome::Failed(why));
+        }
+        false
+    }
+
     fn record(&self, server: &str, outcome: Outcome) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match outcome {
@@ -118,8 +155,10 @@ impl NacosLogin {
                 if s.failures > 0 {
                     info!(server, after_failures = s.failures, "nacos login succeeded");
                 }
+                let now = Instant::now();
                 s.token = Some(token);
-                s.refresh_at = Some(Instant::now() + ttl - refresh_margin(ttl));
+                s.refresh_at = Some(now + ttl - refresh_margin(ttl));
+                s.expires_at = Some(now + ttl);
                 s.failures = 0;
             }
             Outcome::Failed(why) => {
@@ -251,20 +290,15 @@ impl AuthPlugin for NacosLogin {
             if !self.due() || server_list.is_empty() {
                 return;
             }
-            let start = fastrand::usize(..server_list.len());
-            let mut last = None;
-            for k in 0..server_list.len() {
-                let server = &server_list[(start + k) % server_list.len()];
-                match self.login_once(server).await {
-                    Outcome::Token(token, ttl) => {
-                        self.record(server, Outcome::Token(token, ttl));
-                        return;
-                    }
-                    Outcome::Failed(why) => last = Some((server.clone(), why)),
-                }
-            }
-            if let Some((server, why)) = last {
-                self.record(&server, Outcome::Failed(why));
+            // A failed refresh of a token that would lapse before the next ask: again, while
+            // it lives (bounded by its expiry, under 30 s away).
+            let mut pause = RETRY_FIRST;
+            while !self.login_round(&server_list).await {
+                let Some(p) = self.retry_after(pause) else {
+                    return;
+                };
+                tokio::time::sleep(p).await;
+                pause = (pause * 2).min(RETRY_MAX);
             }
         })
     }
@@ -289,11 +323,21 @@ mod tests {
     async fn server(
         answer: &'static [u8],
     ) -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
+        server_answers(vec![answer]).await
+    }
+
+    /// The same, answering the k-th request with `answers[k]` (the last one after that).
+    async fn server_answers(
+        answers: Vec<&'static [u8]>,
+    ) -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap().to_string();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
+            let mut k = 0;
             while let Ok((mut s, _)) = l.accept().await {
+                let answer = answers[k.min(answers.len() - 1)];
+                k += 1;
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
                 // Read the head and the announced body.
@@ -392,6 +436,49 @@ mod tests {
         let s = login.state.lock().unwrap();
         assert_eq!(s.token.as_deref(), Some("old"));
         assert_eq!(s.failures, 1);
+    }
+
+    const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy";
+    const NEW_TOKEN: &[u8] =
+        b"HTTP/1.1 200 OK\r\nContent-Length: 35\r\n\r\n{\"accessToken\":\"new\",\"tokenTtl\":40}";
+
+    /// A login holding `old`, expiring in `ttl`, due for a refresh.
+    fn due_with(ttl: Duration) -> NacosLogin {
+        let login = NacosLogin::new("u", "p");
+        login.record("x", Outcome::Token("old".into(), ttl));
+        login.state.lock().unwrap().refresh_at = None;
+        login
+    }
+
+    #[tokio::test]
+    async fn a_failed_refresh_is_tried_again_before_the_token_lapses() {
+        // Expiring before the SDK's next ask (30 s): refused twice, then a new token, all
+        // within the one ask (after pauses of 1 s and 2 s).
+        let (addr, mut requests) = server_answers(vec![BUSY, BUSY, NEW_TOKEN]).await;
+        let login = due_with(Duration::from_secs(20));
+        login
+            .login(Arc::new(vec![addr]), Arc::new(AuthContext::default()))
+            .await;
+        let state = |s: &State| (s.token.clone(), s.failures);
+        assert_eq!(state(&login.state.lock().unwrap()), (Some("new".into()), 0));
+        for _ in 0..3 {
+            requests.recv().await.unwrap();
+        }
+        assert!(requests.try_recv().is_err(), "one login after the token");
+    }
+
+    #[tokio::test]
+    async fn a_failed_refresh_of_a_token_outliving_the_next_ask_waits_for_it() {
+        // Expiring after the SDK's next ask: that ask tries again, not this one.
+        let (addr, mut requests) = server_answers(vec![BUSY, NEW_TOKEN]).await;
+        let login = due_with(Duration::from_secs(100));
+        login
+            .login(Arc::new(vec![addr]), Arc::new(AuthContext::default()))
+            .await;
+        let state = |s: &State| (s.token.clone(), s.failures);
+        assert_eq!(state(&login.state.lock().unwrap()), (Some("old".into()), 1));
+        requests.recv().await.unwrap();
+        assert!(requests.try_recv().is_err(), "one login in this ask");
     }
 
     #[tokio::test]
