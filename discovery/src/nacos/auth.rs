@@ -120,12 +120,14 @@ impl NacosLogin {
         s.refresh_at.is_none_or(|at| Instant::now() >= at)
     }
 
-    /// After a failed refresh: the pause before trying again within this ask, when the token
-    /// would expire before the SDK's next ask and lives longer than the pause.
-    fn retry_after(&self, pause: Duration) -> Option<Duration> {
+    /// After a failed refresh: whether to try again within this ask after `pause`, that is,
+    /// whether the token (`expires_at` is set with it) would expire before the SDK's next ask
+    /// and lives longer than the pause.
+    fn retries_after(&self, pause: Duration) -> bool {
         let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let left = s.expires_at?.checked_duration_since(Instant::now())?;
-        (s.token.is_some() && left < SDK_LOGIN_PERIOD && pause < left).then_some(pause)
+        s.expires_at
+            .and_then(|at| at.checked_duration_since(Instant::now()))
+            .is_some_and(|left| left < SDK_LOGIN_PERIOD && pause < left)
     }
 
     /// One round: each server in turn from a random one, until one gives a token (`true`).
@@ -293,11 +295,8 @@ impl AuthPlugin for NacosLogin {
             // A failed refresh of a token that would lapse before the next ask: again, while
             // it lives (bounded by its expiry, under 30 s away).
             let mut pause = RETRY_FIRST;
-            while !self.login_round(&server_list).await {
-                let Some(p) = self.retry_after(pause) else {
-                    return;
-                };
-                tokio::time::sleep(p).await;
+            while !self.login_round(&server_list).await && self.retries_after(pause) {
+                tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(RETRY_MAX);
             }
         })
@@ -442,43 +441,42 @@ mod tests {
     const NEW_TOKEN: &[u8] =
         b"HTTP/1.1 200 OK\r\nContent-Length: 35\r\n\r\n{\"accessToken\":\"new\",\"tokenTtl\":40}";
 
-    /// A login holding `old`, expiring in `ttl`, due for a refresh.
-    fn due_with(ttl: Duration) -> NacosLogin {
+    /// One ask of a login holding `old`, expiring in `ttl` and due for a refresh, against a
+    /// server giving `answers`: the token and failure count after it, and the logins it made
+    /// (each request reaches the channel before its answer is written, so all are there).
+    async fn one_ask(ttl: Duration, answers: Vec<&'static [u8]>) -> (Option<String>, u32, usize) {
+        let (addr, mut requests) = server_answers(answers).await;
         let login = NacosLogin::new("u", "p");
         login.record("x", Outcome::Token("old".into(), ttl));
         login.state.lock().unwrap().refresh_at = None;
         login
+            .login(Arc::new(vec![addr]), Arc::new(AuthContext::default()))
+            .await;
+        let mut logins = 0;
+        while requests.try_recv().is_ok() {
+            logins += 1;
+        }
+        let s = login.state.lock().unwrap();
+        (s.token.clone(), s.failures, logins)
     }
 
     #[tokio::test]
     async fn a_failed_refresh_is_tried_again_before_the_token_lapses() {
         // Expiring before the SDK's next ask (30 s): refused twice, then a new token, all
-        // within the one ask (after pauses of 1 s and 2 s).
-        let (addr, mut requests) = server_answers(vec![BUSY, BUSY, NEW_TOKEN]).await;
-        let login = due_with(Duration::from_secs(20));
-        login
-            .login(Arc::new(vec![addr]), Arc::new(AuthContext::default()))
-            .await;
-        let state = |s: &State| (s.token.clone(), s.failures);
-        assert_eq!(state(&login.state.lock().unwrap()), (Some("new".into()), 0));
-        for _ in 0..3 {
-            requests.recv().await.unwrap();
-        }
-        assert!(requests.try_recv().is_err(), "one login after the token");
+        // within the one ask (after pauses of 1 s and 2 s), and no login after the token.
+        assert_eq!(
+            one_ask(Duration::from_secs(20), vec![BUSY, BUSY, NEW_TOKEN]).await,
+            (Some("new".into()), 0, 3)
+        );
     }
 
     #[tokio::test]
     async fn a_failed_refresh_of_a_token_outliving_the_next_ask_waits_for_it() {
         // Expiring after the SDK's next ask: that ask tries again, not this one.
-        let (addr, mut requests) = server_answers(vec![BUSY, NEW_TOKEN]).await;
-        let login = due_with(Duration::from_secs(100));
-        login
-            .login(Arc::new(vec![addr]), Arc::new(AuthContext::default()))
-            .await;
-        let state = |s: &State| (s.token.clone(), s.failures);
-        assert_eq!(state(&login.state.lock().unwrap()), (Some("old".into()), 1));
-        requests.recv().await.unwrap();
-        assert!(requests.try_recv().is_err(), "one login in this ask");
+        assert_eq!(
+            one_ask(Duration::from_secs(100), vec![BUSY, NEW_TOKEN]).await,
+            (Some("old".into()), 1, 1)
+        );
     }
 
     #[tokio::test]
