@@ -270,6 +270,15 @@ fn ms(at: Tick) -> u64 {
     ns(at) / 1_000_000
 }
 
+/// The end of a span of `d` from `now`, in ms since the origin, rounded up: a penalty or a lease
+/// stored in whole milliseconds lasts at least `d`, never up to 1 ms less.
+fn until_ms(now: Tick, d: Duration) -> u64 {
+    let end = u128::from(ns(now)) + d.as_nanos();
+    u64::try_from(end.div_ceil(1_000_000))
+        .unwrap_or(u64::MAX)
+        .min(u64::MAX >> 1)
+}
+
 /// One half of the success-rate window. Its successes are not counted here: the instance's
 /// statistics count every success already (one read-modify-write that a successful call makes
 /// anyway), and a half keeps that count as it was when the half began. The window's successes
@@ -349,7 +358,7 @@ impl OutlierState {
         if now_ms < w >> 1 {
             return false;
         }
-        let claimed = ((now_ms + lease.as_millis() as u64) << 1) | 1;
+        let claimed = (until_ms(now, lease) << 1) | 1;
         if self
             .word
             .compare_exchange(w, claimed, Ordering::AcqRel, Ordering::Relaxed)
@@ -400,7 +409,7 @@ impl OutlierState {
                 Outcome::Strike if w & 1 == 1 => {
                     let n = self.ejections.load(Ordering::Relaxed) + 1;
                     let penalty = cfg.penalty(n, fastrand::f64());
-                    let until = ((ms(now) + penalty.as_millis() as u64) << 1).max(2);
+                    let until = (until_ms(now, penalty) << 1).max(2);
                     if self
                         .word
                         .compare_exchange(w, until, Ordering::AcqRel, Ordering::Relaxed)
@@ -445,7 +454,7 @@ impl OutlierState {
         let now = now.into();
         let n = self.ejections.load(Ordering::Relaxed) + 1;
         let penalty = cfg.penalty(n, fastrand::f64());
-        let until = ((ms(now) + penalty.as_millis() as u64) << 1).max(2);
+        let until = (until_ms(now, penalty) << 1).max(2);
         self.word
             .compare_exchange(0, until, Ordering::AcqRel, Ordering::Relaxed)
             .ok()?;
@@ -536,6 +545,37 @@ mod tests {
         assert_eq!(c.penalty(4, 0.5), Duration::from_secs(240));
         assert_eq!(c.penalty(5, 0.0), Duration::from_secs(300), "capped");
         assert_eq!(c.penalty(60, 0.9), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn a_penalty_stored_in_milliseconds_is_never_cut_short() {
+        // An ejection 0.9 ms into a millisecond: its end is rounded up, so the instance stays
+        // out for the whole penalty (rounded down, it came back up to 1 ms early: the cluster
+        // test's 48 s minimum was once read as 47.999 s).
+        let now = Tick::from_nanos(5_000_900_000);
+        let penalty = Duration::from_secs(48);
+        let until = until_ms(now, penalty);
+        assert_eq!(until, 53_001);
+        assert!(Duration::from_millis(until) >= Duration::from_nanos(now.as_nanos()) + penalty);
+        assert_eq!(
+            until_ms(Tick::from_nanos(7_000_000), penalty),
+            48_007,
+            "exact: no rounding"
+        );
+        assert_eq!(
+            until_ms(now, Duration::MAX),
+            u64::MAX >> 1,
+            "capped, shifts without overflow"
+        );
+
+        let s = OutlierState::default();
+        let eject_at = Tick::from_nanos(2_000_000_500);
+        let penalty = s.eject(eject_at, &OutlierConfig::default()).unwrap();
+        let left = s.ejected_until().unwrap() - eject_at.instant();
+        assert!(
+            left >= penalty && left < penalty + Duration::from_millis(1),
+            "{left:?}"
+        );
     }
 
     #[test]
