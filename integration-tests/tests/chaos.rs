@@ -1061,13 +1061,17 @@ async fn chaos_8_one_slow_provider_hedging_and_forking_keep_the_p99() {
     ));
     emit(&fb);
 
-    // A guard on the set-up (the delay flags work), not the claim: the ratio is
-    // printed; a loaded machine inflates the fast p99 more than the slow one's.
+    // A guard on the set-up (the delay flags work), not the claim: the p99 ratio is
+    // printed. Every answer of the slow provider waits out its 80 ms floor, and the fast ones'
+    // median stays well under it. Not the p99s: a loaded machine (the chaos binary runs
+    // beside the other tests) inflated the fast p99 to 55 ms once, 3.9x under the slow one's.
+    let slow_min = percentile(&counter.ok_latencies(&slow_addr), 0.0);
+    let fast_p50_ref = percentile(&fast_ref, 0.5);
     assert!(
-        slow_p99 >= fast_p99_ref * 4,
-        "the slow provider is slow: p99 {} vs the fast ones' {}",
-        ms(slow_p99),
-        ms(fast_p99_ref)
+        slow_min >= Duration::from_millis(80) && fast_p50_ref * 4 <= slow_min,
+        "the slow provider is slow: its fastest answer {} vs the fast ones' median {}",
+        ms(slow_min),
+        ms(fast_p50_ref)
     );
     assert_eq!(reference.failed() + hedged.failed() + forked.failed(), 0);
     assert!(
