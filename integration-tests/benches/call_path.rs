@@ -35,7 +35,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use switchman_core::{Instance, Invocation, ServiceKey};
+use switchman_core::{Instance, Invocation, ServiceKey, Tick};
 use switchman_discovery::configurator::Configurator;
 use switchman_discovery::{DirectoryConfig, RegistryDirectory, Update};
 use switchman_loadbalance::balancer_by_name;
@@ -186,25 +186,31 @@ fn route_pick(dir: &RegistryDirectory, inv: &Invocation, rng: &mut fastrand::Rng
     snap.select(inv, &[], rng).unwrap()
 }
 
-/// The end of an attempt as the attempter has it: it reads the clock once after the call for
-/// the latency, its metrics and the timeout, and hands that instant to the statistics
-/// (`CallGuard::finish_at`). `Fake` advances 100 ns per call without reading the clock, so
-/// that `call_path/*` measures the bookkeeping the balancer adds; `Real` reads it
-/// (`call_path_clock/*`), the attempt's whole cost.
+/// The end of an attempt as the attempter has it: it reads the clock once after the call,
+/// converts the reading to a [`Tick`] once, and hands that tick to the latency, the metrics,
+/// outlier detection and the statistics (`CallGuard::finish_at`). `Fake` advances the tick
+/// 100 ns per call without reading or converting a clock, so that `call_path/*` measures the
+/// bookkeeping the balancer adds; `Real` reads the clock and converts the reading
+/// (`call_path_clock/*`): the attempt's whole cost, with the read and the conversion that the
+/// attempter shares among those four charged to the statistics alone.
 enum Clock {
-    Fake(Instant),
+    Fake(Tick),
     Real,
 }
 
 impl Clock {
+    fn fake() -> Clock {
+        Clock::Fake(Tick::of(Instant::now()))
+    }
+
     #[inline]
-    fn ended(&mut self) -> Instant {
+    fn ended(&mut self) -> Tick {
         match self {
             Clock::Fake(at) => {
-                *at += Duration::from_nanos(100);
+                *at = Tick::from_nanos(at.as_nanos() + 100);
                 *at
             }
-            Clock::Real => Instant::now(),
+            Clock::Real => Tick::of(Instant::now()),
         }
     }
 }
@@ -377,7 +383,7 @@ fn bench_call_path(c: &mut Criterion) {
                 let dir = directory(&rt, n, lb, rule);
                 let inv = invocation(rule);
                 let mut rng = fastrand::Rng::with_seed(7);
-                let mut clock = Clock::Fake(Instant::now());
+                let mut clock = Clock::fake();
                 group.bench_function(BenchmarkId::from_parameter(n), |b| {
                     b.iter(|| black_box(one_call(&dir, &inv, &mut rng, &mut clock)))
                 });
@@ -420,7 +426,7 @@ fn bench_call_path(c: &mut Criterion) {
                             s.spawn(move || {
                                 let inv = invocation("none");
                                 let mut rng = fastrand::Rng::with_seed(seed);
-                                let mut clock = Clock::Fake(Instant::now());
+                                let mut clock = Clock::fake();
                                 for _ in 0..half {
                                     black_box(one_call(&dir, &inv, &mut rng, &mut clock));
                                 }
