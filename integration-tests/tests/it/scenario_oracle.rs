@@ -42,6 +42,8 @@ use switchman_integration_tests::java_peer::{
     self, DEMO_SERVICE, JavaConsumer, JavaProvider, ProviderOptions,
 };
 use switchman_integration_tests::{unique, zk_server, zookeeper};
+use tracing::instrument::WithSubscriber;
+use tracing_subscriber::layer::SubscriberExt;
 
 const WAIT: Duration = Duration::from_secs(30);
 /// Calls per scenario and strategy, on each side.
@@ -495,11 +497,20 @@ impl Fleet {
                 strategy.to_string(),
                 rust_progress.clone(),
             );
-            tokio::spawn(async move {
-                fleet
-                    .rust_calls(&s, &strategy, CALLS_UNDER_STOP, &progress)
-                    .await
-            })
+            // Switchman's failed attempts and warnings during these calls, kept with the run's
+            // messages: what failsafe and failback answer null for is otherwise not seen.
+            let captured = Captured::default();
+            let subscriber = tracing_subscriber::registry().with(captured.clone());
+            tokio::spawn(
+                async move {
+                    let (outcomes, mut messages) = fleet
+                        .rust_calls(&s, &strategy, CALLS_UNDER_STOP, &progress)
+                        .await;
+                    messages.extend(captured.0.lock().unwrap().drain(..));
+                    (outcomes, messages)
+                }
+                .with_subscriber(subscriber),
+            )
         };
         until(&rust_progress, 2, "Switchman's first two answers").await;
         let mut a = a;
@@ -525,6 +536,30 @@ impl Fleet {
             attempts: BTreeMap::new(),
         };
         (run(java), run(rust))
+    }
+}
+
+/// Switchman's events at debug level and above (`switchman*` targets) while a future runs
+/// under a subscriber with this layer, one line each: level, target and fields.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Captured {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        let meta = event.metadata();
+        if !meta.target().starts_with("switchman") || *meta.level() > tracing::Level::DEBUG {
+            return;
+        }
+        struct Line(String);
+        impl tracing::field::Visit for Line {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                use std::fmt::Write;
+                let _ = write!(self.0, " {}={value:?}", field.name());
+            }
+        }
+        let mut line = Line(format!("{} {}:", meta.level(), meta.target()));
+        event.record(&mut line);
+        self.0.lock().unwrap().push(line.0);
     }
 }
 
@@ -928,7 +963,7 @@ async fn java_and_switchman_consumers_agree_on_every_scenario_and_strategy() {
                 .iter()
                 .any(|o| !matches!(o, Outcome::Answer(a) if a != "null"))
         {
-            lost.push((strategy, rust.outcomes.clone()));
+            lost.push((strategy, rust.outcomes.clone(), rust.messages.clone()));
         }
         table.push_str(&format!(
             "{:9} {:10} java {:?} {:?} {:?}\n{:20} rust {:?} {:?} {:?}{}\n",
