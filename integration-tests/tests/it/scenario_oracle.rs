@@ -41,9 +41,9 @@ use switchman_hessian::JavaException;
 use switchman_integration_tests::java_peer::{
     self, DEMO_SERVICE, JavaConsumer, JavaProvider, ProviderOptions,
 };
+use switchman_integration_tests::logs::CapturedLog;
 use switchman_integration_tests::{unique, zk_server, zookeeper};
 use tracing::instrument::WithSubscriber;
-use tracing_subscriber::layer::SubscriberExt;
 
 const WAIT: Duration = Duration::from_secs(30);
 /// Calls per scenario and strategy, on each side.
@@ -499,14 +499,19 @@ impl Fleet {
             );
             // Switchman's failed attempts and warnings during these calls, kept with the run's
             // messages: what failsafe and failback answer null for is otherwise not seen.
-            let captured = Captured::default();
-            let subscriber = tracing_subscriber::registry().with(captured.clone());
+            let log = CapturedLog::default();
+            let writer = log.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .with_env_filter("switchman_cluster=debug,switchman_discovery=debug")
+                .with_ansi(false)
+                .with_writer(move || writer.clone())
+                .finish();
             tokio::spawn(
                 async move {
                     let (outcomes, mut messages) = fleet
                         .rust_calls(&s, &strategy, CALLS_UNDER_STOP, &progress)
                         .await;
-                    messages.extend(captured.0.lock().unwrap().drain(..));
+                    messages.extend(log.text().lines().map(str::to_string));
                     (outcomes, messages)
                 }
                 .with_subscriber(subscriber),
@@ -536,30 +541,6 @@ impl Fleet {
             attempts: BTreeMap::new(),
         };
         (run(java), run(rust))
-    }
-}
-
-/// Switchman's events at debug level and above (`switchman*` targets) while a future runs
-/// under a subscriber with this layer, one line each: level, target and fields.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<String>>>);
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Captured {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        let meta = event.metadata();
-        if !meta.target().starts_with("switchman") || *meta.level() > tracing::Level::DEBUG {
-            return;
-        }
-        struct Line(String);
-        impl tracing::field::Visit for Line {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                use std::fmt::Write;
-                let _ = write!(self.0, " {}={value:?}", field.name());
-            }
-        }
-        let mut line = Line(format!("{} {}:", meta.level(), meta.target()));
-        event.record(&mut line);
-        self.0.lock().unwrap().push(line.0);
     }
 }
 
