@@ -24,6 +24,9 @@ pub struct CallRecord {
     pub end: Instant,
     /// `None` when it succeeded, else the error's kind.
     pub error: Option<ErrorKind>,
+    /// The caller's task: with [`CountingInvoker::attempts_of`], the call's own attempts (a
+    /// call's attempts, hedges and forks included, run on its task).
+    pub task: Option<tokio::task::Id>,
 }
 
 impl CallRecord {
@@ -88,6 +91,7 @@ impl Load {
                         tokio::time::sleep(pace * k as u32 / callers as u32).await;
                     }
                     let invocation = Invocation::new(METHOD);
+                    let task = tokio::task::try_id();
                     let mut out = Vec::with_capacity(limit.unwrap_or(4096));
                     while !stop.load(Ordering::Relaxed) && limit.is_none_or(|l| out.len() < l) {
                         let start = Instant::now();
@@ -105,7 +109,12 @@ impl Load {
                                 Some(e.kind())
                             }
                         };
-                        out.push(CallRecord { start, end, error });
+                        out.push(CallRecord {
+                            start,
+                            end,
+                            error,
+                            task,
+                        });
                         if !pace.is_zero() {
                             tokio::time::sleep(pace).await;
                         }

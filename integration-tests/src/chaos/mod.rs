@@ -170,14 +170,28 @@ struct AddrLog {
     ok_latencies: Vec<Duration>,
 }
 
+/// One attempt the cluster layer made, as [`CountingInvoker`] saw it.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    /// The task it ran on (the calling task: see [`CallRecord::task`]).
+    pub task: Option<tokio::task::Id>,
+    /// The instance it went to.
+    pub address: String,
+    /// When it was sent.
+    pub sent: Instant,
+    /// When it answered successfully (`None`: it failed, or was cancelled first).
+    pub answered: Option<Instant>,
+}
+
 /// Wraps the transport and counts every attempt the cluster layer makes (the consumer-side
 /// figure "attempts per call"), per address with the time of the last one, and the latency of
-/// every attempt that answered successfully.
+/// every attempt that answered successfully; each attempt is also kept ([`Attempt`]).
 #[derive(Debug)]
 pub struct CountingInvoker {
     inner: Arc<dyn Invoker>,
     attempts: AtomicU64,
     by_addr: Mutex<HashMap<String, AddrLog>>,
+    each: Mutex<Vec<Attempt>>,
 }
 
 impl CountingInvoker {
@@ -187,6 +201,7 @@ impl CountingInvoker {
             inner,
             attempts: AtomicU64::new(0),
             by_addr: Mutex::new(HashMap::new()),
+            each: Mutex::new(Vec::new()),
         })
     }
 
@@ -207,6 +222,25 @@ impl CountingInvoker {
     /// When the last attempt to `address` was sent.
     pub fn last_attempt_to(&self, address: &str) -> Option<Instant> {
         self.log().get(address).and_then(|l| l.last_sent)
+    }
+
+    fn each(&self) -> MutexGuard<'_, Vec<Attempt>> {
+        self.each.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The attempts of `call` (a call of [`Load`]): those sent on its task while it ran, in the
+    /// order they were sent.
+    pub fn attempts_of(&self, call: &CallRecord) -> Vec<Attempt> {
+        self.each()
+            .iter()
+            .filter(|a| {
+                call.task.is_some()
+                    && a.task == call.task
+                    && a.sent >= call.start
+                    && a.sent <= call.end
+            })
+            .cloned()
+            .collect()
     }
 
     /// The latencies of the successful attempts on any of `addresses`.
@@ -235,10 +269,22 @@ impl Invoker for CountingInvoker {
             entry.sent += 1;
             entry.last_sent = Some(sent);
         }
+        let index = {
+            let mut each = self.each();
+            each.push(Attempt {
+                task: tokio::task::try_id(),
+                address: target.address().to_string(),
+                sent,
+                answered: None,
+            });
+            each.len() - 1
+        };
         Box::pin(async move {
             let result = self.inner.invoke(target, invocation, timeout).await;
             if result.is_ok() {
-                let took = sent.elapsed();
+                let answered = Instant::now();
+                self.each()[index].answered = Some(answered);
+                let took = answered.saturating_duration_since(sent);
                 self.log()
                     .entry(target.address().to_string())
                     .or_default()
