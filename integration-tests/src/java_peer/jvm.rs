@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::flags::JVM_FLAGS;
+use super::flags::{BENCH_JVM_FLAGS, JVM_FLAGS};
 use super::peers::peers_dir;
 
 /// Most of a peer's stderr kept for panic messages (the tail is kept).
@@ -26,7 +26,11 @@ pub(super) fn java_with(program: &str, jvm_flags: &[&str]) -> Command {
     java_jar("switchman-java-peers.jar", program, jvm_flags)
 }
 
-/// `java <jvm_flags> -jar <peers dir>/<jar> <program>`, run from the temp directory.
+/// `java <jvm_flags> -jar <peers dir>/<jar> <program>`, run from the temp directory; with the
+/// jar's class data sharing archive (`<jar>.jsa`, made by `scripts/install-java-peers`) when
+/// there is one, except for the benchmark's JVMs ([`BENCH_JVM_FLAGS`]: their figures stay
+/// comparable). The JVM's own warnings (an archive it cannot use, say) go to stderr, not into
+/// the peer's stdout protocol.
 pub(super) fn java_jar(jar: &str, program: &str, jvm_flags: &[&str]) -> Command {
     let path = peers_dir().join(jar);
     assert!(
@@ -35,8 +39,13 @@ pub(super) fn java_jar(jar: &str, program: &str, jvm_flags: &[&str]) -> Command 
         path.display()
     );
     let mut cmd = Command::new("java");
-    cmd.args(jvm_flags)
-        .arg(format!("-D{EXIT_WITH_PARENT}={}", program == "provider"))
+    cmd.args(jvm_flags);
+    let archive = peers_dir().join(format!("{jar}.jsa"));
+    if jvm_flags != BENCH_JVM_FLAGS && archive.is_file() {
+        cmd.arg(format!("-XX:SharedArchiveFile={}", archive.display()))
+            .args(["-Xlog:disable", "-Xlog:all=warning:stderr"]);
+    }
+    cmd.arg(format!("-D{EXIT_WITH_PARENT}={}", program == "provider"))
         .arg("-jar")
         .arg(path)
         .arg(program)
