@@ -155,16 +155,18 @@ impl Error {
         self
     }
 
-    /// Marks the error as "this endpoint could not take the call, and nothing was sent": it is
-    /// shutting down (a dubbo:// provider's readonly event) or no connection to it could be
-    /// made. The cluster then calls another instance without it counting as an attempt, for
-    /// every strategy, as Dubbo's `cluster.availablecheck` skips unavailable invokers.
+    /// Marks the error as "this endpoint could not take the call, and nothing ran": it is
+    /// shutting down (a dubbo:// provider's readonly event), no connection to it could be
+    /// made, or it refused the call before running anything because it does not export the
+    /// service (a dubbo:// provider's "Not found exported service"). The
+    /// cluster then calls another instance without it counting as an attempt, for every
+    /// strategy, as Dubbo's `cluster.availablecheck` skips unavailable invokers.
     pub fn with_unavailable(mut self, unavailable: bool) -> Self {
         self.unavailable = unavailable;
         self
     }
 
-    /// Whether the endpoint could not take the call and nothing was sent
+    /// Whether the endpoint could not take the call and nothing ran
     /// ([`Error::with_unavailable`]).
     pub fn is_unavailable(&self) -> bool {
         self.unavailable

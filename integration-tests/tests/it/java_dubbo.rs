@@ -921,3 +921,44 @@ async fn dubbo_admin_consumer_rules_set_the_consumers_timeout_and_mock() {
     assert_eq!(e.kind(), ErrorKind::Timeout, "the default again: {e}");
     assert!(cluster.invoke(&hello).await.unwrap().is_string());
 }
+
+/// A Java provider refuses a call for a service it does not export with status 70
+/// (`DubboProtocol`: "Not found exported service") before running anything, as it does for a
+/// service it has unexported in its shutdown, before it closes its port. Such an attempt is
+/// unavailable: the cluster gives the call to another instance under every strategy, without
+/// a retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_does_not_export_the_service_is_unavailable() {
+    if java_peer::skipped("a_provider_that_does_not_export_the_service_is_unavailable") {
+        return;
+    }
+    let zk = zookeeper();
+    let g = group("unexported");
+    let provider = JavaProvider::start(
+        &ProviderOptions::zookeeper(&zk)
+            .group(&g)
+            .name("p")
+            .param("warmup", "0"),
+    );
+    let dir = directory(&format!("zookeeper://{zk}"), &g, 1).await;
+    let instance = dir.load().endpoints()[0].instance.clone();
+    // A group it does not export (a version it does not export fails earlier, in the
+    // provider's decoding: status 40).
+    let other = switchman_core::Instance::from_url(
+        &format!(
+            "dubbo://{}/{DEMO_SERVICE}?group={g}-other",
+            instance.address()
+        )
+        .parse()
+        .unwrap(),
+    )
+    .unwrap();
+    let hello = typed("sayHello", &["java.lang.String"], vec!["x".into()]);
+    let e = DubboInvoker::new()
+        .invoke(&other, &hello, Duration::from_secs(5))
+        .await
+        .expect_err("a group the provider does not export");
+    let unexported = e.message().contains("Not found exported service");
+    assert!(e.is_unavailable() && !e.is_leaving() && unexported, "{e}");
+    assert_eq!(provider.calls_of("sayHello"), 0);
+}

@@ -413,13 +413,23 @@ fn status_error(addr: &str, code: u8, message: &str) -> Error {
         status::CLIENT_ERROR => (ErrorKind::Transport, "client error", true),
         _ => (ErrorKind::Transport, "unknown status", true),
     };
+    // A Java provider that does not export the service (a group it does not export, or a
+    // service it has unexported, as in its shutdown before it closes its port) refuses before
+    // running anything, with status 70 and DubboProtocol's "Not found exported service: ...":
+    // another instance can take the call.
+    let unexported = code == status::SERVICE_ERROR && message.contains(NOT_EXPORTED);
     let text = if message.is_empty() {
         format!("{addr} answered status {code} ({name})")
     } else {
         format!("{addr} answered status {code} ({name}): {message}")
     };
-    Error::new(kind, text).with_retryable(retryable)
+    Error::new(kind, text)
+        .with_retryable(retryable)
+        .with_unavailable(unexported)
 }
+
+/// What Java's `DubboProtocol` says for a service it does not export.
+const NOT_EXPORTED: &str = "Not found exported service: ";
 
 #[cfg(test)]
 mod tests {
@@ -927,6 +937,26 @@ mod tests {
                 "status {code}"
             );
             assert!(e.message().ends_with(": why"), "{}", e.message());
+        }
+        // Only the refusal of a service the provider does not export lets another instance
+        // take the call without a retry; other refusals (`executes`, a token) are retries.
+        let unexported = "org.apache.dubbo.remoting.RemotingException: Not found exported \
+            service: g/demo.Greeter:20880 in [], may be version or group mismatch";
+        let executes = "org.apache.dubbo.rpc.RpcException: Failed to invoke method slow in \
+            provider ..., cause: The service using threads greater than <dubbo:service \
+            executes=\"1\" /> limited.";
+        for (code, message, unavailable) in [
+            (70, unexported, true),
+            (70, executes, false),
+            (80, unexported, false),
+        ] {
+            let e = decode_response(&t, &response(code, &[Value::String(message.into())]), None)
+                .unwrap_err();
+            assert_eq!(
+                (e.is_unavailable(), e.is_retryable(), e.is_leaving()),
+                (unavailable, true, false),
+                "status {code}: {message}"
+            );
         }
         let e = decode_response(&t, &response(20, &[Value::Int(1)]), None).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Transport);
