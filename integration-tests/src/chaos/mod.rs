@@ -4,11 +4,9 @@
 //!
 //! Everything binds 127.0.0.1 only and is stopped when dropped.
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -163,13 +161,6 @@ pub fn addresses(dir: &RegistryDirectory) -> Vec<String> {
 // Attempt counting
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Debug, Default)]
-struct AddrLog {
-    sent: u64,
-    last_sent: Option<Instant>,
-    ok_latencies: Vec<Duration>,
-}
-
 /// One attempt the cluster layer made, as [`CountingInvoker`] saw it.
 #[derive(Debug, Clone)]
 pub struct Attempt {
@@ -183,14 +174,12 @@ pub struct Attempt {
     pub answered: Option<Instant>,
 }
 
-/// Wraps the transport and counts every attempt the cluster layer makes (the consumer-side
-/// figure "attempts per call"), per address with the time of the last one, and the latency of
-/// every attempt that answered successfully; each attempt is also kept ([`Attempt`]).
+/// Wraps the transport and keeps every attempt the cluster layer makes ([`Attempt`]): the
+/// consumer-side figure "attempts per call", per address with the time of the last one, and
+/// the latency of every attempt that answered successfully are read from them.
 #[derive(Debug)]
 pub struct CountingInvoker {
     inner: Arc<dyn Invoker>,
-    attempts: AtomicU64,
-    by_addr: Mutex<HashMap<String, AddrLog>>,
     each: Mutex<Vec<Attempt>>,
 }
 
@@ -199,29 +188,27 @@ impl CountingInvoker {
     pub fn new(inner: Arc<dyn Invoker>) -> Arc<CountingInvoker> {
         Arc::new(CountingInvoker {
             inner,
-            attempts: AtomicU64::new(0),
-            by_addr: Mutex::new(HashMap::new()),
             each: Mutex::new(Vec::new()),
         })
     }
 
-    fn log(&self) -> MutexGuard<'_, HashMap<String, AddrLog>> {
-        self.by_addr.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Attempts sent so far.
     pub fn attempts(&self) -> u64 {
-        self.attempts.load(Ordering::Relaxed)
+        self.each().len() as u64
     }
 
     /// Attempts sent to `address` so far.
     pub fn attempts_to(&self, address: &str) -> u64 {
-        self.log().get(address).map_or(0, |l| l.sent)
+        self.each().iter().filter(|a| a.address == address).count() as u64
     }
 
     /// When the last attempt to `address` was sent.
     pub fn last_attempt_to(&self, address: &str) -> Option<Instant> {
-        self.log().get(address).and_then(|l| l.last_sent)
+        self.each()
+            .iter()
+            .filter(|a| a.address == address)
+            .map(|a| a.sent)
+            .max()
     }
 
     fn each(&self) -> MutexGuard<'_, Vec<Attempt>> {
@@ -245,11 +232,10 @@ impl CountingInvoker {
 
     /// The latencies of the successful attempts on any of `addresses`.
     pub fn ok_latencies(&self, addresses: &[String]) -> Vec<Duration> {
-        let log = self.log();
-        addresses
+        self.each()
             .iter()
-            .filter_map(|a| log.get(a))
-            .flat_map(|l| l.ok_latencies.iter().copied())
+            .filter(|a| addresses.contains(&a.address))
+            .filter_map(|a| a.answered.map(|t| t.saturating_duration_since(a.sent)))
             .collect()
     }
 }
@@ -261,20 +247,12 @@ impl Invoker for CountingInvoker {
         invocation: &'a Invocation,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Value>> {
-        let sent = Instant::now();
-        self.attempts.fetch_add(1, Ordering::Relaxed);
-        {
-            let mut log = self.log();
-            let entry = log.entry(target.address().to_string()).or_default();
-            entry.sent += 1;
-            entry.last_sent = Some(sent);
-        }
         let index = {
             let mut each = self.each();
             each.push(Attempt {
                 task: tokio::task::try_id(),
                 address: target.address().to_string(),
-                sent,
+                sent: Instant::now(),
                 answered: None,
             });
             each.len() - 1
@@ -282,14 +260,7 @@ impl Invoker for CountingInvoker {
         Box::pin(async move {
             let result = self.inner.invoke(target, invocation, timeout).await;
             if result.is_ok() {
-                let answered = Instant::now();
-                self.each()[index].answered = Some(answered);
-                let took = answered.saturating_duration_since(sent);
-                self.log()
-                    .entry(target.address().to_string())
-                    .or_default()
-                    .ok_latencies
-                    .push(took);
+                self.each()[index].answered = Some(Instant::now());
             }
             result
         })
